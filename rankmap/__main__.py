@@ -1,0 +1,5 @@
+"""``python -m rankmap`` is the ``rankmap`` command."""
+
+from rankmap.cli import main
+
+raise SystemExit(main())
