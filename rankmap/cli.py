@@ -1,0 +1,228 @@
+"""The ``rankmap`` command line (DESIGN §7).
+
+Subcommands: ``groups``, ``solve``, ``evaluate``, ``cluster``, ``traffic``,
+``serve``, ``batch``.  Every failure caused by the input exits with status 2
+after printing exactly one line on stderr and nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Sequence
+
+from rankmap.solver import RankmapError, megatron_groups, parallel_config
+from rankmap.solver.errors import InvalidArgumentError
+
+__all__ = ["main", "build_parser"]
+
+
+class _UsageError(Exception):
+    """argparse reported a usage problem (converted to exit 2, one line)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise _UsageError(f"{self.prog}: error: {message}")
+
+
+def _int_arg(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+
+
+def add_size_arguments(p: argparse.ArgumentParser, world_size_required: bool) -> None:
+    """Add the parallel-size flags shared by ``groups``, ``solve`` and ``evaluate``."""
+    if world_size_required:
+        p.add_argument("--world-size", type=_int_arg, required=True, help="number of ranks (GPUs)")
+    else:
+        p.add_argument("--world-size", type=_int_arg, default=None, help="defaults to the GPUs in the cluster")
+    p.add_argument("--tp", type=_int_arg, default=None, help="tensor-parallel size (default 1)")
+    p.add_argument("--cp", type=_int_arg, default=None, help="context-parallel size (default 1)")
+    p.add_argument("--ep", type=_int_arg, default=None, help="expert-parallel size (default 1)")
+    p.add_argument("--etp", type=_int_arg, default=None, help="expert tensor-parallel size (default: tp)")
+    p.add_argument("--pp", type=_int_arg, default=None, help="pipeline-parallel size (default 1)")
+    p.add_argument(
+        "--num-distributed-optimizer-instances",
+        type=_int_arg,
+        default=None,
+        help="Megatron's num_distributed_optimizer_instances (default 1)",
+    )
+    p.add_argument(
+        "--hierarchical-cp-sizes",
+        type=_int_list,
+        default=None,
+        help="hierarchical_context_parallel_sizes, e.g. 2,4 (product = cp)",
+    )
+
+
+def config_from_args(args: argparse.Namespace, world_size: int | None = None, order: str | None = None):
+    """Build a validated :class:`~rankmap.solver.ParallelConfig` from CLI flags."""
+    ws = world_size if world_size is not None else args.world_size
+    return parallel_config(
+        ws,
+        tp=args.tp if args.tp is not None else 1,
+        cp=args.cp if args.cp is not None else 1,
+        ep=args.ep if args.ep is not None else 1,
+        etp=args.etp,
+        pp=args.pp if args.pp is not None else 1,
+        order=order if order is not None else (getattr(args, "order", None) or "tp-cp-ep-dp-pp"),
+        num_distributed_optimizer_instances=(
+            args.num_distributed_optimizer_instances if args.num_distributed_optimizer_instances is not None else 1
+        ),
+        hierarchical_context_parallel_sizes=args.hierarchical_cp_sizes,
+    )
+
+
+# ---------------------------------------------------------------- groups
+
+
+def groups_document(cfg) -> dict:
+    """The JSON document of ``rankmap groups`` (DESIGN §7)."""
+    groups = megatron_groups(cfg)
+    return {
+        "order": cfg.order,
+        "world_size": cfg.world_size,
+        "sizes": cfg.sizes,
+        "groups": {name: arr.tolist() for name, arr in groups.items()},
+    }
+
+
+def _fmt_group(row) -> str:
+    return "[" + ",".join(f"g{int(r)}" for r in row) + "]"
+
+
+def groups_table(cfg, max_rows: int = 32, max_groups: int = 32, placement=None) -> str:
+    """The seed article's pictures as text.
+
+    A grid with one column per pipeline stage and one row per model replica
+    (data- and context-parallel coordinates); each cell lists the GPUs of the
+    tensor-parallel group holding that stage of that replica (``←TP→``).  Then
+    every group family as one line of lists.  ``placement`` (optional) maps a
+    global rank to a device label shown after the rank.
+    """
+    groups = megatron_groups(cfg)
+    lines = [
+        f"order {cfg.order}  world_size {cfg.world_size}  "
+        + "  ".join(f"{k} {v}" for k, v in cfg.sizes.items())
+    ]
+    dec = cfg.decoder()
+    tp_groups = groups["TENSOR_MODEL_PARALLEL_GROUP"]
+    first = tp_groups[:, 0]
+    coords = dec.coordinates(first)
+    # replica = (dp, cp) coordinates, numbered with cp fastest as the dp-cp group does
+    replica = coords["dp"] * cfg.cp + coords["cp"]
+    stage = coords["pp"]
+    n_rep = cfg.dp * cfg.cp
+    cell = {}
+    for g, (r, s) in enumerate(zip(replica.tolist(), stage.tolist())):
+        cell[(r, s)] = tp_groups[g]
+
+    def label(rank: int) -> str:
+        return f"g{rank}" + (f"@{placement[rank]}" if placement is not None else "")
+
+    header = ["replica \\ stage"] + [f"PP stage {s}" for s in range(cfg.pp)]
+    rows = []
+    for r in range(min(n_rep, max_rows)):
+        dp_i, cp_i = divmod(r, cfg.cp)
+        name = f"DP={dp_i}" + (f" CP={cp_i}" if cfg.cp > 1 else "")
+        rows.append(
+            [name]
+            + [" ".join(label(int(x)) for x in cell[(r, s)]) + (" ←TP→" if cfg.tp > 1 else "") for s in range(cfg.pp)]
+        )
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines.append("")
+    lines.append(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    lines.append("-+-".join("-" * w for w in widths))
+    for row in rows:
+        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+    if n_rep > max_rows:
+        lines.append(f"... {n_rep - max_rows} more replicas")
+    lines.append("")
+    name_w = max(len(n) for n in groups)
+    for name, arr in groups.items():
+        shown = " ".join(_fmt_group(row) for row in arr[:max_groups])
+        more = f" ... {arr.shape[0] - max_groups} more" if arr.shape[0] > max_groups else ""
+        lines.append(f"{name.ljust(name_w)}  {shown}{more}")
+    return "\n".join(lines)
+
+
+def _cmd_groups(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    if args.format == "table":
+        out = groups_table(cfg)
+    else:
+        out = json.dumps(groups_document(cfg), separators=(",", ":") if args.compact else (", ", ": "))
+    sys.stdout.write(out + "\n")
+    return 0
+
+
+# ---------------------------------------------------------------- main
+
+_OPTIONAL_COMMANDS = (
+    "rankmap.cli_solve",
+    "rankmap.cli_cluster",
+    "rankmap.cli_traffic",
+    "rankmap.cli_serve",
+    "rankmap.cli_batch",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (subcommands registered from their modules)."""
+    parser = _Parser(prog="rankmap", description="Place Megatron ranks onto a real cluster.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    g = sub.add_parser("groups", help="print every Megatron process group for an order and sizes")
+    add_size_arguments(g, world_size_required=True)
+    g.add_argument("--order", default="tp-cp-ep-dp-pp", help="Megatron order string (default tp-cp-ep-dp-pp)")
+    g.add_argument("--format", choices=("json", "table"), default="json")
+    g.add_argument("--compact", action="store_true", help="JSON without spaces")
+    g.set_defaults(func=_cmd_groups)
+    for modname in _OPTIONAL_COMMANDS:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError as exc:  # a module not written yet, or its extra not installed
+            if exc.name == modname:
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        return int(args.func(args) or 0)
+    except _UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except RankmapError as exc:
+        field = f" [{exc.field}]" if exc.field else ""
+        print(f"rankmap: error: {exc.message}{field}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"rankmap: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rankmap: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
