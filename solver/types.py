@@ -1,0 +1,294 @@
+"""Plain domain types of a solve: options, constraints, costs and the result.
+
+These are what the CLI, the gRPC conversion module and the Python client
+exchange with :func:`rankmap.solver.solve`.  Units are in the names: bytes,
+seconds, GB/s (1e9 bytes per second).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from .catalogue import ParallelConfig
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "MODES",
+    "ORDER_POLICIES",
+    "DOMAIN_LEVELS",
+    "Constraint",
+    "SolveOptions",
+    "CostBreakdown",
+    "HostPlacement",
+    "Layout",
+    "SolveResult",
+    "SolveCancelled",
+    "parse_constraint",
+]
+
+#: Assignment modes (DESIGN §5).
+MODES = ("launcher", "free", "fixed")
+#: Named order policies; anything else is a comma-separated list of orders.
+ORDER_POLICIES = ("default", "megatron-cli", "all")
+#: Named domain levels a constraint can refer to.  ``nvlink`` is the finest
+#: bandwidth level, ``host`` the ``host`` attribute, ``leaf``/``spine``/``core``
+#: the first/second/third bandwidth level coarser than a host; ``level:N`` is
+#: the N-th bandwidth level counted from the finest (0).
+DOMAIN_LEVELS = ("nvlink", "host", "leaf", "spine", "core")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Keep every group of a traffic class inside one domain of a level.
+
+    Attributes
+    ----------
+    traffic_class : str
+        One of ``tp cp ep etp dp edp pp embedding``.
+    level : str
+        One of :data:`DOMAIN_LEVELS` or ``level:N``.
+    """
+
+    traffic_class: str
+    level: str
+
+    def __str__(self) -> str:
+        return f"{self.traffic_class} within {self.level}"
+
+
+def parse_constraint(text: str) -> Constraint:
+    """Parse ``"tp within host"`` (also ``"tp:host"`` or ``"tp=host"``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        On an unknown class or level, naming it.
+    """
+    from .traffic import TRAFFIC_CLASSES
+
+    raw = text.strip()
+    parts = raw.replace(":", " within ", 1).replace("=", " within ", 1).split() if "within" not in raw else raw.split()
+    if len(parts) != 3 or parts[1] != "within":
+        raise InvalidArgumentError(
+            f"constraint {text!r} is not of the form 'CLASS within LEVEL' (e.g. 'tp within host')", "constraints"
+        )
+    cls, level = parts[0].lower(), parts[2].lower()
+    if cls not in TRAFFIC_CLASSES:
+        raise InvalidArgumentError(
+            f"constraint {text!r}: unknown traffic class {cls!r}; known: {', '.join(TRAFFIC_CLASSES)}", "constraints"
+        )
+    if level not in DOMAIN_LEVELS and not (level.startswith("level:") and level[6:].isdigit()):
+        raise InvalidArgumentError(
+            f"constraint {text!r}: unknown level {level!r}; known: {', '.join(DOMAIN_LEVELS)}, level:N", "constraints"
+        )
+    return Constraint(cls, level)
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """What is searched and how (DESIGN §5).
+
+    Attributes
+    ----------
+    mode : str
+        ``launcher`` (ranks in contiguous blocks of G per host; the host order
+        and each host's local GPU order are searched), ``free`` (any bijection)
+        or ``fixed`` (baseline device order; only the order is searched).
+    orders : str or tuple of str
+        ``"default"``, ``"megatron-cli"``, ``"all"`` or explicit orders.
+    constraints : tuple of Constraint
+    exclude_devices, exclude_hosts : tuple of str
+        GPU node ids / host names not to use.
+    time_limit_seconds : float
+        Budget for the CP-SAT searches (deterministic time; see ``solve``).
+    seed : int
+        CP-SAT random seed.
+    """
+
+    mode: str = "launcher"
+    orders: str | tuple[str, ...] = "default"
+    constraints: tuple[Constraint, ...] = ()
+    exclude_devices: tuple[str, ...] = ()
+    exclude_hosts: tuple[str, ...] = ()
+    time_limit_seconds: float = 30.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidArgumentError(f"mode {self.mode!r} is not one of {', '.join(MODES)}", "mode")
+        if not (isinstance(self.time_limit_seconds, (int, float)) and np.isfinite(self.time_limit_seconds)) or (
+            self.time_limit_seconds <= 0
+        ):
+            raise InvalidArgumentError(
+                f"time_limit_seconds must be a positive number, got {self.time_limit_seconds!r}", "time_limit_seconds"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise InvalidArgumentError(f"seed must be a non-negative integer, got {self.seed!r}", "seed")
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    """Cost of a layout (DESIGN §4).
+
+    Attributes
+    ----------
+    total_seconds : float
+        Σ over ordered rank pairs of bytes / bandwidth, all classes.
+    by_class : dict of str -> float
+        The same sum per traffic class, seconds.
+    time_by_class : dict of str -> float
+        Estimated time of each class: max over its groups of bytes per rank /
+        the group's slowest pair bandwidth, seconds.
+    """
+
+    total_seconds: float
+    by_class: Mapping[str, float]
+    time_by_class: Mapping[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total_seconds": self.total_seconds,
+            "by_class": dict(self.by_class),
+            "time_by_class": dict(self.time_by_class),
+        }
+
+
+@dataclass(frozen=True)
+class HostPlacement:
+    """Where one host sits in the layout.
+
+    Attributes
+    ----------
+    host : str
+        Host name.
+    node_rank : int
+        torchrun ``--node-rank`` / position in the hostfile (launcher mode),
+        or the rank of the host's lowest global rank otherwise.
+    cuda_visible_devices : tuple of int
+        ``local_index`` of the GPU running local rank 0, 1, ... on this host.
+    global_ranks : tuple of int
+        The global ranks this host runs, by local rank.
+    """
+
+    host: str
+    node_rank: int
+    cuda_visible_devices: tuple[int, ...]
+    global_ranks: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "node_rank": self.node_rank,
+            "cuda_visible_devices": ",".join(map(str, self.cuda_visible_devices)),
+            "global_ranks": list(self.global_ranks),
+        }
+
+
+@dataclass(frozen=True)
+class Layout:
+    """An order plus the device (GPU node id) of every global rank, with its cost."""
+
+    order: str
+    assignment: tuple[str, ...]
+    cost: CostBreakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"order": self.order, "assignment": list(self.assignment), "cost": self.cost.to_dict()}
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """Everything DESIGN §6 asks of a solve.
+
+    Attributes
+    ----------
+    config : ParallelConfig
+        The chosen configuration (its ``order`` is the chosen order).
+    layout : Layout
+        Chosen order, assignment and cost.
+    baseline : Layout
+        Default order on the baseline device order, and its cost.
+    hosts : tuple of HostPlacement
+        In node-rank order.
+    status : str
+        ``OPTIMAL`` (proved within the searched space) or ``FEASIBLE``.
+    bound_seconds : float
+        A valid lower bound on the cost of any layout in the searched space.
+    solve_seconds : float
+        Wall-clock time of the solve.
+    groups : dict of str -> numpy.ndarray
+        The Megatron catalogue for the chosen order (global ranks).
+    traffic : dict of str -> float
+        Bytes per rank per step per class used.
+    apply : dict
+        How to run it: ``hostfile`` (hosts in node-rank order),
+        ``megatron_args`` (flags for Megatron-LM), ``order``.
+    mode : str
+    orders_searched : tuple of str
+    """
+
+    config: ParallelConfig
+    layout: Layout
+    baseline: Layout
+    hosts: tuple[HostPlacement, ...]
+    status: str
+    bound_seconds: float
+    solve_seconds: float
+    groups: Mapping[str, np.ndarray]
+    traffic: Mapping[str, float]
+    apply: Mapping[str, Any]
+    mode: str = "launcher"
+    orders_searched: tuple[str, ...] = ()
+
+    @property
+    def order(self) -> str:
+        return self.layout.order
+
+    @property
+    def assignment(self) -> tuple[str, ...]:
+        return self.layout.assignment
+
+    @property
+    def cost(self) -> CostBreakdown:
+        return self.layout.cost
+
+    @property
+    def improvement(self) -> float:
+        """Fraction of the baseline cost saved (0.25 = 25 % cheaper)."""
+        base = self.baseline.cost.total_seconds
+        return 0.0 if base <= 0 else 1.0 - self.layout.cost.total_seconds / base
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of ``rankmap solve`` (DESIGN §7)."""
+        return {
+            "order": self.layout.order,
+            "world_size": self.config.world_size,
+            "sizes": self.config.sizes,
+            "mode": self.mode,
+            "assignment": list(self.layout.assignment),
+            "hosts": [h.to_dict() for h in self.hosts],
+            "cost": self.layout.cost.to_dict(),
+            "baseline": self.baseline.to_dict(),
+            "improvement": self.improvement,
+            "status": self.status,
+            "bound_seconds": self.bound_seconds,
+            "solve_seconds": self.solve_seconds,
+            "traffic_bytes": dict(self.traffic),
+            "orders_searched": list(self.orders_searched),
+            "apply": dict(self.apply),
+            "groups": {k: v.tolist() for k, v in self.groups.items()},
+        }
+
+
+class SolveCancelled(Exception):
+    """Raised by ``solve`` when its ``cancel`` event is set (deadline or client cancel)."""
+
+
+def new_cancel_event() -> threading.Event:
+    """A fresh event to pass as ``solve(..., cancel=event)``."""
+    return threading.Event()
+
