@@ -1,0 +1,418 @@
+"""The cluster model: GPUs, hosts and nested bandwidth domains (DESIGN §2).
+
+A cluster is an undirected networkx graph whose edges carry ``bandwidth`` in
+GB/s (1e9 bytes/s, one direction).  The effective bandwidth between two GPUs is
+the *widest path* (max over paths of the min edge bandwidth).  Widest-path
+bandwidth is an ultrametric: sorting the distinct edge bandwidths
+``b_0 > b_1 > ... > b_{K-1}`` and taking, for each ``b_k``, the connected
+components of the subgraph of edges with bandwidth >= ``b_k`` gives nested
+partitions of the GPUs (NVLink island ⊂ host ⊂ leaf ⊂ spine ...), and
+``B(u, v) = b_k`` for the first level ``k`` at which ``u`` and ``v`` share a
+component (Hu, "The maximum capacity route problem", Operations Research 9,
+1961; the same components are the maximum spanning tree's Kruskal stages).
+
+:class:`Cluster` stores only those partitions, ``K`` integer labels per GPU,
+so nothing n×n is ever built: 131,072 GPUs take a few MB.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import networkx as nx
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .errors import InvalidArgumentError
+
+__all__ = [
+    "Cluster",
+    "cluster_from_graph",
+    "fat_tree_cluster",
+]
+
+
+def _canonical_labels(labels: np.ndarray) -> np.ndarray:
+    """Relabel so that labels are 0, 1, 2, ... in order of first appearance."""
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.reshape(-1)].astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """GPUs of a cluster in baseline device order, with their bandwidth domains.
+
+    Attributes
+    ----------
+    devices : tuple of str
+        GPU node ids, shape (n,), in baseline order: hosts in order of first
+        appearance in the graph, GPUs by ``local_index`` inside a host.
+    hosts : tuple of str
+        Host names in order of first appearance.
+    host_of : numpy.ndarray of int64, shape (n,)
+        Index into ``hosts`` of each device.
+    local_index : numpy.ndarray of int64, shape (n,)
+        CUDA device index of each device inside its host.
+    levels_gbps : numpy.ndarray of float64, shape (K,)
+        Distinct widest-path bandwidths between GPUs, descending, GB/s.
+    domains : numpy.ndarray of int64, shape (K, n)
+        ``domains[k, d]``: the level-``k`` domain of device ``d`` (labels in
+        order of first appearance).  The last level is the whole cluster.
+    """
+
+    devices: tuple[str, ...]
+    hosts: tuple[str, ...]
+    host_of: np.ndarray
+    local_index: np.ndarray
+    levels_gbps: np.ndarray
+    domains: np.ndarray
+
+    @property
+    def num_devices(self) -> int:
+        """Number of GPUs."""
+        return len(self.devices)
+
+    @property
+    def gpus_per_host(self) -> np.ndarray:
+        """GPU count of each host, shape (hosts,)."""
+        return np.bincount(self.host_of, minlength=len(self.hosts))
+
+    def device_index(self) -> dict[str, int]:
+        """Node id -> index into :attr:`devices`."""
+        return {d: i for i, d in enumerate(self.devices)}
+
+    def bandwidth_gbps(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Widest-path bandwidth between device indices ``u`` and ``v`` (same shape).
+
+        Same device gives ``inf``.
+        """
+        u = np.asarray(u)
+        v = np.asarray(v)
+        level = self.pair_level(u, v)
+        out = np.where(level < 0, np.inf, self.levels_gbps[np.maximum(level, 0)])
+        return out
+
+    def pair_level(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """First level at which devices ``u`` and ``v`` share a domain; -1 if ``u == v``."""
+        u = np.asarray(u)
+        v = np.asarray(v)
+        level = np.full(u.shape, self.domains.shape[0] - 1, dtype=np.int64)
+        for k in range(self.domains.shape[0] - 2, -1, -1):
+            same = self.domains[k][u] == self.domains[k][v]
+            level = np.where(same, k, level)
+        return np.where(u == v, -1, level)
+
+    def level_labels(self, level: str) -> np.ndarray:
+        """Domain label per device for a named level (see ``types.DOMAIN_LEVELS``).
+
+        ``nvlink``: finest bandwidth level; ``host``: the host attribute;
+        ``leaf``/``spine``/``core``: the 1st/2nd/3rd bandwidth level whose
+        domains are unions of whole hosts and join several hosts (the whole
+        cluster if there are fewer such levels); ``level:N``: bandwidth level N.
+
+        Raises
+        ------
+        InvalidArgumentError
+            For an unknown name or a level number out of range.
+        """
+        if level == "host":
+            return self.host_of
+        if level == "nvlink":
+            return self.domains[0]
+        if level.startswith("level:"):
+            k = int(level[6:])
+            if not 0 <= k < self.domains.shape[0]:
+                raise InvalidArgumentError(
+                    f"level {level!r} is out of range; this cluster has levels 0..{self.domains.shape[0] - 1}",
+                    "constraints",
+                )
+            return self.domains[k]
+        names = {"leaf": 0, "spine": 1, "core": 2}
+        if level not in names:
+            raise InvalidArgumentError(f"unknown domain level {level!r}", "constraints")
+        inter = self.inter_host_levels()
+        if not inter:
+            return np.zeros(self.num_devices, dtype=np.int64)
+        return self.domains[inter[min(names[level], len(inter) - 1)]]
+
+    def inter_host_levels(self) -> list[int]:
+        """Bandwidth levels whose domains are unions of hosts joining >= 2 hosts, finest first."""
+        out = []
+        n_hosts = len(self.hosts)
+        for k in range(self.domains.shape[0]):
+            lab = self.domains[k]
+            # every host inside one domain?
+            per_host = np.zeros(n_hosts, dtype=np.int64) - 1
+            per_host[self.host_of] = lab
+            if not np.array_equal(per_host[self.host_of], lab):
+                continue
+            n_dom = np.unique(lab).size
+            if n_dom < n_hosts and (not out or n_dom < np.unique(self.domains[out[-1]]).size):
+                out.append(k)
+        return out
+
+    def describe_levels(self) -> list[tuple[str, float, int, int]]:
+        """(name, GB/s, number of domains, largest domain size) per bandwidth level."""
+        inter = self.inter_host_levels()
+        names = {k: n for k, n in zip(inter, ("leaf", "spine", "core"))}
+        out = []
+        for k, b in enumerate(self.levels_gbps):
+            counts = np.bincount(self.domains[k])
+            name = names.get(k, "nvlink" if k == 0 else f"level:{k}")
+            out.append((name, float(b), int(counts.size), int(counts.max())))
+        return out
+
+    def subset(self, keep: np.ndarray, graph: nx.Graph) -> "Cluster":
+        """The cluster restricted to the devices where ``keep`` is True (recomputed from ``graph``)."""
+        drop = [self.devices[i] for i in np.flatnonzero(~keep)]
+        g = graph.copy()
+        g.remove_nodes_from(drop)
+        return cluster_from_graph(g)
+
+
+def _edge_bandwidth(u, v, data) -> float:
+    if "bandwidth" not in data:
+        raise InvalidArgumentError(f"edge ({u!r}, {v!r}) has no 'bandwidth' attribute (GB/s)", "cluster.edges")
+    b = data["bandwidth"]
+    try:
+        if isinstance(b, bool):
+            raise TypeError
+        bf = float(b)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"edge ({u!r}, {v!r}) has bandwidth {b!r}, which is not a number (GB/s)", "cluster.edges"
+        ) from None
+    if not math.isfinite(bf) or bf <= 0:
+        raise InvalidArgumentError(
+            f"edge ({u!r}, {v!r}) has bandwidth {b!r}; it must be finite and > 0 (GB/s)", "cluster.edges"
+        )
+    return bf
+
+
+def cluster_from_graph(graph: nx.Graph) -> Cluster:
+    """Validate a cluster graph and compute its devices and bandwidth domains.
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        Schema of DESIGN §2: nodes with ``kind`` (``"gpu"`` when absent),
+        GPUs with ``host`` (str; absent = a host of its own named after the
+        node) and ``local_index`` (int; absent = position among the host's GPUs
+        in graph order); every edge with ``bandwidth`` in GB/s.  A directed
+        graph is read as undirected; a multigraph keeps the widest parallel edge.
+
+    Returns
+    -------
+    Cluster
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the node or edge: no GPUs; a missing, non-numeric, non-finite
+        or non-positive bandwidth; a non-integer or duplicate ``local_index``
+        inside a host; GPUs not connected to each other.
+    """
+    if not isinstance(graph, nx.Graph):
+        raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
+    nodes = list(graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    gpu_nodes = []
+    for n, data in graph.nodes(data=True):
+        kind = data.get("kind", "gpu")
+        if kind == "gpu":
+            gpu_nodes.append(n)
+    if not gpu_nodes:
+        raise InvalidArgumentError("the cluster graph has no GPU nodes (kind 'gpu' or no kind)", "cluster.nodes")
+
+    # hosts in order of first appearance; local indices
+    host_names: list[str] = []
+    host_pos: dict[str, int] = {}
+    per_host: dict[str, list] = {}
+    for n in gpu_nodes:
+        data = graph.nodes[n]
+        host = data.get("host")
+        host = str(n) if host is None or host == "" else str(host)
+        if host not in host_pos:
+            host_pos[host] = len(host_names)
+            host_names.append(host)
+            per_host[host] = []
+        per_host[host].append(n)
+    devices: list = []
+    host_of: list[int] = []
+    local: list[int] = []
+    for host in host_names:
+        members = per_host[host]
+        locs = []
+        for pos, n in enumerate(members):
+            li = graph.nodes[n].get("local_index", None)
+            if li is None:
+                li = pos
+            if isinstance(li, bool) or not (isinstance(li, (int, np.integer)) or (isinstance(li, float) and li.is_integer())):
+                if isinstance(li, str) and li.strip().lstrip("-").isdigit():
+                    li = int(li)
+                else:
+                    raise InvalidArgumentError(
+                        f"GPU {n!r} has local_index {li!r}; it must be a non-negative integer", "cluster.nodes"
+                    )
+            li = int(li)
+            if li < 0:
+                raise InvalidArgumentError(f"GPU {n!r} has negative local_index {li}", "cluster.nodes")
+            locs.append(li)
+        seen: dict[int, object] = {}
+        for n, li in zip(members, locs):
+            if li in seen:
+                raise InvalidArgumentError(
+                    f"GPUs {seen[li]!r} and {n!r} on host {host!r} share local_index {li}", "cluster.nodes"
+                )
+            seen[li] = n
+        for li, n in sorted(zip(locs, range(len(members)))):
+            devices.append(members[n])
+            host_of.append(host_pos[host])
+            local.append(li)
+
+    # edges -> arrays
+    m = graph.number_of_edges()
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    bw = np.empty(m, dtype=np.float64)
+    i = 0
+    for u, v, data in graph.edges(data=True):
+        b = _edge_bandwidth(u, v, data)
+        src[i], dst[i], bw[i] = index[u], index[v], b
+        i += 1
+    src, dst, bw = src[:i], dst[:i], bw[:i]
+
+    gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
+    n_nodes = len(nodes)
+    values = np.unique(bw)[::-1]  # descending
+    levels: list[float] = []
+    doms: list[np.ndarray] = []
+    prev = None
+    for b in values:
+        sel = bw >= b
+        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
+        _, comp = connected_components(mat, directed=False)
+        lab = _canonical_labels(comp[gpu_idx])
+        if prev is not None and np.unique(lab).size == np.unique(prev).size:
+            continue  # this bandwidth joins no further GPUs
+        if prev is None and np.unique(lab).size == len(devices) and len(devices) > 1:
+            prev_singletons = True
+        else:
+            prev_singletons = False
+        if prev_singletons:
+            # no two GPUs joined at this bandwidth yet: not a level
+            continue
+        levels.append(float(b))
+        doms.append(lab)
+        prev = lab
+    if len(devices) == 1:
+        levels, doms = [float(values[0]) if values.size else 1.0], [np.zeros(1, dtype=np.int64)]
+    if not doms or np.unique(doms[-1]).size != 1:
+        # find a GPU not connected to the first one
+        if doms:
+            lab = doms[-1]
+        else:
+            lab = np.arange(len(devices))
+        other = devices[int(np.flatnonzero(lab != lab[0])[0])]
+        raise InvalidArgumentError(
+            f"GPU {other!r} is not connected to GPU {devices[0]!r}; every GPU must reach every other", "cluster.edges"
+        )
+    return Cluster(
+        devices=tuple(devices),
+        hosts=tuple(host_names),
+        host_of=np.asarray(host_of, dtype=np.int64),
+        local_index=np.asarray(local, dtype=np.int64),
+        levels_gbps=np.asarray(levels, dtype=np.float64),
+        domains=np.vstack(doms).astype(np.int64),
+    )
+
+
+def fat_tree_cluster(
+    num_hosts: int,
+    gpus_per_host: int = 8,
+    intra: str = "nvswitch",
+    intra_bandwidth_gbps: float = 450.0,
+    nic_bandwidth_gbps: float = 50.0,
+    tiers: Sequence[tuple[int, float]] = (),
+    host_names: Iterable[str] | None = None,
+) -> nx.Graph:
+    """Build a common cluster graph: hosts of GPUs under a tree of switches.
+
+    Parameters
+    ----------
+    num_hosts : int
+    gpus_per_host : int
+    intra : str
+        ``"nvswitch"`` (every GPU to one NVSwitch node at ``intra_bandwidth_gbps``,
+        e.g. 450 GB/s for H100 NVLink 4 = 18 links × 25 GB/s),
+        ``"nvlink-pairs"`` (GPUs 2i, 2i+1 joined by NVLink at
+        ``intra_bandwidth_gbps``, all GPUs on a PCIe switch at 32 GB/s, i.e. PCIe
+        Gen4 x16) or ``"pcie"`` (all GPUs on a PCIe switch at ``intra_bandwidth_gbps``).
+    nic_bandwidth_gbps : float
+        Per-GPU NIC rate to the first switch tier, GB/s (50 = 400 Gb/s).
+    tiers : sequence of (fan_in, uplink_gbps)
+        Switch tiers above the hosts, leaf first: ``(4, 25.0)`` puts 4 hosts
+        under each leaf switch whose uplink to the next tier runs at 25 GB/s
+        per GPU-equivalent path.  With no tiers all hosts hang off one switch.
+    host_names : iterable of str, optional
+        Defaults to ``node000``, ``node001``, ...
+
+    Returns
+    -------
+    networkx.Graph
+        GPU ids ``{host}/gpu{i}``, hosts' switches ``{host}/nvswitch`` or
+        ``{host}/pcie``, fabric switches ``switch:t{tier}.{i}``.
+    """
+    if num_hosts < 1 or gpus_per_host < 1:
+        raise InvalidArgumentError(
+            f"num_hosts and gpus_per_host must be >= 1, got {num_hosts} and {gpus_per_host}", "cluster"
+        )
+    names = list(host_names) if host_names is not None else [f"node{h:03d}" for h in range(num_hosts)]
+    if len(names) != num_hosts:
+        raise InvalidArgumentError(f"{len(names)} host names given for {num_hosts} hosts", "cluster")
+    g = nx.Graph(name=f"{num_hosts}x{gpus_per_host} {intra}")
+    # switch tiers: tier 0 = leaves
+    sizes = [num_hosts]
+    for fan_in, _ in tiers:
+        sizes.append(math.ceil(sizes[-1] / fan_in))
+    for h, host in enumerate(names):
+        hub = f"{host}/{'nvswitch' if intra == 'nvswitch' else 'pcie'}"
+        g.add_node(hub, kind="nvswitch" if intra == "nvswitch" else "pcie_switch", host=host)
+        leaf = f"switch:t0.{h // tiers[0][0]}" if tiers else "switch:t0.0"
+        g.add_node(leaf, kind="switch")
+        for i in range(gpus_per_host):
+            gpu = f"{host}/gpu{i}"
+            g.add_node(gpu, kind="gpu", host=host, local_index=i)
+            if intra == "nvswitch":
+                g.add_edge(gpu, hub, bandwidth=float(intra_bandwidth_gbps))
+            elif intra == "nvlink-pairs":
+                g.add_edge(gpu, hub, bandwidth=32.0)
+                if i % 2 == 1:
+                    g.add_edge(f"{host}/gpu{i - 1}", gpu, bandwidth=float(intra_bandwidth_gbps))
+            elif intra == "pcie":
+                g.add_edge(gpu, hub, bandwidth=float(intra_bandwidth_gbps))
+            else:
+                raise InvalidArgumentError(
+                    f"intra {intra!r} is not one of nvswitch, nvlink-pairs, pcie", "cluster"
+                )
+            nic = f"{host}/nic{i}"
+            g.add_node(nic, kind="nic", host=host)
+            g.add_edge(gpu, nic, bandwidth=float(nic_bandwidth_gbps))
+            g.add_edge(nic, leaf, bandwidth=float(nic_bandwidth_gbps))
+    for t, (fan_in, uplink) in enumerate(tiers):
+        upper_count = sizes[t + 2] if t + 2 < len(sizes) else None
+        for i in range(sizes[t + 1]):
+            lower = f"switch:t{t}.{i}"
+            if t + 1 < len(tiers):
+                upper = f"switch:t{t + 1}.{i // tiers[t + 1][0]}"
+            else:
+                upper = "switch:root"
+            g.add_node(upper, kind="switch")
+            g.add_edge(lower, upper, bandwidth=float(uplink))
+        del upper_count
+    return g

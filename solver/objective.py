@@ -1,0 +1,261 @@
+"""The objective: bandwidth-weighted traffic of a layout, and a lower bound (DESIGN §3–§4).
+
+``cost = Σ over ordered rank pairs (i, j) of bytes(i→j) / B(dev(i), dev(j))``
+in seconds, B the widest-path bandwidth in bytes/s (GB/s × 1e9).  Per-pair bytes
+for a group of n ranks and a payload of S bytes per rank per step:
+all_reduce 2S/n, all_gather and all_to_all S/n (every ordered pair), p2p_chain
+S between consecutive members, each direction.
+
+Because B is an ultrametric over nested domains (see :mod:`.cluster`), the
+cost of a group only needs, per level ``k``, the number ``P_k`` of ordered
+member pairs sharing a level-``k`` domain::
+
+    Σ_pairs 1/B = P_0/b_0 + Σ_{k>=1} (P_k - P_{k-1}) / b_k
+
+which is computed for all groups of a family at once with numpy (sorting
+labels), never building an n×n matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .catalogue import ParallelConfig, megatron_groups
+from .cluster import Cluster
+from .types import CostBreakdown
+
+__all__ = [
+    "TRAFFIC_CLASSES",
+    "CLASS_GROUP",
+    "CLASS_KIND",
+    "class_groups",
+    "layout_cost",
+    "lower_bound",
+    "same_domain_pairs",
+]
+
+#: Traffic classes (DESIGN §3).
+TRAFFIC_CLASSES = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "embedding")
+#: The Megatron group each class runs in.
+CLASS_GROUP = {
+    "tp": "TENSOR_MODEL_PARALLEL_GROUP",
+    "cp": "CONTEXT_PARALLEL_GROUP",
+    "dp": "DATA_PARALLEL_GROUP_WITH_CP",
+    "pp": "PIPELINE_MODEL_PARALLEL_GROUP",
+    "ep": "EXPERT_MODEL_PARALLEL_GROUP",
+    "etp": "EXPERT_TENSOR_PARALLEL_GROUP",
+    "edp": "EXPERT_DATA_PARALLEL_GROUP",
+    "embedding": "EMBEDDING_GROUP",
+}
+#: The collective each class performs.
+CLASS_KIND = {
+    "tp": "all_reduce",
+    "cp": "all_gather",
+    "dp": "all_gather",
+    "pp": "p2p_chain",
+    "ep": "all_to_all",
+    "etp": "all_reduce",
+    "edp": "all_gather",
+    "embedding": "all_reduce",
+}
+
+
+def pair_bytes(kind: str, payload_bytes: float, n: int) -> float:
+    """Bytes sent from one member to another member of an n-rank group (DESIGN §3).
+
+    For ``p2p_chain`` this is the bytes between consecutive members, each direction.
+    """
+    if n <= 1:
+        return 0.0
+    if kind == "all_reduce":
+        return 2.0 * payload_bytes / n
+    if kind in ("all_gather", "all_to_all"):
+        return payload_bytes / n
+    if kind == "p2p_chain":
+        return float(payload_bytes)
+    raise ValueError(f"unknown collective kind {kind!r}")
+
+
+def class_groups(cfg: ParallelConfig, groups: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Group arrays (groups, size) of each traffic class for a configuration."""
+    groups = megatron_groups(cfg) if groups is None else groups
+    return {c: groups[CLASS_GROUP[c]] for c in TRAFFIC_CLASSES}
+
+
+def same_domain_pairs(labels: np.ndarray) -> np.ndarray:
+    """Ordered pairs of members sharing a label, per row.
+
+    Parameters
+    ----------
+    labels : numpy.ndarray of int, shape (groups, n)
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (groups,)
+        Σ over labels of c·(c-1), c the count of that label in the row.
+    """
+    g, n = labels.shape
+    if n <= 1 or g == 0:
+        return np.zeros(g, dtype=np.int64)
+    s = np.sort(labels, axis=1)
+    # position j in a run of equal values contributes 2*(j - run start)
+    new_run = np.ones((g, n), dtype=bool)
+    new_run[:, 1:] = s[:, 1:] != s[:, :-1]
+    idx = np.broadcast_to(np.arange(n), (g, n))
+    start = np.maximum.accumulate(np.where(new_run, idx, 0), axis=1)
+    return 2 * (idx - start).sum(axis=1).astype(np.int64)
+
+
+def _group_cost(cluster: Cluster, dev: np.ndarray, kind: str, s_bytes: float) -> tuple[float, float]:
+    """(cost seconds, estimated time seconds) of one family placed at device indices ``dev`` (groups, n)."""
+    g, n = dev.shape
+    if n <= 1 or s_bytes <= 0 or g == 0:
+        return 0.0, 0.0
+    b = cluster.levels_gbps * 1e9
+    K = b.size
+    per_pair = pair_bytes(kind, s_bytes, n)
+    if kind == "p2p_chain":
+        u, v = dev[:, :-1], dev[:, 1:]
+        lvl = cluster.pair_level(u, v)  # (g, n-1), -1 for same device
+        inv = np.where(lvl < 0, 0.0, 1.0 / b[np.maximum(lvl, 0)])
+        cost = 2.0 * per_pair * float(inv.sum())
+        slow = inv.max(axis=1)
+        return cost, float(s_bytes * slow.max())
+    total_pairs = n * (n - 1)
+    same_dev = same_domain_pairs(dev)
+    prev = same_dev
+    inv_sum = np.zeros(g, dtype=np.float64)
+    slowest = np.zeros(g, dtype=np.float64)
+    done = np.zeros(g, dtype=bool)
+    for k in range(K):
+        labels = cluster.domains[k][dev]
+        pk = same_domain_pairs(labels) if k < K - 1 else np.full(g, total_pairs, dtype=np.int64)
+        inv_sum += (pk - prev) / b[k]
+        all_same = pk == total_pairs
+        newly = all_same & ~done
+        slowest[newly] = 1.0 / b[k] if k > 0 or True else 0.0
+        done |= all_same
+        prev = pk
+    # a group entirely on one device has no traffic
+    slowest = np.where(same_dev == total_pairs, 0.0, slowest)
+    return per_pair * float(inv_sum.sum()), float(s_bytes * slowest.max())
+
+
+def layout_cost(
+    cluster: Cluster,
+    cfg: ParallelConfig,
+    device_of_rank: np.ndarray,
+    traffic: Mapping[str, float],
+    groups: Mapping[str, np.ndarray] | None = None,
+) -> CostBreakdown:
+    """Cost of placing global rank r on device ``device_of_rank[r]``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+    cfg : ParallelConfig
+        Sizes and order (the groups follow the order).
+    device_of_rank : numpy.ndarray of int, shape (world_size,)
+        Index into ``cluster.devices`` per global rank (rank_offset removed).
+    traffic : mapping class -> bytes per rank per step
+        Missing classes count as 0.
+    groups : optional precomputed ``megatron_groups(cfg)``.
+
+    Returns
+    -------
+    CostBreakdown
+        Total and per-class cost in seconds, and per-class estimated times.
+    """
+    dev_of = np.asarray(device_of_rank, dtype=np.int64)
+    fam = class_groups(cfg, groups)
+    by_class: dict[str, float] = {}
+    times: dict[str, float] = {}
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        cost, t = _group_cost(cluster, dev_of[arr], CLASS_KIND[c], s)
+        by_class[c] = cost
+        times[c] = t
+    return CostBreakdown(total_seconds=float(sum(by_class.values())), by_class=by_class, time_by_class=times)
+
+
+def _max_same_pairs_all(caps: np.ndarray, n: int, groups: int) -> int:
+    """Upper bound on ordered same-domain pairs of ``groups`` disjoint n-cliques in domains of sizes ``caps``."""
+    q, r = np.divmod(caps.astype(np.int64), n)
+    best = int((q * n * (n - 1) + r * (r - 1)).sum())
+    return min(best, groups * n * (n - 1))
+
+
+def _max_same_pairs_chain(caps: np.ndarray, n: int, groups: int) -> int:
+    """Upper bound on consecutive (unordered) pairs sharing a domain, ``groups`` disjoint n-chains."""
+    caps = caps.astype(np.int64)
+    best = int((caps - -(-caps // n)).sum())
+    return min(best, groups * (n - 1))
+
+
+def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]) -> float:
+    """A valid lower bound (seconds) on the cost of any bijective layout of any order.
+
+    For each class separately, its groups are disjoint and all of the same size
+    n, whatever the order; a level-``k`` domain of D devices can hold at most
+    ``(D // n)·n·(n-1) + (D % n)·(D % n - 1)`` ordered same-group pairs (fill
+    it with as few groups as possible), and a chain at most ``D - ceil(D/n)``
+    consecutive pairs.  Using these maxima of ``P_k`` in the ultrametric cost
+    identity gives the bound; classes are bounded independently (they compete
+    for the same domains in reality, so the bound is not always tight).
+    """
+    b = cluster.levels_gbps * 1e9
+    K = b.size
+    caps_by_level = [np.bincount(cluster.domains[k]) for k in range(K)]
+    dec, exp = cfg.decoder(), cfg.expert()
+    sizes = {
+        "tp": cfg.tp,
+        "cp": cfg.cp,
+        "dp": cfg.dp * cfg.cp,
+        "pp": cfg.pp,
+        "ep": cfg.ep,
+        "etp": cfg.etp,
+        "edp": cfg.edp,
+        "embedding": 2 if cfg.pp > 1 else 1,
+    }
+    del dec, exp
+    total = 0.0
+    W = cfg.world_size
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        n = sizes[c]
+        if s <= 0 or n <= 1:
+            continue
+        kind = CLASS_KIND[c]
+        if c == "embedding":
+            groups = W // cfg.pp
+        else:
+            groups = W // n
+        per_pair = pair_bytes(kind, s, n)
+        if kind == "p2p_chain":
+            total_pairs = groups * (n - 1)
+            prev = 0
+            inv = 0.0
+            for k in range(K):
+                pk = _max_same_pairs_chain(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
+                pk = max(pk, prev)
+                inv += (pk - prev) / b[k]
+                prev = pk
+            total += 2.0 * per_pair * inv
+        else:
+            total_pairs = groups * n * (n - 1)
+            prev = 0
+            inv = 0.0
+            for k in range(K):
+                if c == "embedding":
+                    # members of an embedding group are in distinct pp stages; treat as 2-cliques
+                    pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
+                else:
+                    pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
+                pk = max(pk, prev)
+                inv += (pk - prev) / b[k]
+                prev = pk
+            total += per_pair * inv
+    return total
