@@ -33,7 +33,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
 from .errors import InvalidArgumentError
 
@@ -146,14 +146,9 @@ def pair_bytes_factor(kind: str, n: int) -> float:
         raise InvalidArgumentError(
             f"unknown collective kind {kind!r}; known: {', '.join(COLLECTIVE_KINDS)}", "kind"
         )
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        try:
-            ok = int(n) == n and int(n) >= 1 and not isinstance(n, bool)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise InvalidArgumentError(f"group size must be a positive integer, got {n!r}", "n")
-        n = int(n)
+    if not _is_int(n) or n < 1:
+        raise InvalidArgumentError(f"group size must be a positive integer, got {n!r}", "n")
+    n = int(n)
     if n == 1:
         return 0.0
     if kind == "all_reduce":

@@ -1,0 +1,285 @@
+"""``rankmap traffic``: bytes per rank per training step of each traffic class.
+
+::
+
+    rankmap traffic --world-size W [--tp N --cp N --ep N --etp N --pp N]
+                    [--model NAME | --model-file FILE] [--seq-length N]
+                    [--micro-batch-size N] [--global-batch-size N]
+                    [--num-micro-batches N] [--dtype bf16] [--traffic tp=4e9,...]
+                    [--format json|table]
+
+The model flags are shared with ``rankmap solve`` / ``evaluate`` through
+:func:`add_model_arguments` and :func:`traffic_from_args`.  Bad input raises
+:class:`~rankmap.solver.errors.InvalidArgumentError`, which the main CLI turns
+into exit status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.traffic import (
+    CLASS_GROUP,
+    CLASS_KIND,
+    DEFAULT_MODEL,
+    DTYPE_BYTES,
+    TRAFFIC_CLASSES,
+    ModelSpec,
+    class_group_size,
+    count_parameters,
+    format_bytes,
+    load_model_file,
+    model_preset,
+    num_micro_batches,
+    pair_bytes_factor,
+    params_per_rank,
+    parse_traffic,
+    preset_names,
+    traffic_from_model,
+    with_overrides,
+    zero_traffic,
+)
+
+__all__ = [
+    "register",
+    "run",
+    "add_model_arguments",
+    "model_from_args",
+    "traffic_from_args",
+    "traffic_document",
+    "traffic_table",
+]
+
+#: Flag -> ModelSpec field for the per-run overrides.
+_OVERRIDE_FLAGS = {
+    "seq_length": "seq_length",
+    "micro_batch_size": "micro_batch_size",
+    "global_batch_size": "global_batch_size",
+    "num_micro_batches": "num_micro_batches",
+    "dtype": "dtype",
+}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _has_option(parser: argparse.ArgumentParser, flag: str) -> bool:
+    return flag in getattr(parser, "_option_string_actions", {})
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, traffic: bool = True) -> None:
+    """Add the model / traffic flags to a (sub)parser.
+
+    ``--model NAME``, ``--model-file FILE``, ``--seq-length``,
+    ``--micro-batch-size``, ``--global-batch-size``, ``--num-micro-batches``,
+    ``--dtype`` and (with ``traffic=True``) ``--traffic CLASS=BYTES,...``.  A
+    flag the parser already has is left alone, so callers may define
+    ``--traffic`` themselves.
+    """
+
+    def add(flag, **kw):
+        if not _has_option(parser, flag):
+            parser.add_argument(flag, **kw)
+
+    add("--model", default=None, metavar="NAME",
+        help=f"model preset ({', '.join(preset_names())}); default gpt-24l-4096, the seed's GPT")
+    add("--model-file", default=None, metavar="FILE",
+        help="YAML model description (ModelSpec fields, optionally 'preset: NAME' plus overrides)")
+    add("--seq-length", type=_positive_int, default=None, metavar="N", help="override the sequence length s")
+    add("--micro-batch-size", type=_positive_int, default=None, metavar="N", help="override the micro-batch size b")
+    add("--global-batch-size", type=_positive_int, default=None, metavar="N",
+        help="sequences per step; m = N / (b * dp)")
+    add("--num-micro-batches", type=_positive_int, default=None, metavar="N",
+        help="micro-batches per step m (default: the model's, 8 for presets)")
+    add("--dtype", default=None, choices=tuple(DTYPE_BYTES), help="training dtype (default bf16)")
+    if traffic:
+        add("--traffic", default=None, metavar="CLASS=BYTES,...",
+            help="explicit payloads in bytes per rank per step, e.g. tp=4e9,dp=1GB; "
+                 "on top of the model's when a model flag is given, else alone")
+
+
+def _model_flags_given(args: argparse.Namespace) -> bool:
+    if getattr(args, "model", None) is not None or getattr(args, "model_file", None) is not None:
+        return True
+    return any(getattr(args, attr, None) is not None for attr in _OVERRIDE_FLAGS)
+
+
+def model_from_args(args: argparse.Namespace) -> ModelSpec:
+    """The model the flags describe: ``--model`` / ``--model-file`` (default: the
+    seed GPT) with the per-run overrides applied.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For both ``--model`` and ``--model-file``, an unknown preset, a bad file
+        or a bad override.
+    """
+    name = getattr(args, "model", None)
+    path = getattr(args, "model_file", None)
+    if name is not None and path is not None:
+        raise InvalidArgumentError(
+            f"give --model ({name!r}) or --model-file ({path!r}), not both", "model"
+        )
+    if path is not None:
+        base = load_model_file(path)
+    elif name is not None:
+        base = model_preset(name)
+    else:
+        base = DEFAULT_MODEL
+    overrides = {field: getattr(args, attr, None) for attr, field in _OVERRIDE_FLAGS.items()}
+    return with_overrides(base, **overrides)
+
+
+def traffic_from_args(args: argparse.Namespace, cfg) -> dict:
+    """Payloads per class (bytes per rank per step) from parsed flags.
+
+    * A model flag given (``--model``, ``--model-file`` or an override such as
+      ``--seq-length``): the model's payloads (:func:`traffic_from_model`), with
+      the classes named in ``--traffic`` replaced.
+    * Only ``--traffic``: exactly those payloads, every other class 0.
+    * Neither: the default model's payloads (DESIGN §3).
+
+    Returns every class of :data:`TRAFFIC_CLASSES`, in that order.
+    """
+    text = getattr(args, "traffic", None)
+    explicit = parse_traffic(text) if text is not None else {}
+    if text is not None and not _model_flags_given(args):
+        base = zero_traffic()
+    else:
+        base = traffic_from_model(model_from_args(args), cfg)
+    base.update(explicit)
+    return {c: float(base[c]) for c in TRAFFIC_CLASSES}
+
+
+def _model_section(args: argparse.Namespace, cfg) -> dict | None:
+    if getattr(args, "traffic", None) is not None and not _model_flags_given(args):
+        return None
+    model = model_from_args(args)
+    counts = count_parameters(model)
+    dense_rank, expert_rank = params_per_rank(model, cfg)
+    return {
+        "name": model.name,
+        "num_micro_batches": num_micro_batches(model, cfg),
+        "parameters": {
+            **counts.to_dict(),
+            "dense_per_rank": dense_rank,
+            "expert_per_rank": expert_rank,
+        },
+        "spec": model.to_dict(),
+    }
+
+
+def traffic_document(traffic: dict, cfg, model: dict | None = None) -> dict:
+    """The JSON document of ``rankmap traffic``."""
+    classes = {}
+    for c in TRAFFIC_CLASSES:
+        n = class_group_size(c, cfg)
+        s = float(traffic.get(c, 0.0))
+        classes[c] = {
+            "group": CLASS_GROUP[c],
+            "kind": CLASS_KIND[c],
+            "group_size": n,
+            "bytes": s,
+            "pair_bytes": pair_bytes_factor(CLASS_KIND[c], n) * s,
+        }
+    return {
+        "world_size": cfg.world_size,
+        "sizes": dict(cfg.sizes),
+        "model": model,
+        "traffic": {c: float(traffic.get(c, 0.0)) for c in TRAFFIC_CLASSES},
+        "total_bytes": float(sum(traffic.get(c, 0.0) for c in TRAFFIC_CLASSES)),
+        "classes": classes,
+    }
+
+
+def _count(n: float) -> str:
+    """A parameter count in words: ``5.05 billion``, ``631 million``."""
+    n = float(n)
+    for word, scale in (("trillion", 1e12), ("billion", 1e9), ("million", 1e6), ("thousand", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {word}"
+    return f"{n:.3g}"
+
+
+def traffic_table(doc: dict) -> str:
+    """A human-readable table of a :func:`traffic_document`."""
+    lines = []
+    sizes = "  ".join(f"{k} {v}" for k, v in doc["sizes"].items())
+    lines.append(f"world_size {doc['world_size']}  {sizes}")
+    model = doc["model"]
+    if model is None:
+        lines.append("payloads: explicit (--traffic)")
+    else:
+        p = model["parameters"]
+        spec = model["spec"]
+        desc = (f"model {model['name']}: {_count(p['total'])} parameters"
+                + (f" ({_count(p['active'])} active, {_count(p['expert'])} in experts)" if p["expert"] else "")
+                + f"; s {spec['seq_length']}, b {spec['micro_batch_size']}, m {model['num_micro_batches']}, "
+                f"{spec['dtype']}")
+        lines.append(desc)
+        lines.append(f"parameters per rank: {_count(p['dense_per_rank'])} dense, {_count(p['expert_per_rank'])} expert")
+    lines.append("")
+    header = ["class", "group", "kind", "ranks", "bytes/rank/step", "per pair"]
+    rows = []
+    for c, info in doc["classes"].items():
+        rows.append([c, info["group"], info["kind"], str(info["group_size"]),
+                     format_bytes(info["bytes"]), format_bytes(info["pair_bytes"])])
+    rows.append(["total", "", "", "", format_bytes(doc["total_bytes"]), ""])
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    right = {3, 4, 5}
+
+    def fmt(row):
+        return "  ".join(x.rjust(w) if i in right else x.ljust(w) for i, (x, w) in enumerate(zip(row, widths))).rstrip()
+
+    lines.append(fmt(header))
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows[:-1]:
+        lines.append(fmt(r))
+    lines.append("  ".join("-" * w for w in widths))
+    lines.append(fmt(rows[-1]))
+    lines.append("")
+    lines.append("bytes: 1 GB = 1e9 B. per pair: all_reduce 2S/n, all_gather and all_to_all S/n, "
+                 "p2p_chain S between consecutive stages each way.")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the payloads; returns 0 (bad input raises InvalidArgumentError)."""
+    from rankmap.cli import config_from_args
+
+    cfg = config_from_args(args)
+    traffic = traffic_from_args(args, cfg)
+    doc = traffic_document(traffic, cfg, _model_section(args, cfg))
+    if getattr(args, "format", "json") == "table":
+        out = traffic_table(doc)
+    else:
+        out = json.dumps(doc, indent=2)
+    sys.stdout.write(out + "\n")
+    return 0
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``traffic`` subcommand to the main CLI's subparsers."""
+    from rankmap.cli import add_size_arguments
+
+    p = subparsers.add_parser(
+        "traffic",
+        help="bytes per rank per training step of each traffic class, from a model or explicit",
+        description="Payload of each traffic class (bytes per rank per training step), the Megatron "
+                    "group it runs in and the bytes between two ranks of such a group (DESIGN §3).",
+    )
+    add_size_arguments(p, world_size_required=True)
+    add_model_arguments(p)
+    p.add_argument("--format", choices=("json", "table"), default="json")
+    p.set_defaults(func=run)
+    return p
