@@ -231,7 +231,9 @@ def solve_assignment(
         if optimal and tie_break and hint is not None and gains:
             best = int(round(solver.ObjectiveValue()))
             model.Add(objective >= best)
-            model.Minimize(sum(1 - x[i][int(hint[i])] for i in range(n)))
+            # fewest items moved; among those, keep the lowest items (ranks) in place
+            big = n * (n + 1) * (2 * n + 1) // 6 + 1
+            model.Minimize(sum((big + (n - i) ** 2) * (1 - x[i][int(hint[i])]) for i in range(n)))
             model.ClearHints()
             for i in range(n):
                 for s in range(n):

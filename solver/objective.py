@@ -24,6 +24,7 @@ import numpy as np
 
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster
+from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, pair_bytes_factor
 from .types import CostBreakdown
 
 __all__ = [
@@ -36,46 +37,13 @@ __all__ = [
     "same_domain_pairs",
 ]
 
-#: Traffic classes (DESIGN §3).
-TRAFFIC_CLASSES = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "embedding")
-#: The Megatron group each class runs in.
-CLASS_GROUP = {
-    "tp": "TENSOR_MODEL_PARALLEL_GROUP",
-    "cp": "CONTEXT_PARALLEL_GROUP",
-    "dp": "DATA_PARALLEL_GROUP_WITH_CP",
-    "pp": "PIPELINE_MODEL_PARALLEL_GROUP",
-    "ep": "EXPERT_MODEL_PARALLEL_GROUP",
-    "etp": "EXPERT_TENSOR_PARALLEL_GROUP",
-    "edp": "EXPERT_DATA_PARALLEL_GROUP",
-    "embedding": "EMBEDDING_GROUP",
-}
-#: The collective each class performs.
-CLASS_KIND = {
-    "tp": "all_reduce",
-    "cp": "all_gather",
-    "dp": "all_gather",
-    "pp": "p2p_chain",
-    "ep": "all_to_all",
-    "etp": "all_reduce",
-    "edp": "all_gather",
-    "embedding": "all_reduce",
-}
 
 
 def pair_bytes(kind: str, payload_bytes: float, n: int) -> float:
-    """Bytes sent from one member to another member of an n-rank group (DESIGN §3).
-
-    For ``p2p_chain`` this is the bytes between consecutive members, each direction.
-    """
-    if n <= 1:
-        return 0.0
-    if kind == "all_reduce":
-        return 2.0 * payload_bytes / n
-    if kind in ("all_gather", "all_to_all"):
-        return payload_bytes / n
-    if kind == "p2p_chain":
-        return float(payload_bytes)
-    raise ValueError(f"unknown collective kind {kind!r}")
+    """Bytes one member sends another in an n-rank group with payload S (see
+    :func:`rankmap.solver.traffic.pair_bytes_factor`); for ``p2p_chain`` between
+    consecutive members, each direction."""
+    return pair_bytes_factor(kind, n) * float(payload_bytes)
 
 
 def class_groups(cfg: ParallelConfig, groups: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -135,7 +103,7 @@ def _group_cost(cluster: Cluster, dev: np.ndarray, kind: str, s_bytes: float) ->
         inv_sum += (pk - prev) / b[k]
         all_same = pk == total_pairs
         newly = all_same & ~done
-        slowest[newly] = 1.0 / b[k] if k > 0 or True else 0.0
+        slowest[newly] = 1.0 / b[k]
         done |= all_same
         prev = pk
     # a group entirely on one device has no traffic
@@ -209,7 +177,6 @@ def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, flo
     b = cluster.levels_gbps * 1e9
     K = b.size
     caps_by_level = [np.bincount(cluster.domains[k]) for k in range(K)]
-    dec, exp = cfg.decoder(), cfg.expert()
     sizes = {
         "tp": cfg.tp,
         "cp": cfg.cp,
@@ -220,7 +187,6 @@ def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, flo
         "edp": cfg.edp,
         "embedding": 2 if cfg.pp > 1 else 1,
     }
-    del dec, exp
     total = 0.0
     W = cfg.world_size
     for c in TRAFFIC_CLASSES:
@@ -249,11 +215,7 @@ def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, flo
             prev = 0
             inv = 0.0
             for k in range(K):
-                if c == "embedding":
-                    # members of an embedding group are in distinct pp stages; treat as 2-cliques
-                    pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
-                else:
-                    pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
+                pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
                 pk = max(pk, prev)
                 inv += (pk - prev) / b[k]
                 prev = pk

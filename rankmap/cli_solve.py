@@ -1,0 +1,394 @@
+"""``rankmap solve`` and ``rankmap evaluate`` (DESIGN §7), and declarative job files.
+
+``rankmap solve CLUSTER`` takes a cluster graph file (node-link JSON or
+GraphML), or a job file (``.yaml``/``.yml``) naming the cluster, the sizes,
+the traffic, constraints, mode, orders and solver options.  Every flag has a
+job-file key (the flag's long name with ``_`` for ``-``); flags override the
+file; an unknown key is an error naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from rankmap.solver.errors import InvalidArgumentError
+
+__all__ = ["register", "JOB_KEYS", "load_job_file", "solve_from_args"]
+
+#: Job-file keys (= flags without the leading dashes, ``-`` → ``_``).
+JOB_KEYS = (
+    "cluster",
+    "host_topology",
+    "gpu",
+    "fabric",
+    "nodelist",
+    "world_size",
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "num_distributed_optimizer_instances",
+    "hierarchical_cp_sizes",
+    "traffic",
+    "model",
+    "model_file",
+    "seq_length",
+    "micro_batch_size",
+    "global_batch_size",
+    "num_micro_batches",
+    "dtype",
+    "mode",
+    "orders",
+    "constraint",
+    "exclude_host",
+    "exclude_device",
+    "time_limit",
+    "seed",
+    "format",
+    "server",
+)
+
+
+def _yaml_error_line(exc) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return f" line {mark.line + 1}" if mark is not None else ""
+
+
+def load_job_file(path: str) -> dict[str, Any]:
+    """Read a job YAML file into a dict of :data:`JOB_KEYS`.
+
+    Relative paths inside it (cluster, host_topology, fabric, model_file) are
+    resolved against the file's folder.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Missing file, malformed YAML (with line), a non-mapping document, or an
+        unknown key (named).
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"job file {path!r} does not exist", "job") from None
+    except yaml.YAMLError as exc:
+        raise InvalidArgumentError(f"job file {path}{_yaml_error_line(exc)}: malformed YAML", "job") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise InvalidArgumentError(f"job file {path}: expected a mapping of keys, got {type(doc).__name__}", "job")
+    aliases = {"constraints": "constraint", "exclude_hosts": "exclude_host", "exclude_devices": "exclude_device",
+               "time_limit_seconds": "time_limit", "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes"}
+    out: dict[str, Any] = {}
+    base = os.path.dirname(os.path.abspath(path))
+    for key, value in doc.items():
+        k = aliases.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
+        if k not in JOB_KEYS:
+            raise InvalidArgumentError(
+                f"job file {path}: unknown key {key!r}; known keys: {', '.join(JOB_KEYS)}", str(key)
+            )
+        if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
+            value = value if os.path.isabs(value) else os.path.join(base, value)
+        if k == "model" and isinstance(value, dict):
+            k = "model_mapping"
+        out[k] = value
+    return out
+
+
+def _merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
+    """Fill every flag left unset on the command line from the job file."""
+    from rankmap.solver.traffic import model_from_mapping, traffic_from_mapping
+
+    for key, value in job.items():
+        if key == "model_mapping":
+            if getattr(args, "model", None) is None and getattr(args, "model_file", None) is None:
+                args._model_spec = model_from_mapping(value, source="job model")
+            continue
+        if key == "traffic":
+            if isinstance(value, dict):
+                if args.traffic is None:
+                    args._traffic_mapping = traffic_from_mapping(value)
+                continue
+        if key in ("constraint", "exclude_host", "exclude_device"):
+            cur = getattr(args, key)
+            if not cur:
+                setattr(args, key, [value] if isinstance(value, str) else list(value))
+            continue
+        if key == "hierarchical_cp_sizes" and isinstance(value, str):
+            value = [int(x) for x in value.split(",")]
+        if key == "orders" and isinstance(value, list):
+            value = ",".join(value)
+        dest = key
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, value)
+
+
+def _load_cluster(args: argparse.Namespace):
+    """The cluster graph from CLUSTER or --host-topology/--fabric/--nodelist."""
+    if args.cluster and (args.host_topology or args.fabric or args.nodelist):
+        raise InvalidArgumentError("give either a CLUSTER file or --host-topology/--fabric/--nodelist, not both",
+                                   "cluster")
+    if args.cluster:
+        from rankmap.solver.formats.graphfile import load_graph
+
+        return load_graph(args.cluster)
+    if args.host_topology or args.fabric or args.nodelist:
+        from rankmap.solver.formats.compose import build_cluster
+
+        return build_cluster(host_topology=args.host_topology, gpu=args.gpu, fabric=args.fabric,
+                             nodelist=args.nodelist)
+    raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
+                               "cluster")
+
+
+def _options(args: argparse.Namespace):
+    from rankmap.solver.types import SolveOptions, parse_constraint
+
+    orders = args.orders or "default"
+    try:
+        time_limit = float(args.time_limit) if args.time_limit is not None else 30.0
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"time_limit {args.time_limit!r} is not a number of seconds", "time_limit") from None
+    seed = args.seed if args.seed is not None else 0
+    if isinstance(seed, str):
+        if not seed.isdigit():
+            raise InvalidArgumentError(f"seed {seed!r} is not a non-negative integer", "seed")
+        seed = int(seed)
+    return SolveOptions(
+        mode=(args.mode or "launcher"),
+        orders=orders,
+        constraints=tuple(parse_constraint(c) for c in (args.constraint or [])),
+        exclude_devices=tuple(str(x) for x in (args.exclude_device or [])),
+        exclude_hosts=tuple(str(x) for x in (args.exclude_host or [])),
+        time_limit_seconds=time_limit,
+        seed=seed,
+    )
+
+
+def _usable_gpus(graph, options) -> int:
+    excl_d = set(options.exclude_devices)
+    excl_h = set(options.exclude_hosts)
+    n = 0
+    for node, d in graph.nodes(data=True):
+        if d.get("kind", "gpu") == "gpu" and str(node) not in excl_d and str(d.get("host", node)) not in excl_h:
+            n += 1
+    return n
+
+
+def _traffic(args: argparse.Namespace, cfg) -> dict:
+    from rankmap.cli_traffic import traffic_from_args
+
+    base = getattr(args, "_traffic_mapping", None)
+    spec = getattr(args, "_model_spec", None)
+    if spec is not None and args.traffic is None and base is None:
+        from rankmap.solver.traffic import traffic_from_model
+
+        return traffic_from_model(spec, cfg)
+    if base is not None:
+        return dict(base)
+    return traffic_from_args(args, cfg)
+
+
+def _prepare(args: argparse.Namespace):
+    """Resolve a job file, the cluster, the config, traffic and options."""
+    from rankmap.cli import config_from_args
+
+    if args.cluster and str(args.cluster).lower().endswith((".yaml", ".yml")):
+        job = load_job_file(args.cluster)
+        args.cluster = None
+        _merge_job(args, job)
+    graph = _load_cluster(args)
+    options = _options(args)
+    gpus = _usable_gpus(graph, options)
+    ws = args.world_size if args.world_size is not None else gpus
+    cfg = config_from_args(args, world_size=ws, order="tp-cp-ep-dp-pp")
+    traffic = _traffic(args, cfg)
+    return graph, cfg, traffic, options
+
+
+def solve_from_args(args: argparse.Namespace):
+    """Run the solve described by parsed arguments (in process or via --server)."""
+    graph, cfg, traffic, options = _prepare(args)
+    if getattr(args, "server", None):
+        from rankmap.client import RankmapClient
+
+        with RankmapClient(args.server) as client:
+            return client.solve_config(graph, cfg, traffic, options)
+    from rankmap.solver import solve
+
+    return solve(graph, cfg, traffic, options)
+
+
+def _fmt_s(x: float) -> str:
+    if x == 0:
+        return "0"
+    if x >= 1:
+        return f"{x:.3f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.3f} ms"
+    return f"{x * 1e6:.3f} us"
+
+
+def solve_table(result) -> str:
+    """Human-readable report of a :class:`~rankmap.solver.SolveResult`."""
+    from rankmap.cli import groups_table
+
+    cfg = result.config
+    lines = []
+    lines.append(
+        f"rankmap solve: {cfg.world_size} GPUs, "
+        + " ".join(f"{k}={v}" for k, v in cfg.sizes.items())
+        + f", mode {result.mode}"
+    )
+    lines.append(f"status {result.status}   solve time {result.solve_seconds:.2f} s   orders searched: "
+                 + ", ".join(result.orders_searched))
+    lines.append("")
+    lines.append(f"chosen order  {result.order}      (baseline {result.baseline.order})")
+    lines.append(f"apply         {result.apply.get('note', '')}")
+    lines.append("")
+    lines.append("node_rank  host                  CUDA_VISIBLE_DEVICES   global ranks")
+    for h in result.hosts[:64]:
+        r = h.global_ranks
+        span = f"{r[0]}..{r[-1]}" if len(r) > 1 and r[-1] - r[0] == len(r) - 1 else ",".join(map(str, r[:16]))
+        lines.append(f"{h.node_rank:<9d}  {h.host:<20.20s}  {','.join(map(str, h.cuda_visible_devices)):<21s}  {span}")
+    if len(result.hosts) > 64:
+        lines.append(f"... {len(result.hosts) - 64} more hosts")
+    lines.append("")
+    lines.append(f"{'class':<10s} {'bytes/rank':>12s} {'cost (chosen)':>15s} {'cost (baseline)':>16s} "
+                 f"{'est. time':>12s} {'baseline time':>14s}")
+    for c in result.cost.by_class:
+        s = result.traffic.get(c, 0.0)
+        if s == 0 and result.cost.by_class[c] == 0 and result.baseline.cost.by_class.get(c, 0) == 0:
+            continue
+        lines.append(
+            f"{c:<10s} {s:>12.4g} {_fmt_s(result.cost.by_class[c]):>15s} "
+            f"{_fmt_s(result.baseline.cost.by_class.get(c, 0.0)):>16s} "
+            f"{_fmt_s(result.cost.time_by_class[c]):>12s} {_fmt_s(result.baseline.cost.time_by_class.get(c, 0.0)):>14s}"
+        )
+    lines.append(
+        f"{'total':<10s} {'':>12s} {_fmt_s(result.cost.total_seconds):>15s} "
+        f"{_fmt_s(result.baseline.cost.total_seconds):>16s}"
+    )
+    lines.append(
+        f"improvement {100 * result.improvement:.1f}% over the baseline;  lower bound {_fmt_s(result.bound_seconds)}"
+        + (
+            f" (gap {100 * (result.cost.total_seconds / result.bound_seconds - 1):.1f}%)"
+            if result.bound_seconds > 0
+            else ""
+        )
+    )
+    lines.append("")
+    host_of = {}
+    for h in result.hosts:
+        for lr, r in enumerate(h.global_ranks):
+            host_of[r - cfg.rank_offset] = f"{h.host}:{h.cuda_visible_devices[lr]}"
+    lines.append("where each group sits (gRANK@host:gpu):")
+    lines.append(groups_table(cfg, max_rows=16, max_groups=8, placement=host_of))
+    return "\n".join(lines)
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    result = solve_from_args(args)
+    fmt = args.format or "json"
+    if fmt not in ("json", "table"):
+        raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
+    if fmt == "table":
+        sys.stdout.write(solve_table(result) + "\n")
+    else:
+        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+    return 0
+
+
+def _read_assignment(path: str) -> list[str]:
+    """An assignment file: JSON list, JSON {"assignment": [...]} (a solve output), or one id per line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"assignment file {path!r} does not exist", "assignment") from None
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        try:
+            doc = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgumentError(f"assignment file {path} line {exc.lineno}: {exc.msg}", "assignment") from None
+        if isinstance(doc, dict):
+            doc = doc.get("assignment")
+        if not isinstance(doc, list):
+            raise InvalidArgumentError(f"assignment file {path}: expected a list of GPU ids", "assignment")
+        return [str(x) for x in doc]
+    return [line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from rankmap.cli import config_from_args
+    from rankmap.solver import evaluate
+
+    graph = _load_cluster(args)
+    assignment = _read_assignment(args.assignment)
+    ws = args.world_size if args.world_size is not None else len(assignment)
+    cfg = config_from_args(args, world_size=ws, order=args.order)
+    traffic = _traffic(args, cfg)
+    cost = evaluate(graph, cfg, assignment, traffic)
+    doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": traffic,
+           "cost": cost.to_dict()}
+    if args.format == "table":
+        lines = [f"order {cfg.order}  world_size {cfg.world_size}"]
+        for c, v in cost.by_class.items():
+            lines.append(f"{c:<10s} {_fmt_s(v):>12s}  est. time {_fmt_s(cost.time_by_class[c])}")
+        lines.append(f"{'total':<10s} {_fmt_s(cost.total_seconds):>12s}")
+        sys.stdout.write("\n".join(lines) + "\n")
+    else:
+        sys.stdout.write(json.dumps(doc) + "\n")
+    return 0
+
+
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-topology", default=None, help="nvidia-smi topo -m or NCCL topology XML of one host")
+    p.add_argument("--gpu", default=None, help="GPU generation for NVLink rates (h100, a100, v100, ...)")
+    p.add_argument("--fabric", default=None, help="Slurm topology.conf / topology.yaml")
+    p.add_argument("--nodelist", default=None, help="Slurm hostlist, e.g. node[001-016]")
+
+
+def register(subparsers) -> None:
+    """Add the ``solve`` and ``evaluate`` subcommands."""
+    from rankmap.cli import add_size_arguments
+    from rankmap.cli_traffic import add_model_arguments
+
+    s = subparsers.add_parser(
+        "solve",
+        help="find the order and rank-to-GPU assignment that minimise communication cost",
+        description="CLUSTER is a node-link JSON / GraphML cluster graph, or a job YAML file.",
+    )
+    s.add_argument("cluster", nargs="?", default=None, help="cluster graph file or job YAML")
+    _add_cluster_args(s)
+    add_size_arguments(s, world_size_required=False)
+    add_model_arguments(s)
+    s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None)
+    s.add_argument("--orders", default=None, help="default | megatron-cli | all | O1,O2,...")
+    s.add_argument("--constraint", action="append", default=None,
+                   help="e.g. 'tp within host', 'ep within leaf' (repeatable)")
+    s.add_argument("--exclude-host", action="append", default=None, help="host not to use (repeatable)")
+    s.add_argument("--exclude-device", action="append", default=None, help="GPU node id not to use (repeatable)")
+    s.add_argument("--time-limit", type=float, default=None, help="search budget, seconds (default 30)")
+    s.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
+    s.add_argument("--format", choices=("json", "table"), default=None)
+    s.add_argument("--server", default=None, help="solve on a rankmap server HOST:PORT")
+    s.set_defaults(func=_cmd_solve)
+
+    e = subparsers.add_parser("evaluate", help="cost of a given order and assignment")
+    e.add_argument("cluster", nargs="?", default=None, help="cluster graph file")
+    _add_cluster_args(e)
+    e.add_argument("--order", default="tp-cp-ep-dp-pp")
+    e.add_argument("--assignment", required=True, help="file: JSON list of GPU ids per rank, or one per line")
+    add_size_arguments(e, world_size_required=False)
+    add_model_arguments(e)
+    e.add_argument("--format", choices=("json", "table"), default="json")
+    e.set_defaults(func=_cmd_evaluate)

@@ -1,0 +1,323 @@
+"""The search: issue cases and an independent brute force on small clusters."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from rankmap.solver import (
+    Constraint,
+    InfeasibleError,
+    InvalidArgumentError,
+    SolveOptions,
+    cluster_from_graph,
+    evaluate,
+    fat_tree_cluster,
+    megatron_groups,
+    parallel_config,
+    solve,
+)
+from rankmap.solver.ranks import TOKENS
+
+# ----------------------------------------------------------------- independent reference
+
+
+def widest_path_matrix(g: nx.Graph, gpus: list) -> np.ndarray:
+    """B[u, v] in GB/s by brute force: bottleneck on the maximum spanning tree path."""
+    t = nx.maximum_spanning_tree(g, weight="bandwidth")
+    n = len(gpus)
+    out = np.full((n, n), np.inf)
+    for i, u in enumerate(gpus):
+        for j, v in enumerate(gpus):
+            if i != j:
+                path = nx.shortest_path(t, u, v)
+                out[i, j] = min(t[a][b]["bandwidth"] for a, b in zip(path, path[1:]))
+    return out
+
+
+KIND = {"tp": "ar", "cp": "ag", "dp": "ag", "pp": "p2p", "ep": "ag", "etp": "ar", "edp": "ag", "embedding": "ar"}
+GROUP = {
+    "tp": "TENSOR_MODEL_PARALLEL_GROUP",
+    "cp": "CONTEXT_PARALLEL_GROUP",
+    "dp": "DATA_PARALLEL_GROUP_WITH_CP",
+    "pp": "PIPELINE_MODEL_PARALLEL_GROUP",
+    "ep": "EXPERT_MODEL_PARALLEL_GROUP",
+    "etp": "EXPERT_TENSOR_PARALLEL_GROUP",
+    "edp": "EXPERT_DATA_PARALLEL_GROUP",
+    "embedding": "EMBEDDING_GROUP",
+}
+
+
+def rank_traffic_matrix(cfg, traffic) -> np.ndarray:
+    """bytes[i, j] sent from rank i to rank j, written out pair by pair."""
+    W = cfg.world_size
+    m = np.zeros((W, W))
+    groups = megatron_groups(cfg)
+    for c, s in traffic.items():
+        for grp in groups[GROUP[c]].tolist():
+            n = len(grp)
+            if n < 2 or s == 0:
+                continue
+            if KIND[c] == "p2p":
+                for a, b in zip(grp, grp[1:]):
+                    m[a, b] += s
+                    m[b, a] += s
+            else:
+                per = (2 * s / n) if KIND[c] == "ar" else s / n
+                for a in grp:
+                    for b in grp:
+                        if a != b:
+                            m[a, b] += per
+    return m
+
+
+def all_orders(cfg):
+    out = []
+    for perm in itertools.permutations(TOKENS):
+        try:
+            out.append(cfg.with_order("-".join(perm)))
+        except InvalidArgumentError:
+            pass
+    return out
+
+
+def brute_force(g, cfg, traffic, mode):
+    cl = cluster_from_graph(g)
+    gpus = list(cl.devices)
+    B = widest_path_matrix(g, gpus) * 1e9
+    inv = np.where(np.isinf(B), 0.0, 1.0 / B)
+    W = len(gpus)
+    if mode == "free":
+        perms = np.array(list(itertools.permutations(range(W))))
+    elif mode == "fixed":
+        perms = np.arange(W)[None, :]
+    else:
+        G = W // len(cl.hosts)
+        hosts = [list(np.flatnonzero(cl.host_of == h)) for h in range(len(cl.hosts))]
+        rows = []
+        for horder in itertools.permutations(range(len(hosts))):
+            locals_ = [list(itertools.permutations(hosts[h])) for h in horder]
+            for combo in itertools.product(*locals_):
+                rows.append([d for block in combo for d in block])
+        perms = np.array(rows)
+        assert perms.shape[1] == W and G * len(hosts) == W
+    best = np.inf
+    for ocfg in all_orders(cfg):
+        m = rank_traffic_matrix(ocfg, traffic)
+        cost = (m[None, :, :] * inv[perms[:, :, None], perms[:, None, :]]).sum(axis=(1, 2))
+        best = min(best, float(cost.min()))
+    return best
+
+
+def random_cluster(rng: random.Random, max_gpus: int = 8):
+    n_hosts = rng.choice([1, 2, 2, 4, 3])
+    per = rng.choice([g for g in (1, 2, 4) if n_hosts * g <= max_gpus])
+    g = nx.Graph()
+    levels = sorted({rng.choice([25, 50, 100, 200, 300, 450]) for _ in range(3)}, reverse=True)
+    for h in range(n_hosts):
+        sw = f"h{h}/sw"
+        g.add_node(sw, kind="switch")
+        for i in range(per):
+            d = f"h{h}/gpu{i}"
+            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_edge(d, sw, bandwidth=float(rng.choice(levels[1:] or levels)))
+        # a few NVLink-like direct links of random width
+        for i in range(per):
+            for j in range(i + 1, per):
+                if rng.random() < 0.4:
+                    g.add_edge(f"h{h}/gpu{i}", f"h{h}/gpu{j}", bandwidth=float(rng.choice(levels)))
+        g.add_edge(sw, f"leaf{h % 2}", bandwidth=float(rng.choice([5, 10, 20])))
+    g.add_node("leaf0", kind="switch")
+    g.add_node("leaf1", kind="switch")
+    g.add_edge("leaf0", "leaf1", bandwidth=float(rng.choice([1, 2, 4])))
+    return g
+
+
+def random_sizes(rng: random.Random, W: int):
+    for _ in range(100):
+        tp, cp, ep, pp = (rng.choice([d for d in (1, 2, 4) if W % d == 0]) for _ in range(4))
+        if ep > 1 and rng.random() < 0.5:
+            etp = 1
+        else:
+            etp = None
+        try:
+            return parallel_config(W, tp=tp, cp=cp, ep=ep, pp=pp, etp=etp)
+        except InvalidArgumentError:
+            continue
+    return parallel_config(W)
+
+
+@pytest.mark.parametrize("case", range(14))
+@pytest.mark.parametrize("mode", ["launcher", "free", "fixed"])
+def test_brute_force_small_clusters(case, mode):
+    rng = random.Random(1000 * case + len(mode))
+    g = random_cluster(rng, max_gpus=8 if mode != "free" else 7)
+    W = sum(1 for _, d in g.nodes(data=True) if d.get("kind") == "gpu")
+    cfg = random_sizes(rng, W)
+    traffic = {c: rng.choice([0.0, 1e8, 1e9, 4e9]) for c in ("tp", "cp", "dp", "pp", "ep", "edp")}
+    res = solve(g, cfg, traffic, SolveOptions(mode=mode, orders="all", time_limit_seconds=20))
+    want = brute_force(g, cfg, traffic, mode)
+    assert res.status == "OPTIMAL"
+    assert res.cost.total_seconds == pytest.approx(want, rel=1e-6, abs=1e-12)
+    assert res.bound_seconds <= res.cost.total_seconds * (1 + 1e-9)
+    # the reported cost is the objective of the reported layout
+    again = evaluate(g, res.config, res.assignment, traffic)
+    assert again.total_seconds == pytest.approx(res.cost.total_seconds, rel=1e-12)
+    # the reported groups are rankmap groups for the chosen order
+    for name, arr in megatron_groups(res.config).items():
+        assert np.array_equal(res.groups[name], arr)
+
+
+def two_hosts():
+    return fat_tree_cluster(2, 8, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
+
+
+def test_dp_heavy_keeps_default_order():
+    cfg = parallel_config(16, tp=4, pp=2)
+    res = solve(two_hosts(), cfg, {"tp": 4e9, "dp": 8e9, "pp": 1e8}, SolveOptions(orders="megatron-cli"))
+    assert res.order == "tp-cp-ep-dp-pp"
+    assert res.status == "OPTIMAL"
+    # DP groups inside hosts
+    host = {d: d.split("/")[0] for d in res.assignment}
+    for grp in res.groups["DATA_PARALLEL_GROUP"].tolist():
+        assert len({host[res.assignment[r]] for r in grp}) == 1
+    assert res.assignment == res.baseline.assignment  # nothing beats the baseline: return it
+
+
+def test_pp_heavy_picks_tp_pp_dp_mapping():
+    cfg = parallel_config(16, tp=4, pp=2)
+    res = solve(two_hosts(), cfg, {"tp": 4e9, "dp": 1e8, "pp": 8e9}, SolveOptions(orders="megatron-cli"))
+    assert res.order == "tp-cp-ep-pp-dp"
+    assert res.apply["megatron_args"] == ["--use-tp-pp-dp-mapping"]
+    assert res.cost.total_seconds < res.baseline.cost.total_seconds
+    host = {d: d.split("/")[0] for d in res.assignment}
+    for grp in res.groups["PIPELINE_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({host[res.assignment[r]] for r in grp}) == 1
+
+
+def test_six_gpus_pp_pairs_inside_hosts():
+    g = fat_tree_cluster(3, 2, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
+    cfg = parallel_config(6, pp=2)
+    res = solve(g, cfg, {"pp": 8e9, "dp": 1e8}, SolveOptions(orders="all"))
+    host = {d: d.split("/")[0] for d in res.assignment}
+    for grp in res.groups["PIPELINE_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({host[res.assignment[r]] for r in grp}) == 1
+    assert res.status == "OPTIMAL"
+
+
+def interleaved_graph():
+    g = nx.Graph()
+    hosts = ["h0", "h1", "h0", "h0", "h1", "h1", "h1", "h0"]
+    count = {"h0": 0, "h1": 0}
+    for i, h in enumerate(hosts):
+        g.add_node(f"g{i}", host=h, local_index=count[h])
+        count[h] += 1
+        g.add_edge(f"g{i}", f"{h}/sw", bandwidth=450.0)
+    for h in ("h0", "h1"):
+        g.nodes[f"{h}/sw"]["kind"] = "nvswitch"
+        g.add_edge(f"{h}/sw", "net", bandwidth=25.0)
+    g.nodes["net"]["kind"] = "switch"
+    return g
+
+
+def test_interleaved_graph_launcher_blocks():
+    res = solve(interleaved_graph(), parallel_config(8, tp=4), {"tp": 4e9, "dp": 1e9})
+    g = interleaved_graph()
+    hosts_by_rank = [g.nodes[d]["host"] for d in res.assignment]
+    assert hosts_by_rank[:4] == [hosts_by_rank[0]] * 4
+    assert hosts_by_rank[4:] == [hosts_by_rank[4]] * 4
+    assert hosts_by_rank[0] != hosts_by_rank[4]
+    assert [h.cuda_visible_devices for h in res.hosts] == [(0, 1, 2, 3), (0, 1, 2, 3)]
+    for grp in res.groups["TENSOR_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({hosts_by_rank[r] for r in grp}) == 1
+
+
+def two_leaf_graph(inter_leaf=5.0):
+    g = nx.Graph()
+    for h in range(4):
+        sw = f"n{h}/sw"
+        for i in range(4):
+            g.add_node(f"n{h}/gpu{i}", kind="gpu", host=f"n{h}", local_index=i)
+            g.add_edge(f"n{h}/gpu{i}", sw, bandwidth=450.0)
+        g.nodes[sw]["kind"] = "nvswitch"
+        g.add_edge(sw, "leafA" if h % 2 == 0 else "leafB", bandwidth=50.0)
+    g.add_edge("leafA", "spine", bandwidth=inter_leaf)
+    g.add_edge("leafB", "spine", bandwidth=inter_leaf)
+    for n in ("leafA", "leafB", "spine"):
+        g.nodes[n]["kind"] = "switch"
+    return g
+
+
+def test_ep_groups_stay_inside_a_leaf():
+    g = two_leaf_graph()
+    cfg = parallel_config(16, ep=8, etp=1)
+    res = solve(g, cfg, {"ep": 8e9, "dp": 1e9}, SolveOptions(orders="megatron-cli"))
+    leaf = {f"n{h}": "A" if h % 2 == 0 else "B" for h in range(4)}
+    assert [leaf[h.host] for h in res.hosts] == ["A", "A", "B", "B"]
+    for grp in res.groups["EXPERT_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({leaf[g.nodes[res.assignment[r]]["host"]] for r in grp}) == 1
+    assert res.cost.total_seconds < res.baseline.cost.total_seconds
+
+
+def test_ep_within_leaf_is_a_hard_constraint():
+    g = two_leaf_graph(inter_leaf=50.0 - 1e-3)  # nearly free to cross: only the constraint keeps EP in
+    cfg = parallel_config(16, ep=8, etp=1)
+    opts = SolveOptions(orders="default", constraints=(Constraint("ep", "leaf"),))
+    res = solve(g, cfg, {"dp": 8e9, "ep": 1e6}, opts)
+    leaf = {f"n{h}": "A" if h % 2 == 0 else "B" for h in range(4)}
+    for grp in res.groups["EXPERT_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({leaf[g.nodes[res.assignment[r]]["host"]] for r in grp}) == 1
+
+
+def test_infeasible_constraint_is_a_clear_error():
+    g = two_leaf_graph()
+    cfg = parallel_config(16, ep=16, etp=1)
+    with pytest.raises(InfeasibleError, match="ep group has 16 ranks but the largest leaf domain has 8"):
+        solve(g, cfg, {"ep": 1e9}, SolveOptions(constraints=(Constraint("ep", "leaf"),)))
+
+
+def test_world_size_mismatch_and_bad_traffic():
+    with pytest.raises(InvalidArgumentError, match="world_size 8 does not match the 16 usable GPUs"):
+        solve(two_hosts(), parallel_config(8), {"dp": 1e9})
+    with pytest.raises(InvalidArgumentError, match="unknown traffic class 'xx'"):
+        solve(two_hosts(), parallel_config(16), {"xx": 1e9})
+    with pytest.raises(InvalidArgumentError, match="traffic dp = -1"):
+        solve(two_hosts(), parallel_config(16), {"dp": -1})
+
+
+def test_exclusions_shrink_the_world():
+    g = fat_tree_cluster(3, 2)
+    res = solve(g, parallel_config(4, tp=2), {"tp": 1e9}, SolveOptions(exclude_hosts=("node001",)))
+    assert {h.host for h in res.hosts} == {"node000", "node002"}
+    with pytest.raises(InvalidArgumentError, match="excluded host 'nope'"):
+        solve(g, parallel_config(4), {"tp": 1e9}, SolveOptions(exclude_hosts=("nope",)))
+
+
+def test_same_input_same_output():
+    g = two_leaf_graph()
+    cfg = parallel_config(16, tp=2, ep=4, etp=1)
+    tr = {"tp": 3e9, "ep": 2e9, "dp": 1e9, "edp": 5e8}
+    a = solve(g, cfg, tr, SolveOptions(orders="all", seed=3))
+    b = solve(g, cfg, tr, SolveOptions(orders="all", seed=3))
+    assert a.assignment == b.assignment and a.order == b.order and a.status == b.status
+
+
+def test_large_cluster_decomposition_beats_or_equals_baseline():
+    # 64 hosts x 8 GPUs under 8 leaves: too big for the exact model
+    g = fat_tree_cluster(64, 8, tiers=[(8, 12.5)])
+    cfg = parallel_config(512, tp=8, pp=4)
+    tr = {"tp": 4e9, "dp": 2e9, "pp": 6e9}
+    res = solve(g, cfg, tr, SolveOptions(orders="megatron-cli", time_limit_seconds=10))
+    assert res.cost.total_seconds <= res.baseline.cost.total_seconds
+    assert res.bound_seconds <= res.cost.total_seconds
+    assert res.status in ("OPTIMAL", "FEASIBLE")
+    # TP groups inside hosts
+    hosts = cluster_from_graph(g)
+    idx = hosts.device_index()
+    host_of = hosts.host_of[[idx[d] for d in res.assignment]]
+    tp = res.groups["TENSOR_MODEL_PARALLEL_GROUP"]
+    assert np.all(host_of[tp] == host_of[tp[:, :1]])
