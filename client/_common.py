@@ -1,0 +1,156 @@
+"""Shared by the sync and asyncio clients: errors, retries, request building."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Iterable, Mapping
+
+import grpc
+from grpc_status import rpc_status
+
+from rankmap.server import convert
+from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
+
+__all__ = [
+    "RankmapRpcError",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_RETRIES",
+    "error_from_rpc",
+    "error_from_batch",
+    "backoff_delays",
+    "solve_kwargs_request",
+    "chunk_requests",
+]
+
+#: Default per-call deadline, seconds.
+DEFAULT_TIMEOUT = 300.0
+#: Default retries on UNAVAILABLE (so up to DEFAULT_RETRIES + 1 attempts).
+DEFAULT_RETRIES = 4
+#: A BatchSolve stream carries at most this many request bytes (split beyond).
+MAX_BATCH_BYTES = 256 << 20
+
+
+class RankmapRpcError(Exception):
+    """A call failed with a status other than INVALID_ARGUMENT / FAILED_PRECONDITION.
+
+    Attributes
+    ----------
+    code : grpc.StatusCode
+    details : str
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+def _code_from_int(value: int) -> grpc.StatusCode:
+    for c in grpc.StatusCode:
+        if c.value[0] == value:
+            return c
+    return grpc.StatusCode.UNKNOWN
+
+
+def _domain_error(cls, message: str, argument: str, path: str) -> RankmapError:
+    err = cls(message, argument)
+    err.proto_field = path  # type: ignore[attr-defined]
+    return err
+
+
+def error_from_rpc(err: grpc.RpcError | Any) -> Exception:
+    """The exception to raise for a failed call.
+
+    INVALID_ARGUMENT -> :class:`InvalidArgumentError`, FAILED_PRECONDITION ->
+    :class:`InfeasibleError`, with the server's message (the CLI's), ``field``
+    the CLI / Python spelling and ``proto_field`` the request path; anything
+    else -> :class:`RankmapRpcError`.
+    """
+    code = err.code() if callable(getattr(err, "code", None)) else grpc.StatusCode.UNKNOWN
+    details = (err.details() if callable(getattr(err, "details", None)) else str(err)) or ""
+    if code not in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+        return RankmapRpcError(code, details)
+    try:
+        status = rpc_status.from_call(err)
+    except Exception:  # noqa: BLE001 - malformed trailers: keep the plain details
+        status = None
+    message, argument, path = convert.error_from_status(status, details)
+    cls = InvalidArgumentError if code == grpc.StatusCode.INVALID_ARGUMENT else InfeasibleError
+    return _domain_error(cls, message, argument or path, path)
+
+
+def error_from_batch(err) -> Exception:
+    """The exception for one failed item of a BatchSolve stream (a ``rankmap.v1.Error``)."""
+    code_value, message, argument, path = convert.error_from_proto(err)
+    code = _code_from_int(code_value)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return _domain_error(InvalidArgumentError, message, argument, path)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return _domain_error(InfeasibleError, message, argument, path)
+    return RankmapRpcError(code, message)
+
+
+def backoff_delays(retries: int, initial: float, maximum: float, multiplier: float = 2.0) -> Iterable[float]:
+    """Exponential backoff with full jitter: ``retries`` delays in seconds."""
+    delay = initial
+    for _ in range(retries):
+        yield random.uniform(0.5 * delay, delay)
+        delay = min(maximum, delay * multiplier)
+
+
+_SOLVE_KEYS = (
+    "world_size",
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "num_distributed_optimizer_instances",
+    "hierarchical_context_parallel_sizes",
+    "traffic",
+    "model",
+    "mode",
+    "orders",
+    "constraints",
+    "exclude_devices",
+    "exclude_hosts",
+    "time_limit_seconds",
+    "seed",
+    "omit_groups",
+)
+
+
+def solve_kwargs_request(item) -> "convert.pb.SolveRequest":
+    """A SolveRequest from one batch item: a ``SolveRequest`` or a mapping with
+    ``graph`` (an ``nx.Graph``) and the keyword arguments of ``solve``."""
+    if isinstance(item, convert.pb.SolveRequest):
+        return item
+    if not isinstance(item, Mapping):
+        raise InvalidArgumentError(
+            f"a batch item must be a mapping with 'graph' and solve arguments, got {type(item).__name__}", "requests"
+        )
+    kw = dict(item)
+    graph = kw.pop("graph", None)
+    if graph is None:
+        raise InvalidArgumentError("a batch item needs a 'graph'", "cluster")
+    unknown = sorted(set(kw) - set(_SOLVE_KEYS))
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown solve argument {unknown[0]!r}; known: graph, {', '.join(_SOLVE_KEYS)}", unknown[0]
+        )
+    return convert.solve_request(graph, **kw)
+
+
+def chunk_requests(items: list[tuple[int, "convert.pb.SolveRequest"]], max_bytes: int = MAX_BATCH_BYTES):
+    """Split (index, request) pairs into lists whose serialized size stays under ``max_bytes``."""
+    chunk: list[tuple[int, Any]] = []
+    size = 0
+    for index, req in items:
+        n = req.ByteSize() + 8
+        if chunk and size + n > max_bytes:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((index, req))
+        size += n
+    if chunk:
+        yield chunk

@@ -1,0 +1,330 @@
+"""Blocking Python client of ``rankmap.v1.RankmapService``.
+
+::
+
+    from rankmap.client import RankmapClient
+
+    with RankmapClient("127.0.0.1:50051") as client:
+        result = client.solve(graph, tp=2, pp=4, traffic={"tp": 4e9, "dp": 1e9})
+        print(result.order, result.assignment, result.cost.total_seconds)
+
+Methods take an ``nx.Graph`` and plain Python values and return the solver's
+own types (:class:`~rankmap.solver.types.SolveResult`,
+:class:`~rankmap.solver.types.CostBreakdown`, ``dict`` of numpy arrays),
+converted by :mod:`rankmap.server.convert` exactly as the server reads them.
+UNAVAILABLE is retried with exponential backoff (``retries`` times) within the
+call's deadline; INVALID_ARGUMENT raises
+:class:`~rankmap.solver.errors.InvalidArgumentError` and FAILED_PRECONDITION
+:class:`~rankmap.solver.errors.InfeasibleError` (``field`` as the in-process
+call would set it, ``proto_field`` the request path); anything else raises
+:class:`RankmapRpcError`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import grpc
+import networkx as nx
+import numpy as np
+
+from rankmap.server import convert
+from rankmap.server.service import channel_options
+from rankmap.solver.catalogue import ParallelConfig
+from rankmap.solver.errors import RankmapError
+from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.types import CostBreakdown, SolveResult
+from rankmap.v1 import rankmap_pb2_grpc
+
+from ._common import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    RankmapRpcError,
+    backoff_delays,
+    chunk_requests,
+    error_from_batch,
+    error_from_rpc,
+    solve_kwargs_request,
+)
+
+__all__ = ["RankmapClient", "RankmapRpcError"]
+
+
+class RankmapClient:
+    """Blocking client.
+
+    Parameters
+    ----------
+    target : str
+        ``host:port`` of a ``rankmap serve``.
+    timeout : float
+        Default deadline of each call, seconds (the whole call, retries included).
+    retries : int
+        Retries on UNAVAILABLE.
+    backoff_initial, backoff_max : float
+        First retry delay and its cap, seconds (doubling, with jitter).
+    channel : grpc.Channel, optional
+        Use this channel instead of opening one to ``target``.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 5.0,
+        channel: grpc.Channel | None = None,
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self._own_channel = channel is None
+        self._channel = channel if channel is not None else grpc.insecure_channel(target, options=channel_options())
+        self._stub = rankmap_pb2_grpc.RankmapServiceStub(self._channel)
+
+    # ------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        if self._own_channel:
+            self._channel.close()
+
+    def __enter__(self) -> "RankmapClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def _call(self, method, request, timeout: float | None):
+        """Unary call with retries on UNAVAILABLE inside one overall deadline."""
+        deadline = self._deadline(timeout)
+        delays = iter(backoff_delays(self.retries, self.backoff_initial, self.backoff_max))
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call was made")
+            try:
+                return method(request, timeout=remaining)
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.UNAVAILABLE:
+                    delay = next(delays, None)
+                    if delay is not None and deadline - time.monotonic() > delay:
+                        time.sleep(delay)
+                        continue
+                raise error_from_rpc(err) from None
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Block until the channel is connected (raises RankmapRpcError UNAVAILABLE on timeout)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=self.timeout if timeout is None else timeout)
+        except grpc.FutureTimeoutError:
+            raise RankmapRpcError(grpc.StatusCode.UNAVAILABLE, f"{self.target} not reachable") from None
+
+    def health(self, service: str = "", timeout: float | None = None) -> str:
+        """The server's health status name (``SERVING``, ``NOT_SERVING``, ...)."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        resp = self._call(stub.Check, health_pb2.HealthCheckRequest(service=service), timeout)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    # ------------------------------------------------------------ RPCs
+
+    def solve(
+        self,
+        graph: nx.Graph,
+        *,
+        world_size: int | None = None,
+        tp: int | None = None,
+        cp: int | None = None,
+        ep: int | None = None,
+        etp: int | None = None,
+        pp: int | None = None,
+        num_distributed_optimizer_instances: int | None = None,
+        hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+        traffic: Mapping[str, float] | str | None = None,
+        model: str | Mapping | Any | None = None,
+        mode: str | None = None,
+        orders: str | Sequence[str] | None = None,
+        constraints: Iterable = (),
+        exclude_devices: Iterable[str] = (),
+        exclude_hosts: Iterable[str] = (),
+        time_limit_seconds: float | None = None,
+        seed: int | None = None,
+        omit_groups: bool = False,
+        timeout: float | None = None,
+    ) -> SolveResult:
+        """Solve on the server; the same arguments and result as ``rankmap solve``.
+
+        ``traffic`` (class -> bytes, or ``"tp=4e9,dp=1GB"``) and/or ``model``
+        (preset name, mapping with ``preset`` and overrides, or ``ModelSpec``):
+        as the CLI's ``--traffic`` / ``--model``; neither = the default model.
+        ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"`` or a list of
+        orders.  ``constraints``: e.g. ``["tp within host"]``.
+        """
+        req = convert.solve_request(
+            graph,
+            world_size=world_size,
+            tp=tp,
+            cp=cp,
+            ep=ep,
+            etp=etp,
+            pp=pp,
+            num_distributed_optimizer_instances=num_distributed_optimizer_instances,
+            hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
+            traffic=traffic,
+            model=model,
+            mode=mode,
+            orders=orders,
+            constraints=constraints,
+            exclude_devices=exclude_devices,
+            exclude_hosts=exclude_hosts,
+            time_limit_seconds=time_limit_seconds,
+            seed=seed,
+            omit_groups=omit_groups,
+        )
+        return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
+
+    def solve_request(self, request, timeout: float | None = None) -> SolveResult:
+        """Send an already built ``rankmap.v1.SolveRequest``."""
+        return convert.result_from_proto(self._call(self._stub.Solve, request, timeout))
+
+    def evaluate(
+        self,
+        graph: nx.Graph,
+        assignment: Sequence,
+        *,
+        order: str = DEFAULT_ORDER,
+        world_size: int | None = None,
+        tp: int | None = None,
+        cp: int | None = None,
+        ep: int | None = None,
+        etp: int | None = None,
+        pp: int | None = None,
+        num_distributed_optimizer_instances: int | None = None,
+        hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+        traffic: Mapping[str, float] | str | None = None,
+        model: str | Mapping | Any | None = None,
+        timeout: float | None = None,
+    ) -> CostBreakdown:
+        """Cost of running global rank r on GPU ``assignment[r]`` under ``order``."""
+        req = convert.evaluate_request(
+            graph,
+            assignment,
+            order=order,
+            world_size=world_size,
+            tp=tp,
+            cp=cp,
+            ep=ep,
+            etp=etp,
+            pp=pp,
+            num_distributed_optimizer_instances=num_distributed_optimizer_instances,
+            hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
+            traffic=traffic,
+            model=model,
+        )
+        return convert.cost_from_proto(self._call(self._stub.Evaluate, req, timeout).cost)
+
+    def get_groups(
+        self,
+        world_size: int,
+        *,
+        order: str = DEFAULT_ORDER,
+        tp: int | None = None,
+        cp: int | None = None,
+        ep: int | None = None,
+        etp: int | None = None,
+        pp: int | None = None,
+        num_distributed_optimizer_instances: int | None = None,
+        hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Megatron's process groups, as :func:`rankmap.solver.megatron_groups` returns them."""
+        return self.get_groups_with_config(
+            world_size,
+            order=order,
+            tp=tp,
+            cp=cp,
+            ep=ep,
+            etp=etp,
+            pp=pp,
+            num_distributed_optimizer_instances=num_distributed_optimizer_instances,
+            hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
+            timeout=timeout,
+        )[1]
+
+    def get_groups_with_config(self, world_size: int, *, timeout: float | None = None, **sizes) -> tuple[ParallelConfig, dict]:
+        """``(validated ParallelConfig, groups)``."""
+        req = convert.get_groups_request(world_size, **sizes)
+        resp = self._call(self._stub.GetGroups, req, timeout)
+        return convert.config_from_resolved(resp.config), convert.groups_from_proto(resp.groups)
+
+    def batch_solve(
+        self, requests: Iterable, timeout: float | None = None
+    ) -> Iterator[tuple[int, SolveResult | Exception]]:
+        """Solve many requests; yield ``(index, SolveResult or exception)`` as each completes.
+
+        Each item is a mapping ``{"graph": nx.Graph, **solve keyword arguments}``
+        or a ``rankmap.v1.SolveRequest``.  Every index is yielded exactly once:
+        an invalid item yields its :class:`InvalidArgumentError`, an infeasible
+        one its :class:`InfeasibleError`; if the stream itself fails (deadline,
+        server gone after the retries) the remaining indices yield a
+        :class:`RankmapRpcError`.  Large batches are split into several streams.
+        """
+        pending: list[tuple[int, Any]] = []
+        for index, item in enumerate(requests):
+            try:
+                pending.append((index, solve_kwargs_request(item)))
+            except RankmapError as exc:
+                yield index, exc
+        deadline = self._deadline(timeout)
+        for chunk in chunk_requests(pending):
+            yield from self._batch_chunk(chunk, deadline)
+
+    def _batch_chunk(self, chunk: list[tuple[int, Any]], deadline: float):
+        remaining_items = list(chunk)
+        delays = iter(backoff_delays(self.retries, self.backoff_initial, self.backoff_max))
+        while remaining_items:
+            indices = [i for i, _ in remaining_items]
+            req = convert.pb.BatchSolveRequest(requests=[r for _, r in remaining_items])
+            seen: set[int] = set()
+            left = deadline - time.monotonic()
+            failure: Exception | None = None
+            retry = False
+            if left <= 0:
+                failure = RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
+            else:
+                try:
+                    for resp in self._stub.BatchSolve(req, timeout=left):
+                        pos = int(resp.index)
+                        if pos < 0 or pos >= len(indices) or pos in seen:
+                            continue
+                        seen.add(pos)
+                        if resp.WhichOneof("outcome") == "result":
+                            yield indices[pos], convert.result_from_proto(resp.result)
+                        else:
+                            yield indices[pos], error_from_batch(resp.error)
+                except grpc.RpcError as err:
+                    if err.code() == grpc.StatusCode.UNAVAILABLE:
+                        delay = next(delays, None)
+                        if delay is not None and deadline - time.monotonic() > delay:
+                            time.sleep(delay)
+                            retry = True
+                    if not retry:
+                        failure = error_from_rpc(err)
+            remaining_items = [item for pos, item in enumerate(remaining_items) if pos not in seen]
+            if failure is not None:
+                for index, _ in remaining_items:
+                    yield index, failure
+                return
+            if not retry and remaining_items:
+                failure = RankmapRpcError(grpc.StatusCode.INTERNAL, "the server ended the stream without an answer")
+                for index, _ in remaining_items:
+                    yield index, failure
+                return

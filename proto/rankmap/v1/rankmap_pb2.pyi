@@ -1,0 +1,429 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OrderPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORDER_POLICY_UNSPECIFIED: _ClassVar[OrderPolicy]
+    ORDER_POLICY_DEFAULT: _ClassVar[OrderPolicy]
+    ORDER_POLICY_MEGATRON_CLI: _ClassVar[OrderPolicy]
+    ORDER_POLICY_ALL: _ClassVar[OrderPolicy]
+
+class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODE_UNSPECIFIED: _ClassVar[Mode]
+    MODE_LAUNCHER: _ClassVar[Mode]
+    MODE_FREE: _ClassVar[Mode]
+    MODE_FIXED: _ClassVar[Mode]
+
+class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STATUS_UNSPECIFIED: _ClassVar[Status]
+    STATUS_OPTIMAL: _ClassVar[Status]
+    STATUS_FEASIBLE: _ClassVar[Status]
+ORDER_POLICY_UNSPECIFIED: OrderPolicy
+ORDER_POLICY_DEFAULT: OrderPolicy
+ORDER_POLICY_MEGATRON_CLI: OrderPolicy
+ORDER_POLICY_ALL: OrderPolicy
+MODE_UNSPECIFIED: Mode
+MODE_LAUNCHER: Mode
+MODE_FREE: Mode
+MODE_FIXED: Mode
+STATUS_UNSPECIFIED: Status
+STATUS_OPTIMAL: Status
+STATUS_FEASIBLE: Status
+
+class Device(_message.Message):
+    __slots__ = ("id", "host", "local_index")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_INDEX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    host: str
+    local_index: int
+    def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., local_index: _Optional[int] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("id", "kind")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+
+class Link(_message.Message):
+    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    bandwidth_gbps: float
+    latency_us: float
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ...) -> None: ...
+
+class Cluster(_message.Message):
+    __slots__ = ("devices", "nodes", "links")
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    links: _containers.RepeatedCompositeFieldContainer[Link]
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ...) -> None: ...
+
+class ParallelSizes(_message.Message):
+    __slots__ = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "hierarchical_context_parallel_sizes")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    ETP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    NUM_DISTRIBUTED_OPTIMIZER_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    HIERARCHICAL_CONTEXT_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    tp: int
+    cp: int
+    ep: int
+    etp: int
+    pp: int
+    num_distributed_optimizer_instances: int
+    hierarchical_context_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, world_size: _Optional[int] = ..., tp: _Optional[int] = ..., cp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., pp: _Optional[int] = ..., num_distributed_optimizer_instances: _Optional[int] = ..., hierarchical_context_parallel_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ParallelConfig(_message.Message):
+    __slots__ = ("world_size", "tp", "cp", "ep", "etp", "dp", "edp", "pp", "order", "num_distributed_optimizer_instances", "hierarchical_context_parallel_sizes", "rank_offset")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TP_FIELD_NUMBER: _ClassVar[int]
+    CP_FIELD_NUMBER: _ClassVar[int]
+    EP_FIELD_NUMBER: _ClassVar[int]
+    ETP_FIELD_NUMBER: _ClassVar[int]
+    DP_FIELD_NUMBER: _ClassVar[int]
+    EDP_FIELD_NUMBER: _ClassVar[int]
+    PP_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    NUM_DISTRIBUTED_OPTIMIZER_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    HIERARCHICAL_CONTEXT_PARALLEL_SIZES_FIELD_NUMBER: _ClassVar[int]
+    RANK_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    tp: int
+    cp: int
+    ep: int
+    etp: int
+    dp: int
+    edp: int
+    pp: int
+    order: str
+    num_distributed_optimizer_instances: int
+    hierarchical_context_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
+    rank_offset: int
+    def __init__(self, world_size: _Optional[int] = ..., tp: _Optional[int] = ..., cp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., dp: _Optional[int] = ..., edp: _Optional[int] = ..., pp: _Optional[int] = ..., order: _Optional[str] = ..., num_distributed_optimizer_instances: _Optional[int] = ..., hierarchical_context_parallel_sizes: _Optional[_Iterable[int]] = ..., rank_offset: _Optional[int] = ...) -> None: ...
+
+class OrderSearch(_message.Message):
+    __slots__ = ("policy", "orders")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
+    policy: OrderPolicy
+    orders: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[_Union[OrderPolicy, str]] = ..., orders: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ModelSpec(_message.Message):
+    __slots__ = ("preset", "overrides")
+    class OverridesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    PRESET_FIELD_NUMBER: _ClassVar[int]
+    OVERRIDES_FIELD_NUMBER: _ClassVar[int]
+    preset: str
+    overrides: _containers.MessageMap[str, Value]
+    def __init__(self, preset: _Optional[str] = ..., overrides: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+
+class Traffic(_message.Message):
+    __slots__ = ("bytes", "model")
+    class BytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    bytes: _containers.ScalarMap[str, float]
+    model: ModelSpec
+    def __init__(self, bytes: _Optional[_Mapping[str, float]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+
+class Constraint(_message.Message):
+    __slots__ = ("traffic_class", "level")
+    TRAFFIC_CLASS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    traffic_class: str
+    level: str
+    def __init__(self, traffic_class: _Optional[str] = ..., level: _Optional[str] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ("null_value", "bool_value", "int_value", "double_value", "string_value", "list_value", "map_value")
+    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    LIST_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MAP_VALUE_FIELD_NUMBER: _ClassVar[int]
+    null_value: bool
+    bool_value: bool
+    int_value: int
+    double_value: float
+    string_value: str
+    list_value: ValueList
+    map_value: ValueMap
+    def __init__(self, null_value: _Optional[bool] = ..., bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_value: _Optional[str] = ..., list_value: _Optional[_Union[ValueList, _Mapping]] = ..., map_value: _Optional[_Union[ValueMap, _Mapping]] = ...) -> None: ...
+
+class ValueList(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[Value]
+    def __init__(self, values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ...) -> None: ...
+
+class ValueMap(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
+class KeyValue(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: Value
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+
+class Cost(_message.Message):
+    __slots__ = ("total_seconds", "by_class_seconds", "time_by_class_seconds")
+    class ByClassSecondsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class TimeByClassSecondsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    TOTAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BY_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_BY_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    total_seconds: float
+    by_class_seconds: _containers.ScalarMap[str, float]
+    time_by_class_seconds: _containers.ScalarMap[str, float]
+    def __init__(self, total_seconds: _Optional[float] = ..., by_class_seconds: _Optional[_Mapping[str, float]] = ..., time_by_class_seconds: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class Layout(_message.Message):
+    __slots__ = ("order", "assignment", "cost")
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    cost: Cost
+    def __init__(self, order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ...) -> None: ...
+
+class HostPlacement(_message.Message):
+    __slots__ = ("host", "node_rank", "cuda_visible_devices", "global_ranks")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    NODE_RANK_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_RANKS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    node_rank: int
+    cuda_visible_devices: _containers.RepeatedScalarFieldContainer[int]
+    global_ranks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, host: _Optional[str] = ..., node_rank: _Optional[int] = ..., cuda_visible_devices: _Optional[_Iterable[int]] = ..., global_ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RankGroup(_message.Message):
+    __slots__ = ("ranks",)
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RankGroups(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[RankGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[RankGroup, _Mapping]]] = ...) -> None: ...
+
+class ApplyInfo(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[KeyValue]
+    def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+
+class SolveRequest(_message.Message):
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    OMIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    sizes: ParallelSizes
+    orders: OrderSearch
+    mode: Mode
+    traffic: Traffic
+    constraints: _containers.RepeatedCompositeFieldContainer[Constraint]
+    exclude_devices: _containers.RepeatedScalarFieldContainer[str]
+    exclude_hosts: _containers.RepeatedScalarFieldContainer[str]
+    time_limit_seconds: float
+    seed: int
+    omit_groups: bool
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ...) -> None: ...
+
+class SolveResponse(_message.Message):
+    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply")
+    class GroupsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: RankGroups
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[RankGroups, _Mapping]] = ...) -> None: ...
+    class TrafficBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    IMPROVEMENT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    BOUND_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ORDERS_SEARCHED_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    config: ParallelConfig
+    mode: Mode
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedCompositeFieldContainer[HostPlacement]
+    cost: Cost
+    baseline: Layout
+    improvement: float
+    status: Status
+    bound_seconds: float
+    solve_seconds: float
+    groups: _containers.MessageMap[str, RankGroups]
+    traffic_bytes: _containers.ScalarMap[str, float]
+    orders_searched: _containers.RepeatedScalarFieldContainer[str]
+    apply: ApplyInfo
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    sizes: ParallelSizes
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    traffic: Traffic
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ...) -> None: ...
+
+class EvaluateResponse(_message.Message):
+    __slots__ = ("cost", "traffic_bytes")
+    class TrafficBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    COST_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cost: Cost
+    traffic_bytes: _containers.ScalarMap[str, float]
+    def __init__(self, cost: _Optional[_Union[Cost, _Mapping]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class GetGroupsRequest(_message.Message):
+    __slots__ = ("sizes", "order")
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    sizes: ParallelSizes
+    order: str
+    def __init__(self, sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ...) -> None: ...
+
+class GetGroupsResponse(_message.Message):
+    __slots__ = ("config", "groups")
+    class GroupsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: RankGroups
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[RankGroups, _Mapping]] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    config: ParallelConfig
+    groups: _containers.MessageMap[str, RankGroups]
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ...) -> None: ...
+
+class BatchSolveRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[SolveRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[SolveRequest, _Mapping]]] = ...) -> None: ...
+
+class Error(_message.Message):
+    __slots__ = ("code", "message", "field", "argument")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    field: str
+    argument: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ..., argument: _Optional[str] = ...) -> None: ...
+
+class BatchSolveResponse(_message.Message):
+    __slots__ = ("index", "result", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    result: SolveResponse
+    error: Error
+    def __init__(self, index: _Optional[int] = ..., result: _Optional[_Union[SolveResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
