@@ -67,9 +67,11 @@ def parse_order(order: str, field: str = "order") -> tuple[str, ...]:
         raise InvalidArgumentError(f"{field} must be a string like 'tp-cp-ep-dp-pp', got {order!r}", field)
     if not order.strip():
         raise InvalidArgumentError(f"{field} is empty; expected tokens like 'tp-cp-ep-dp-pp'", field)
-    tokens = tuple(t.strip().lower() for t in order.split("-"))
+    tokens = tuple(t.lower() for t in order.split("-"))
     seen: set[str] = set()
     for t in tokens:
+        if t != t.strip():
+            raise InvalidArgumentError(f"{field} {order!r} has whitespace around token {t.strip()!r}", field)
         if not t:
             raise InvalidArgumentError(f"{field} {order!r} has an empty token", field)
         if t not in TOKENS:
