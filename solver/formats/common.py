@@ -413,7 +413,7 @@ class HostTemplate:
 
     def nic_rates(self) -> dict[str, float]:
         """NIC suffix -> port GB/s."""
-        return {s: float(a.get("speed_gbps", self.rates.get("nic", 12.5) * 8)) / 8 for s, a in self.nodes
+        return {s: float(a.get("port_bandwidth", self.rates.get("nic", 12.5))) for s, a in self.nodes
                 if a.get("kind") == "nic"}
 
     # -- output

@@ -1,0 +1,120 @@
+"""``rankmap cluster``: build the cluster graph from real-world inputs (DESIGN §7).
+
+::
+
+    rankmap cluster [--host-topology FILE] [--gpu GEN] [--fabric FILE] [--nodelist HOSTLIST]
+                    [--topology-name NAME] [--gpus-per-node N] [--rate KEY=GBPS ...]
+                    [--format json|table] [-o FILE]
+
+* ``--host-topology``: ``nvidia-smi topo -m`` output or NCCL topology XML (detected).
+* ``--gpu``: GPU generation (``h100``, ``a100``, ``v100``, ``a30``, ``b200`` ...) or a per-link
+  NVLink rate in GB/s.
+* ``--fabric``: Slurm ``topology.conf`` or ``topology.yaml`` (``--topology-name`` picks one
+  topology of a YAML file); ``--nodelist``: the hosts to include, a Slurm hostlist.
+* ``--rate KEY=GBPS``: override a link rate (keys ``nvlink pcie pix pxb phb node sys nic
+  fabric taper``), repeatable or comma-separated.
+
+Output: node-link JSON (``networkx.node_link_data(G, edges="edges")``) on stdout or in
+``-o FILE`` (``*.graphml`` writes GraphML), or with ``--format table`` a summary.  Bad
+input raises :class:`~rankmap.solver.errors.InvalidArgumentError` (the main CLI prints
+one line and exits 2).  ``solve`` can reuse :func:`add_cluster_arguments` and
+:func:`cluster_from_args`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.formats import RATE_KEYS, build_cluster, dump_graph, node_link_text, summarize
+
+__all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "parse_rates"]
+
+
+def parse_rates(items: list[str] | None) -> dict[str, float]:
+    """``["nic=50", "sys=22,taper=1"]`` -> ``{"nic": 50.0, "sys": 22.0, "taper": 1.0}``."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, sep, value = part.partition("=")
+            key = key.strip().lower()
+            if not sep or not key:
+                raise InvalidArgumentError(f"--rate {part!r} is not KEY=GBPS (keys: {', '.join(RATE_KEYS)})", "rate")
+            try:
+                out[key] = float(value)
+            except ValueError:
+                raise InvalidArgumentError(f"--rate {part!r}: {value!r} is not a number", f"rate.{key}") from None
+    return out
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that describe a cluster (shared by ``cluster`` and ``solve``)."""
+    p.add_argument("--host-topology", metavar="FILE", default=None,
+                   help="one host: `nvidia-smi topo -m` output or NCCL topology XML")
+    p.add_argument("--gpu", metavar="GEN", default=None,
+                   help="GPU generation (h100, a100, v100, a30, b200, ...) or per-link NVLink GB/s")
+    p.add_argument("--fabric", metavar="FILE", default=None, help="Slurm topology.conf or topology.yaml")
+    p.add_argument("--nodelist", metavar="HOSTLIST", default=None,
+                   help="hosts to include, Slurm hostlist (e.g. node[001-016])")
+    p.add_argument("--topology-name", metavar="NAME", default=None,
+                   help="topology of a topology.yaml (default: the cluster_default one)")
+    p.add_argument("--gpus-per-node", metavar="N", type=int, default=None,
+                   help="without --host-topology: synthetic hosts of N GPUs of --gpu")
+    p.add_argument("--rate", metavar="KEY=GBPS", action="append", default=None,
+                   help=f"override a link rate in GB/s ({', '.join(RATE_KEYS)}); repeatable")
+
+
+def cluster_from_args(args: argparse.Namespace):
+    """Build the graph from the flags of :func:`add_cluster_arguments`."""
+    return build_cluster(
+        host_topology=args.host_topology,
+        gpu=args.gpu,
+        fabric=args.fabric,
+        nodelist=args.nodelist,
+        topology_name=args.topology_name,
+        gpus_per_node=args.gpus_per_node,
+        **parse_rates(args.rate),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``rankmap cluster``; returns the exit status."""
+    G = cluster_from_args(args)
+    fmt = getattr(args, "format", "json") or "json"
+    out = getattr(args, "output", None)
+    if fmt == "table":
+        text = summarize(G) + "\n"
+        if out:
+            try:
+                with open(out, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise InvalidArgumentError(f"cannot write {out!r}: {exc.strerror or exc}", "output") from None
+        else:
+            sys.stdout.write(text)
+        return 0
+    if out:
+        dump_graph(G, out)
+    else:
+        sys.stdout.write(node_link_text(G))
+    return 0
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``cluster`` subcommand to the main CLI's subparsers."""
+    p = subparsers.add_parser(
+        "cluster",
+        help="build the cluster graph (node-link JSON) from nvidia-smi / NCCL XML and a Slurm fabric",
+        description="Build the cluster graph from `nvidia-smi topo -m` or NCCL topology XML (one host) "
+                    "and optionally a Slurm topology.conf / topology.yaml (every host of it or of --nodelist).",
+    )
+    add_cluster_arguments(p)
+    p.add_argument("--format", choices=("json", "table"), default="json")
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="write here instead of stdout (*.graphml: GraphML)")
+    p.set_defaults(func=run)
+    return p

@@ -1,0 +1,219 @@
+"""Cluster graph files: networkx node-link JSON and GraphML (DESIGN §2).
+
+:func:`load_graph` reads either format (node-link with an ``"edges"`` or a ``"links"``
+key; GraphML detected by the ``<graphml`` root), returns an undirected ``nx.Graph`` and
+checks the schema lightly: every edge has a finite ``bandwidth`` > 0, ``local_index`` is an
+integer.  :func:`dump_graph` writes node-link JSON (one node or edge per line, ``"edges"``
+key, as ``networkx.node_link_data(G, edges="edges")``) or, for ``*.graphml``, GraphML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import networkx as nx
+
+from ..errors import InvalidArgumentError
+
+__all__ = ["load_graph", "dump_graph", "graph_from_data", "node_link_text"]
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _check(G: nx.Graph, label: str) -> nx.Graph:
+    for i, (u, v, d) in enumerate(G.edges(data=True)):
+        if "bandwidth" not in d:
+            raise InvalidArgumentError(f"{label}: edge ({u!r}, {v!r}) has no 'bandwidth' attribute (GB/s)",
+                                       f"edges[{i}].bandwidth")
+        bw = _num(d["bandwidth"])
+        if bw is None or not math.isfinite(bw) or bw <= 0:
+            raise InvalidArgumentError(
+                f"{label}: edge ({u!r}, {v!r}) has bandwidth {d['bandwidth']!r}; it must be finite and > 0 (GB/s)",
+                f"edges[{i}].bandwidth")
+        d["bandwidth"] = bw
+        if "latency_us" in d:
+            lat = _num(d["latency_us"])
+            if lat is None or not math.isfinite(lat) or lat < 0:
+                raise InvalidArgumentError(f"{label}: edge ({u!r}, {v!r}) has latency_us {d['latency_us']!r}",
+                                           f"edges[{i}].latency_us")
+            d["latency_us"] = lat
+    for n, d in G.nodes(data=True):
+        if "local_index" in d:
+            li = _num(d["local_index"])
+            if li is None or li != int(li) or li < 0:
+                raise InvalidArgumentError(f"{label}: node {n!r} has local_index {d['local_index']!r}; "
+                                           "it must be a non-negative integer", "nodes.local_index")
+            d["local_index"] = int(li)
+        if "host" in d and not isinstance(d["host"], str):
+            d["host"] = str(d["host"])
+    return G
+
+
+def _simple_undirected(G: nx.Graph) -> nx.Graph:
+    if not G.is_directed() and not G.is_multigraph():
+        return G
+    H = nx.Graph()
+    H.graph.update(G.graph)
+    H.add_nodes_from(G.nodes(data=True))
+    for u, v, d in G.edges(data=True):
+        if H.has_edge(u, v):
+            old = _num(H[u][v].get("bandwidth")) or 0.0
+            new = _num(d.get("bandwidth")) or 0.0
+            if new <= old:
+                continue
+        H.add_edge(u, v, **d)
+    return H
+
+
+def graph_from_data(data: Any, label: str = "graph") -> nx.Graph:
+    """A node-link mapping (``"edges"`` or ``"links"``) -> checked undirected graph."""
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise InvalidArgumentError(f"{label}: not node-link JSON (no 'nodes' list)", "cluster")
+    key = "edges" if "edges" in data else ("links" if "links" in data else None)
+    if key is None:
+        raise InvalidArgumentError(f"{label}: node-link JSON has neither 'edges' nor 'links'", "cluster")
+    if not isinstance(data["nodes"], list) or not isinstance(data[key], list):
+        raise InvalidArgumentError(f"{label}: 'nodes' and '{key}' must be lists", "cluster")
+    for i, n in enumerate(data["nodes"]):
+        if not isinstance(n, dict) or "id" not in n:
+            raise InvalidArgumentError(f"{label}: nodes[{i}] has no 'id'", f"nodes[{i}]")
+    ids = {json.dumps(n["id"]) for n in data["nodes"]}
+    for i, e in enumerate(data[key]):
+        if not isinstance(e, dict) or "source" not in e or "target" not in e:
+            raise InvalidArgumentError(f"{label}: {key}[{i}] needs 'source' and 'target'", f"{key}[{i}]")
+        for end in ("source", "target"):
+            if json.dumps(e[end]) not in ids:
+                raise InvalidArgumentError(f"{label}: {key}[{i}] {end} {e[end]!r} is not a node id", f"{key}[{i}]")
+    try:
+        G = nx.node_link_graph(data, directed=bool(data.get("directed", False)),
+                               multigraph=bool(data.get("multigraph", False)), edges=key)
+    except (KeyError, TypeError, ValueError, nx.NetworkXError) as exc:
+        raise InvalidArgumentError(f"{label}: invalid node-link data ({exc})", "cluster") from None
+    return _check(_simple_undirected(G), label)
+
+
+def load_graph(path: Any) -> nx.Graph:
+    """Read a cluster graph from node-link JSON or GraphML.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Missing file, malformed JSON (with line and column), malformed GraphML, schema
+        violations (edge without a positive ``bandwidth``, bad ``local_index``).
+    """
+    p = str(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"cluster file {p!r} does not exist", "cluster") from None
+    except IsADirectoryError:
+        raise InvalidArgumentError(f"cluster file {p!r} is a directory", "cluster") from None
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read cluster file {p!r}: {exc.strerror or exc}", "cluster") from None
+    head = raw[:4096].lstrip().lower()
+    if p.lower().endswith(".graphml") or (head.startswith(b"<") and b"<graphml" in raw[:65536].lower()):
+        import xml.etree.ElementTree as ET
+
+        try:
+            G = nx.read_graphml(p)
+        except ET.ParseError as exc:
+            line, col = getattr(exc, "position", (0, 0))
+            raise InvalidArgumentError(f"{p} line {line}: malformed GraphML XML (column {col + 1})",
+                                       "cluster") from None
+        except (nx.NetworkXError, KeyError, ValueError, TypeError) as exc:
+            raise InvalidArgumentError(f"{p}: invalid GraphML ({exc})", "cluster") from None
+        for k, v in list(G.graph.items()):
+            if isinstance(v, str) and v[:1] in "[{":
+                try:
+                    G.graph[k] = json.loads(v)
+                except ValueError:
+                    pass
+        return _check(_simple_undirected(G), p)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"{p}: not UTF-8 text (byte {exc.start})", "cluster") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"{p} line {exc.lineno} column {exc.colno}: malformed JSON ({exc.msg})",
+                                   "cluster") from None
+    return graph_from_data(data, p)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):  # numpy scalars
+        return x.item()
+    return x
+
+
+def node_link_text(G: nx.Graph) -> str:
+    """Node-link JSON of ``G`` (``"edges"`` key), one node or edge per line."""
+    data = _jsonable(nx.node_link_data(G, edges="edges"))
+    head = {k: v for k, v in data.items() if k not in ("nodes", "edges")}
+    parts = ["{"]
+    for k, v in head.items():
+        parts.append(f" {json.dumps(k)}: {json.dumps(v)},")
+    for key in ("nodes", "edges"):
+        items = data.get(key, [])
+        parts.append(f" {json.dumps(key)}: [")
+        for i, it in enumerate(items):
+            parts.append("  " + json.dumps(it) + ("," if i + 1 < len(items) else ""))
+        parts.append(" ]" + ("," if key == "nodes" else ""))
+    parts.append("}")
+    return "\n".join(parts) + "\n"
+
+
+def dump_graph(G: nx.Graph, path: Any) -> None:
+    """Write ``G`` as node-link JSON, or GraphML when ``path`` ends in ``.graphml``.
+
+    GraphML cannot hold lists or mappings, so such graph/node/edge attributes are written as
+    JSON strings (graph attributes are decoded again by :func:`load_graph`).
+    """
+    p = str(path)
+    try:
+        if p.lower().endswith(".graphml"):
+            H = G.copy()
+            for k, v in list(H.graph.items()):
+                if isinstance(v, (dict, list, tuple)):
+                    H.graph[k] = json.dumps(_jsonable(v))
+                elif v is None:
+                    del H.graph[k]
+            for _, d in list(H.nodes(data=True)) + [(None, d) for *_, d in H.edges(data=True)]:
+                for k, v in list(d.items()):
+                    if isinstance(v, (dict, list, tuple)):
+                        d[k] = json.dumps(_jsonable(v))
+                    elif v is None:
+                        del d[k]
+            nx.write_graphml(H, p)
+        else:
+            tmp = p + ".tmp" if os.path.dirname(p) != "/dev" and not p.startswith("/dev/") else None
+            text = node_link_text(G)
+            if tmp:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                os.replace(tmp, p)
+            else:
+                with open(p, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot write {p!r}: {exc.strerror or exc}", "output") from None

@@ -1,0 +1,301 @@
+"""NCCL topology XML (``NCCL_TOPO_DUMP_FILE`` dumps and hand-written ``NCCL_TOPO_FILE``s).
+
+Read as NCCL reads it (``src/graph/topo.cc``, ``ncclTopoGetSystemFromXml``):
+
+* ``<cpu numaid=...>`` -> a ``cpu`` node; all CPUs of the file are joined pairwise at the
+  socket rate NCCL picks from ``arch``/``vendor``/``familyid``/``modelid`` (BDW 6, SKL 10,
+  SRP 22, ERP 40, AMD Zen1/2 16, Zen3/4 24, Zen5 32 GB/s, ``src/graph/topo.h``), else the
+  ``sys`` default.
+* ``<pci class="0x0604..">`` (bridge) -> a ``pcie_switch`` node.  Every ``<pci>`` is
+  linked to its parent at the rate of its own ``link_speed`` x ``link_width`` (per-lane
+  rates of bandwidths.md §4); ``link_width="0"`` counts as x16, as in NCCL.
+* ``<pci class="0x03....">`` -> a GPU; ``local_index`` is ``<gpu dev=...>`` or, in
+  hand-written files without ``<gpu>``, the order of appearance.
+* ``<pci class="0x02....">`` and ``<nic>`` -> one ``nic`` node per ``<net>`` (or one per
+  NIC device when there is no ``<net>``); ``speed`` is Mb/s, so GB/s = speed / 8000
+  (bandwidths.md §3); a missing or non-positive speed gives the ``nic`` default.
+* ``<nvlink target=... count=N tclass=...>``: to a GPU (``tclass 0x03..``) -> a direct
+  GPU-GPU edge of ``N x nvlink``; to an NVSwitch (``0x068000``, or an unknown target) ->
+  all such links of a GPU are summed onto one ``nvswitch`` node (as NCCL does); to a CPU
+  (``0x068001`` / ``0x06..``) -> an edge to the GPU's ``cpu`` node.
+* The per-link NVLink rate comes from ``gpu=`` or else from ``<gpu sm=...>`` (sm60 P100,
+  sm70 V100, sm80 A100, sm86 GA102, sm90 Hopper, sm100 Blackwell).
+
+XML comments are ignored.  Virtual machines report odd PCIe values (the IBM H100 dump
+has ``2.5 GT/s`` x1 bridges): they are kept as written, so such uplinks are slow, but no
+GPU-GPU or GPU-NIC path in that file crosses them.  Pass ``pcie=`` to replace every PCIe
+rate.  A file whose ``<cpu>`` elements carry different ``host_hash`` values describes
+several hosts and is refused.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import networkx as nx
+
+from ..errors import InvalidArgumentError
+from .common import (
+    HostTemplate,
+    check_rate_overrides,
+    default_rates,
+    generation_from_sm,
+    nccl_inter_cpu_rate,
+    pcie_rate,
+    read_text,
+    resolve_generation,
+)
+
+__all__ = ["parse_nccl_xml", "read_nccl_xml", "looks_like_nccl_xml"]
+
+
+def looks_like_nccl_xml(text: str) -> bool:
+    """True for XML text whose root element is ``<system>``."""
+    head = text.lstrip()[:4096]
+    return head.startswith("<") and "<system" in text
+
+
+def _busid(text: str | None) -> str:
+    return (text or "").strip().lower()
+
+
+def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML", **rate_overrides: Any
+                   ) -> HostTemplate:
+    """Parse NCCL topology XML into a :class:`~.common.HostTemplate`.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Malformed XML (with its line number), no ``<system>`` root, no GPU, several hosts.
+    """
+    overrides = check_rate_overrides(rate_overrides)
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        line, col = getattr(exc, "position", (0, 0))
+        msg = str(exc).split(":")[0]
+        raise InvalidArgumentError(f"{source} line {line}: malformed XML ({msg}, column {col + 1})",
+                                   "host_topology") from None
+    line_of = _line_numbers(text, root)
+    if root.tag != "system":
+        raise InvalidArgumentError(f"{source}: root element is <{root.tag}>, expected <system>", "host_topology")
+
+    cpus = [c for c in root.iter("cpu")]
+    hashes = {c.get("host_hash") for c in cpus if c.get("host_hash")}
+    if len(hashes) > 1:
+        raise InvalidArgumentError(
+            f"{source}: <cpu> elements have {len(hashes)} different host_hash values ({', '.join(sorted(hashes))}); "
+            "only single-host files are supported", "host_topology")
+
+    # generation: explicit, else from the first GPU's sm
+    gen = resolve_generation(gpu)
+    warnings: list[str] = []
+    sms = [g.get("sm") for g in root.iter("gpu") if g.get("sm")]
+    if gen is None and sms:
+        gen = generation_from_sm(sms[0])
+        if gen is None:
+            warnings.append(f"unknown sm={sms[0]!r}; NVLink rate of an unknown GPU assumed")
+    rates = default_rates(gen, overrides)
+    pcie_fixed = overrides.get("pcie")
+
+    t = HostTemplate(gpu=gen.name if gen else "generic", rates=rates, source=source, format="NCCL XML",
+                     warnings=warnings)
+    gpu_by_bus: dict[str, str] = {}
+    gpu_cpu: dict[str, str] = {}
+    nvlinks: list[tuple[str, ET.Element, int]] = []
+    counters = {"gpu": 0, "nic": 0, "pci": 0}
+    used_gpu_idx: set[int] = set()
+    pending_gpus: list[tuple[dict, str, str, float]] = []  # GPUs without dev=, numbered afterwards
+
+    def rate_of(el: ET.Element) -> float:
+        if pcie_fixed is not None:
+            return pcie_fixed
+        return pcie_rate(el.get("link_speed"), el.get("link_width"), rates["pcie"])
+
+    def add_nics(nic_el: ET.Element, parent: str, bw: float, busid: str) -> int:
+        n = 0
+        for net in nic_el.iter("net"):
+            name = net.get("name") or f"nic{counters['nic']}"
+            try:
+                mbps = float(net.get("speed", "0"))
+            except ValueError:
+                mbps = 0.0
+            port = mbps / 8000.0 if mbps > 0 else rates["nic"]
+            if "nic" in overrides:
+                port = overrides["nic"]
+            attrs = {"kind": "nic", "name": name, "nic_index": counters["nic"], "port_bandwidth": port}
+            if busid:
+                attrs["pci_bus_id"] = busid
+            if net.get("dev") is not None:
+                attrs["net_dev"] = net.get("dev")
+            sfx = f"nic:{name}"
+            if any(s == sfx for s, _ in t.nodes):
+                sfx = f"nic:{name}.{counters['nic']}"
+            t.add_node(sfx, **attrs)
+            t.add_edge(sfx, parent, bw, link="pcie")
+            counters["nic"] += 1
+            n += 1
+        return n
+
+    def walk(el: ET.Element, parent: str, cpu: str) -> None:
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            if child.tag == "nic":  # <nic> directly under <cpu> (no PCI path known)
+                add_nics(child, parent, rates["pcie"], "")
+                continue
+            if child.tag != "pci":
+                continue
+            cls = (child.get("class") or "").strip().lower()
+            busid = _busid(child.get("busid"))
+            bw = rate_of(child)
+            gpu_el = child.find("gpu")
+            nic_el = child.find("nic")
+            if cls.startswith("0x03") or gpu_el is not None:
+                attrs: dict[str, Any] = {"kind": "gpu", "pci_bus_id": busid}
+                dev = None
+                if gpu_el is not None:
+                    try:
+                        dev = int(gpu_el.get("dev"))
+                    except (TypeError, ValueError):
+                        dev = None
+                    if gpu_el.get("sm"):
+                        attrs["sm"] = int(gpu_el.get("sm")) if gpu_el.get("sm").isdigit() else gpu_el.get("sm")
+                    if gpu_el.get("rank") is not None and gpu_el.get("rank").isdigit():
+                        attrs["nccl_rank"] = int(gpu_el.get("rank"))
+                if dev is None or dev in used_gpu_idx:
+                    pending_gpus.append((attrs, parent, busid, bw))
+                    key = f"pending{len(pending_gpus) - 1}"
+                else:
+                    used_gpu_idx.add(dev)
+                    attrs["local_index"] = dev
+                    key = f"gpu{dev}"
+                    t.add_node(key, **attrs)
+                    t.add_edge(key, parent, bw, link="pcie")
+                gpu_by_bus[busid] = key
+                gpu_cpu[key] = cpu
+                if gpu_el is not None:
+                    for nv in gpu_el.iter("nvlink"):
+                        nvlinks.append((key, nv, line_of.get(id(nv), 0)))
+                continue
+            if cls.startswith("0x02") or nic_el is not None:
+                if nic_el is not None and add_nics(nic_el, parent, bw, busid):
+                    continue
+                name = f"nic{counters['nic']}"
+                t.add_node(f"nic:{name}", kind="nic", name=name, nic_index=counters["nic"],
+                           port_bandwidth=overrides.get("nic", rates["nic"]), pci_bus_id=busid)
+                t.add_edge(f"nic:{name}", parent, bw, link="pcie")
+                counters["nic"] += 1
+                continue
+            if len(child) or cls.startswith("0x0604"):
+                sfx = f"pci:{busid}" if busid else f"pci{counters['pci']}"
+                counters["pci"] += 1
+                t.add_node(sfx, kind="pcie_switch", pci_bus_id=busid, link_speed=child.get("link_speed", ""),
+                           link_width=child.get("link_width", ""))
+                t.add_edge(sfx, parent, bw, link="pcie")
+                walk(child, sfx, cpu)
+            # other endpoints (NVMe, NVSwitch management functions, ...) carry no GPU traffic
+
+    cpu_nodes: list[tuple[str, float | None]] = []
+    for i, c in enumerate(cpus):
+        numa = c.get("numaid")
+        sfx = f"cpu{numa}" if numa is not None and numa.strip().lstrip("-").isdigit() else f"cpu{i}"
+        if any(s == sfx for s, _ in t.nodes):
+            sfx = f"cpu{i}"
+        attrs = {"kind": "cpu"}
+        if numa is not None and numa.strip().isdigit():
+            attrs["numa"] = int(numa)
+        for k in ("arch", "vendor", "familyid", "modelid", "host_hash"):
+            if c.get(k) is not None:
+                attrs[k] = c.get(k)
+        t.add_node(sfx, **attrs)
+        cpu_nodes.append((sfx, nccl_inter_cpu_rate(c.get("arch"), c.get("vendor"), c.get("familyid"),
+                                                    c.get("modelid"))))
+        walk(c, sfx, sfx)
+
+    # GPUs without a usable dev= are numbered after the others, in order of appearance
+    for j, (attrs, parent, busid, bw) in enumerate(pending_gpus):
+        dev = 0
+        while dev in used_gpu_idx:
+            dev += 1
+        used_gpu_idx.add(dev)
+        key = f"gpu{dev}"
+        attrs["local_index"] = dev
+        t.add_node(key, **attrs)
+        t.add_edge(key, parent, bw, link="pcie")
+        old = f"pending{j}"
+        for b, k in list(gpu_by_bus.items()):
+            if k == old:
+                gpu_by_bus[b] = key
+        gpu_cpu[key] = gpu_cpu.pop(old)
+        nvlinks[:] = [(key if k == old else k, nv, ln) for k, nv, ln in nvlinks]
+
+    if not gpu_by_bus:
+        raise InvalidArgumentError(f"{source}: no GPU found (no <pci class=\"0x03....\"> or <gpu> element)",
+                                   "host_topology")
+
+    for i, (a, ra) in enumerate(cpu_nodes):
+        for b, rb in cpu_nodes[i + 1:]:
+            known = [r for r in (ra, rb) if r is not None]
+            bw = overrides.get("sys", min(known) if known else rates["sys"])
+            t.add_edge(a, b, bw, link="sys")
+
+    # NVLinks
+    direct: dict[tuple[str, str], int] = {}
+    to_switch: dict[str, int] = {}
+    to_cpu: dict[str, int] = {}
+    for key, nv, line in nvlinks:
+        try:
+            count = int(nv.get("count", "1"))
+        except ValueError:
+            raise InvalidArgumentError(f"{source} line {line}: <nvlink count={nv.get('count')!r}> is not an integer",
+                                       "host_topology") from None
+        if count <= 0:
+            continue
+        tclass = (nv.get("tclass") or "").strip().lower()
+        target = _busid(nv.get("target"))
+        if tclass.startswith("0x03") or target in gpu_by_bus:
+            other = gpu_by_bus.get(target)
+            if other is None:
+                warnings.append(f"line {line}: NVLink from {key} to unknown GPU {target}; ignored")
+                continue
+            pair = (key, other) if key <= other else (other, key)
+            direct[pair] = max(direct.get(pair, 0), count)
+        elif tclass in ("0x068001",) or tclass.startswith("0x0600") or tclass.startswith("0x0b"):
+            to_cpu[key] = to_cpu.get(key, 0) + count
+        else:
+            to_switch[key] = to_switch.get(key, 0) + count
+    nvrate = rates["nvlink"]
+    for (a, b), c in direct.items():
+        t.add_edge(a, b, c * nvrate, link="nvlink", nvlinks=c)
+    if to_switch:
+        t.add_node("nvswitch", kind="nvswitch")
+        for g, c in to_switch.items():
+            t.add_edge(g, "nvswitch", c * nvrate, link="nvlink", nvlinks=c)
+    for g, c in to_cpu.items():
+        t.add_edge(g, gpu_cpu[g], c * nvrate, link="nvlink", nvlinks=c)
+    if not (direct or to_switch or to_cpu) and len(gpu_by_bus) > 1:
+        warnings.append("no <nvlink> elements: GPUs are joined by PCIe only (hand-written NCCL_TOPO_FILEs "
+                        "usually omit NVLinks, which NCCL detects at run time)")
+    return t.finish()
+
+
+def _line_numbers(text: str, root: ET.Element) -> dict[int, int]:
+    """id(element) -> line of its start tag (expat start events come in document order)."""
+    import xml.parsers.expat
+
+    lines: list[int] = []
+    p = xml.parsers.expat.ParserCreate()
+    p.StartElementHandler = lambda name, attrs: lines.append(p.CurrentLineNumber)
+    try:
+        p.Parse(text, True)
+    except xml.parsers.expat.ExpatError:  # pragma: no cover - ElementTree accepted it
+        return {}
+    return {id(el): ln for el, ln in zip(root.iter(), lines)}
+
+
+def read_nccl_xml(path: Any, gpu: Any = None, host: str = "host0", **rate_overrides: Any) -> nx.Graph:
+    """Read an NCCL topology XML file into a one-host cluster graph."""
+    text = read_text(path, "host_topology")
+    return parse_nccl_xml(text, gpu=gpu, source=str(path), **rate_overrides).to_graph(host)
