@@ -27,7 +27,8 @@ from rankmap.server import convert
 from rankmap.server.service import channel_options
 from rankmap.solver.errors import RankmapError
 from rankmap.solver.ranks import DEFAULT_ORDER
-from rankmap.solver.types import CostBreakdown, SolveResult
+from rankmap.solver.catalogue import ParallelConfig
+from rankmap.solver.types import CostBreakdown, SolveOptions, SolveResult
 from rankmap.v1 import rankmap_pb2_grpc
 
 from ._common import (
@@ -152,6 +153,20 @@ class AsyncRankmapClient:
             seed=seed,
             omit_groups=omit_groups,
         )
+        return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
+
+    async def solve_config(
+        self,
+        graph: nx.Graph,
+        cfg: ParallelConfig,
+        traffic: Mapping[str, float] | None,
+        options: SolveOptions | None = None,
+        *,
+        omit_groups: bool = False,
+        timeout: float | None = None,
+    ) -> SolveResult:
+        """See :meth:`rankmap.client.RankmapClient.solve_config`."""
+        req = convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
         return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
 
     async def evaluate(

@@ -34,7 +34,7 @@ from rankmap.server.service import channel_options
 from rankmap.solver.catalogue import ParallelConfig
 from rankmap.solver.errors import RankmapError
 from rankmap.solver.ranks import DEFAULT_ORDER
-from rankmap.solver.types import CostBreakdown, SolveResult
+from rankmap.solver.types import CostBreakdown, SolveOptions, SolveResult
 from rankmap.v1 import rankmap_pb2_grpc
 
 from ._common import (
@@ -189,6 +189,20 @@ class RankmapClient:
             seed=seed,
             omit_groups=omit_groups,
         )
+        return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
+
+    def solve_config(
+        self,
+        graph: nx.Graph,
+        cfg: ParallelConfig,
+        traffic: Mapping[str, float] | None,
+        options: SolveOptions | None = None,
+        *,
+        omit_groups: bool = False,
+        timeout: float | None = None,
+    ) -> SolveResult:
+        """``rankmap.solver.solve(graph, cfg, traffic, options)`` on the server (same arguments)."""
+        req = convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
         return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
 
     def solve_request(self, request, timeout: float | None = None) -> SolveResult:

@@ -77,6 +77,7 @@ __all__ = [
     "value_to_proto",
     "value_from_proto",
     "solve_request",
+    "solve_request_from_config",
     "evaluate_request",
     "get_groups_request",
     "parse_solve_request",
@@ -660,7 +661,7 @@ def traffic_to_proto(traffic=None, model=None) -> "pb.Traffic":
         for cls, b in explicit.items():
             out.bytes[cls] = float(b)
         if not explicit and model is None:
-            # an empty mapping still means "explicit": every class 0
+            # an empty mapping still means "explicit, no traffic" (not "default model")
             out.bytes["tp"] = 0.0
     if model is not None:
         out.model.CopyFrom(_model_to_proto(model))
@@ -668,15 +669,13 @@ def traffic_to_proto(traffic=None, model=None) -> "pb.Traffic":
 
 
 def _model_from_proto(msg: "pb.ModelSpec"):
-    from rankmap.solver.traffic import model_preset
+    from rankmap.solver.traffic import model_preset, with_overrides
 
     overrides = {k: value_from_proto(v, tuples=True) for k, v in sorted(msg.overrides.items())}
     present = {k: v for k, v in overrides.items() if v is not None}
     nulls = {k: None for k, v in overrides.items() if v is None}
-    model = model_preset(msg.preset or "default", **present)
+    model = with_overrides(model_preset(msg.preset or "default"), **present)
     if nulls:
-        from rankmap.solver.traffic import with_overrides
-
         known = {f.name for f in dataclasses.fields(model)}
         unknown = {k: 1 for k in nulls if k not in known}
         if unknown:
@@ -688,23 +687,25 @@ def _model_from_proto(msg: "pb.ModelSpec"):
 def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool = True) -> dict[str, float]:
     """Payloads per class (bytes per rank per step), as ``rankmap solve`` computes them.
 
-    * ``model`` set: the model's payloads, classes in ``bytes`` replaced;
-    * only ``bytes``: those payloads, every other class 0;
+    * ``model`` set: the model's payloads (every class), classes in ``bytes``
+      replaced;
+    * only ``bytes``: exactly those classes (the solver counts the others as
+      0), so a client's ``traffic`` dict reaches ``solve`` unchanged;
     * neither: the default model's payloads (DESIGN §3).
 
-    Returns every class, in report order.
+    Classes come in report order.
     """
-    from rankmap.solver.traffic import DEFAULT_MODEL, traffic_from_mapping, traffic_from_model, zero_traffic
+    from rankmap.solver.traffic import DEFAULT_MODEL, traffic_from_mapping, traffic_from_model
 
     explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else {}
     if has_traffic and msg.HasField("model"):
         base = traffic_from_model(_model_from_proto(msg.model), cfg)
     elif explicit:
-        base = zero_traffic()
+        base = {}
     else:
         base = traffic_from_model(DEFAULT_MODEL, cfg)
     base.update(explicit)
-    return {c: float(base.get(c, 0.0)) for c in _TRAFFIC_CLASSES}
+    return {c: float(base[c]) for c in _class_order(base)}
 
 
 # --------------------------------------------------------------------------- options
@@ -884,6 +885,42 @@ def solve_request(
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     options_to_proto(req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed)
     return req
+
+
+def solve_request_from_config(
+    graph: nx.Graph | "pb.Cluster",
+    cfg: ParallelConfig,
+    traffic: Mapping[str, float] | None,
+    options: SolveOptions | None = None,
+    omit_groups: bool = False,
+) -> "pb.SolveRequest":
+    """A ``SolveRequest`` carrying exactly the arguments of ``solve(graph, cfg, traffic, options)``.
+
+    ``traffic`` travels as explicit bytes (classes not given are 0, as in
+    ``solve``); ``None`` asks for the default model.  ``cfg.order`` is not sent
+    (the search starts from the default order whatever it is).
+    """
+    options = options or SolveOptions()
+    return solve_request(
+        graph,
+        world_size=cfg.world_size,
+        tp=cfg.tp,
+        cp=cfg.cp,
+        ep=cfg.ep,
+        etp=cfg.etp,
+        pp=cfg.pp,
+        num_distributed_optimizer_instances=cfg.num_distributed_optimizer_instances,
+        hierarchical_context_parallel_sizes=cfg.hierarchical_context_parallel_sizes or None,
+        traffic=None if traffic is None else {k: float(v) for k, v in traffic.items()},
+        mode=options.mode,
+        orders=options.orders,
+        constraints=options.constraints,
+        exclude_devices=options.exclude_devices,
+        exclude_hosts=options.exclude_hosts,
+        time_limit_seconds=options.time_limit_seconds,
+        seed=options.seed,
+        omit_groups=omit_groups,
+    )
 
 
 def evaluate_request(

@@ -1,0 +1,455 @@
+"""``rankmap batch``: solve many jobs, in process over all cores or on a server.
+
+::
+
+    rankmap batch INPUT [--server HOST:PORT] [--workers N] [-o out.jsonl]
+                  [--omit-groups] [--timeout S] [--quiet]
+
+INPUT is
+
+* a folder: every ``*.yaml`` / ``*.yml`` file in it (sorted by name) is one job;
+* a YAML file: a list of jobs (or a mapping with a ``jobs:`` list, or one job);
+* a JSONL file (``.jsonl`` / ``.ndjson``): one job object per line.
+
+A job has the keys of a ``rankmap solve`` job file (``cluster`` — a node-link
+JSON or GraphML path, relative to the file that names it —, ``world_size``,
+``tp``, ``cp``, ``ep``, ``etp``, ``pp``, ``traffic`` (class -> bytes), ``model``
+(a preset name or a mapping), ``mode``, ``orders``, ``constraints``,
+``exclude_hosts``, ``time_limit``, ``seed``, ...), plus an optional ``name``.
+Each job is read exactly as ``rankmap solve JOB.yaml`` reads it.
+
+Jobs run in a process pool (``--workers``, default: all cores), or are streamed
+to a ``rankmap serve`` through BatchSolve with ``--server``.  One JSON line per
+job is written and flushed as soon as it completes, in completion order::
+
+    {"index": 3, "name": "llama-64", "ok": true, "result": {...rankmap solve JSON...}}
+    {"index": 4, "name": "bad", "ok": false, "error": {"type": "InvalidArgumentError",
+     "message": "...", "field": "tp"}}
+
+A progress line is kept on stderr (when it is a terminal) and a summary table
+is printed at the end: on stderr when the JSON lines go to stdout, on stdout
+with ``-o``.  Exit status: 0 when every job succeeded, 1 when some failed, 2
+when INPUT itself cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent import futures
+from typing import Any, Iterable, TextIO
+
+from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
+
+__all__ = ["register", "run", "load_entries", "job_from_entry", "prepare_job", "run_entry"]
+
+_YAML_SUFFIXES = (".yaml", ".yml")
+_JSONL_SUFFIXES = (".jsonl", ".ndjson")
+#: Keys that are batch-only (not job-file keys).
+_BATCH_KEYS = ("name",)
+#: Job-file keys that make no sense per batch entry and are ignored.
+_IGNORED_KEYS = ("format", "server")
+
+
+# --------------------------------------------------------------------------- input
+
+
+class Entry:
+    """One job of the batch: its index, name, and either a job dict or a load error."""
+
+    __slots__ = ("index", "name", "job", "error")
+
+    def __init__(self, index: int, name: str, job: dict | None = None, error: RankmapError | None = None):
+        self.index = index
+        self.name = name
+        self.job = job
+        self.error = error
+
+
+def job_from_entry(entry: Any, base_dir: str, where: str) -> tuple[str | None, dict]:
+    """``(name, job dict)`` of one entry, read as a ``rankmap solve`` job file would be.
+
+    Relative ``cluster`` / ``host_topology`` / ``fabric`` / ``model_file`` paths
+    are resolved against ``base_dir``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A non-mapping entry or an unknown key (named, with ``where``).
+    """
+    from rankmap.cli_solve import JOB_KEYS
+
+    if not isinstance(entry, dict):
+        raise InvalidArgumentError(f"{where}: expected a mapping of job keys, got {type(entry).__name__}", "job")
+    aliases = {
+        "constraints": "constraint",
+        "exclude_hosts": "exclude_host",
+        "exclude_devices": "exclude_device",
+        "time_limit_seconds": "time_limit",
+        "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes",
+    }
+    name = None
+    job: dict[str, Any] = {}
+    for key, value in entry.items():
+        k = str(key).replace("-", "_")
+        if k == "name":
+            name = None if value is None else str(value)
+            continue
+        k = aliases.get(k, k)
+        if k in _IGNORED_KEYS:
+            continue
+        if k not in JOB_KEYS:
+            raise InvalidArgumentError(
+                f"{where}: unknown key {key!r}; known keys: name, {', '.join(JOB_KEYS)}", str(key)
+            )
+        if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
+            value = value if os.path.isabs(value) else os.path.join(base_dir, value)
+        if k == "model" and isinstance(value, dict):
+            k = "model_mapping"
+        job[k] = value
+    return name, job
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"batch input {path!r} does not exist", "input") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"batch input {path!r} is not UTF-8 text (byte {exc.start})", "input") from None
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read batch input {path!r}: {exc.strerror or exc}", "input") from None
+
+
+def _yaml_load(text: str, path: str):
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise InvalidArgumentError(f"{path}{where}: {problem}", "input") from None
+
+
+def load_entries(path: str) -> list[Entry]:
+    """The jobs of a batch INPUT (folder, YAML list or JSONL), in input order.
+
+    A job that cannot be read (bad YAML in one file of a folder, an unknown
+    key, a malformed JSONL line) becomes an :class:`Entry` with ``error`` set,
+    so that it is reported like any failed job.
+
+    Raises
+    ------
+    InvalidArgumentError
+        When INPUT itself is missing, unreadable, empty, or not a list of jobs.
+    """
+    entries: list[Entry] = []
+    if os.path.isdir(path):
+        files = sorted(f for f in os.listdir(path) if f.lower().endswith(_YAML_SUFFIXES))
+        if not files:
+            raise InvalidArgumentError(f"batch folder {path!r} has no .yaml/.yml job files", "input")
+        for i, f in enumerate(files):
+            full = os.path.join(path, f)
+            stem = os.path.splitext(f)[0]
+            try:
+                doc = _yaml_load(_read_text(full), full)
+                name, job = job_from_entry(doc if doc is not None else {}, os.path.dirname(os.path.abspath(full)), full)
+                entries.append(Entry(i, name or stem, job))
+            except RankmapError as exc:
+                entries.append(Entry(i, stem, error=exc))
+        return entries
+
+    text = _read_text(path)
+    base = os.path.dirname(os.path.abspath(path))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if path.lower().endswith(_JSONL_SUFFIXES):
+        index = 0
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{path} line {lineno}"
+            try:
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidArgumentError(f"{where} column {exc.colno}: malformed JSON ({exc.msg})", "input") from None
+                name, job = job_from_entry(obj, base, where)
+                entries.append(Entry(index, name or f"{stem}:{lineno}", job))
+            except RankmapError as exc:
+                entries.append(Entry(index, f"{stem}:{lineno}", error=exc))
+            index += 1
+        if not entries:
+            raise InvalidArgumentError(f"batch input {path!r} has no jobs", "input")
+        return entries
+
+    doc = _yaml_load(text, path)
+    if isinstance(doc, dict) and isinstance(doc.get("jobs"), list) and set(doc) == {"jobs"}:
+        doc = doc["jobs"]
+    if isinstance(doc, dict):
+        doc = [doc]
+    if not isinstance(doc, list) or not doc:
+        raise InvalidArgumentError(
+            f"batch input {path!r}: expected a list of jobs (or a folder of job files, or JSONL)", "input"
+        )
+    for i, obj in enumerate(doc):
+        where = f"{path} job {i}"
+        try:
+            name, job = job_from_entry(obj, base, where)
+            entries.append(Entry(i, name or f"{stem}[{i}]", job))
+        except RankmapError as exc:
+            entries.append(Entry(i, f"{stem}[{i}]", error=exc))
+    return entries
+
+
+# --------------------------------------------------------------------------- running one job
+
+
+def prepare_job(job: dict):
+    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``."""
+    from rankmap.cli import build_parser
+    from rankmap.cli_solve import _merge_job, _prepare
+
+    args = build_parser().parse_args(["solve"])
+    _merge_job(args, dict(job))
+    return _prepare(args)
+
+
+def error_document(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` object of a failed job's JSON line."""
+    out: dict[str, Any] = {"type": type(exc).__name__, "message": getattr(exc, "message", None) or str(exc)}
+    if isinstance(exc, RankmapError):
+        out["field"] = exc.field
+    code = getattr(exc, "code", None)
+    if code is not None and hasattr(code, "name"):
+        out["code"] = code.name
+    return out
+
+
+def run_entry(index: int, name: str, job: dict, omit_groups: bool = False) -> dict[str, Any]:
+    """Solve one job in this process; the JSON line's document (never raises on bad input)."""
+    from rankmap.solver import solve
+
+    try:
+        graph, cfg, traffic, options = prepare_job(job)
+        result = solve(graph, cfg, traffic, options)
+    except (RankmapError, OSError) as exc:
+        return {"index": index, "name": name, "ok": False, "error": error_document(exc)}
+    doc = result.to_dict()
+    if omit_groups:
+        doc.pop("groups", None)
+    return {"index": index, "name": name, "ok": True, "result": doc}
+
+
+def _internal_error(index: int, name: str, exc: BaseException) -> dict[str, Any]:
+    return {"index": index, "name": name, "ok": False,
+            "error": {"type": type(exc).__name__, "message": f"internal error: {exc}"}}
+
+
+# --------------------------------------------------------------------------- the two back ends
+
+
+def _in_process(entries: list[Entry], workers: int, omit_groups: bool) -> Iterable[dict]:
+    todo = [e for e in entries if e.error is None]
+    if workers <= 1 or len(todo) <= 1:
+        for e in todo:
+            try:
+                yield run_entry(e.index, e.name, e.job, omit_groups)
+            except Exception as exc:  # noqa: BLE001 - keep going, report it
+                yield _internal_error(e.index, e.name, exc)
+        return
+    with futures.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        pending = {pool.submit(run_entry, e.index, e.name, e.job, omit_groups): e for e in todo}
+        try:
+            for fut in futures.as_completed(pending):
+                e = pending[fut]
+                try:
+                    yield fut.result()
+                except Exception as exc:  # noqa: BLE001 - a crashed worker is one failed job
+                    yield _internal_error(e.index, e.name, exc)
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+
+def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: float) -> Iterable[dict]:
+    from rankmap.client import RankmapClient
+    from rankmap.server import convert
+
+    requests = []
+    owners: list[Entry] = []
+    for e in entries:
+        if e.error is not None:
+            continue
+        try:
+            graph, cfg, traffic, options = prepare_job(e.job)
+            requests.append(convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups))
+            owners.append(e)
+        except (RankmapError, OSError) as exc:
+            yield {"index": e.index, "name": e.name, "ok": False, "error": error_document(exc)}
+    if not requests:
+        return
+    with RankmapClient(server, timeout=timeout) as client:
+        for pos, outcome in client.batch_solve(requests):
+            e = owners[pos]
+            if isinstance(outcome, Exception):
+                yield {"index": e.index, "name": e.name, "ok": False, "error": error_document(outcome)}
+            else:
+                doc = outcome.to_dict()
+                if omit_groups:
+                    doc.pop("groups", None)
+                yield {"index": e.index, "name": e.name, "ok": True, "result": doc}
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def _fmt_seconds(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    if x >= 1:
+        return f"{x:.3f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.3f} ms"
+    return f"{x * 1e6:.3f} us"
+
+
+def summary_table(docs: list[dict], elapsed: float) -> str:
+    """The end-of-batch table: one row per job, in input order, then totals."""
+    header = ["#", "name", "status", "order", "cost", "baseline", "improvement", "solve time", "error"]
+    rows = []
+    for d in sorted(docs, key=lambda d: d["index"]):
+        if d["ok"]:
+            r = d["result"]
+            rows.append([
+                str(d["index"]), d["name"], r["status"], r["order"],
+                _fmt_seconds(r["cost"]["total_seconds"]), _fmt_seconds(r["baseline"]["cost"]["total_seconds"]),
+                f"{100 * r['improvement']:.1f}%", f"{r['solve_seconds']:.2f} s", "",
+            ])
+        else:
+            msg = d["error"]["message"]
+            rows.append([str(d["index"]), d["name"], "ERROR", "", "", "", "", "",
+                         msg if len(msg) <= 100 else msg[:97] + "..."])
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    ok = sum(1 for d in docs if d["ok"])
+    lines.append(f"{len(docs)} jobs: {ok} ok, {len(docs) - ok} failed, {elapsed:.1f} s")
+    return "\n".join(lines)
+
+
+class _Progress:
+    def __init__(self, total: int, stream: TextIO, enabled: bool):
+        self.total = total
+        self.stream = stream
+        self.enabled = enabled and stream.isatty()
+        self.t0 = time.monotonic()
+        self.done = self.failed = 0
+
+    def update(self, ok: bool) -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        if self.enabled:
+            self.stream.write(
+                f"\r[{self.done}/{self.total}] {self.done - self.failed} ok, {self.failed} failed, "
+                f"{time.monotonic() - self.t0:.1f} s"
+            )
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.done:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def register(subparsers) -> None:
+    """Add ``batch`` to the ``rankmap`` subcommands."""
+    p = subparsers.add_parser(
+        "batch",
+        help="solve many jobs (folder of YAML job files, YAML list or JSONL), in process or on a server",
+        description="Solve every job of INPUT; one JSON line per job as it completes, then a summary table.",
+    )
+    p.add_argument("input", help="folder of .yaml job files, a YAML list of jobs, or a .jsonl file")
+    p.add_argument("--server", default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="processes solving at once, in process (default: all cores)")
+    p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
+    p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")
+    p.add_argument("--timeout", type=float, default=86400.0,
+                   help="deadline of the whole batch on --server, seconds (default 1 day)")
+    p.add_argument("--quiet", action="store_true", help="no progress line and no summary table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    entries = load_entries(args.input)
+    workers = args.workers or os.cpu_count() or 1
+    out: TextIO
+    close = False
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot write {args.output!r}: {exc.strerror or exc}", "output"
+            ) from None
+        close = True
+    else:
+        out = sys.stdout
+    progress = _Progress(len(entries), sys.stderr, not args.quiet)
+    docs: list[dict] = []
+
+    def emit(doc: dict) -> None:
+        docs.append(doc)
+        out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        out.flush()
+        progress.update(doc["ok"])
+
+    interrupted = False
+    try:
+        for e in entries:
+            if e.error is not None:
+                emit({"index": e.index, "name": e.name, "ok": False, "error": error_document(e.error)})
+        if args.server:
+            source = _on_server(entries, args.server, args.omit_groups, args.timeout)
+        else:
+            source = _in_process(entries, workers, args.omit_groups)
+        for doc in source:
+            emit(doc)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.close()
+        if close:
+            out.close()
+    if not args.quiet:
+        table = summary_table(docs, time.monotonic() - progress.t0)
+        stream = sys.stdout if args.output else sys.stderr
+        stream.write(table + "\n")
+        stream.flush()
+    if interrupted:
+        print("rankmap: interrupted", file=sys.stderr)
+        return 130
+    return 0 if all(d["ok"] for d in docs) and len(docs) == len(entries) else 1
