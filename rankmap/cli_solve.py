@@ -114,7 +114,8 @@ def _merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if key == "traffic":
             if isinstance(value, dict):
                 if args.traffic is None:
-                    args._traffic_mapping = traffic_from_mapping(value)
+                    mapping = traffic_from_mapping(value)  # validates; names the bad key
+                    args.traffic = ",".join(f"{k}={v!r}" for k, v in mapping.items())
                 continue
         if key in ("constraint", "exclude_host", "exclude_device"):
             cur = getattr(args, key)
@@ -183,17 +184,19 @@ def _usable_gpus(graph, options) -> int:
 
 
 def _traffic(args: argparse.Namespace, cfg) -> dict:
-    from rankmap.cli_traffic import traffic_from_args
+    """Payloads per class: the model's (preset, file, or a job file's model mapping),
+    with the classes named by --traffic replaced; --traffic alone gives just those."""
+    from rankmap.cli_traffic import _OVERRIDE_FLAGS, traffic_from_args
+    from rankmap.solver.traffic import TRAFFIC_CLASSES, parse_traffic, traffic_from_model, with_overrides
 
-    base = getattr(args, "_traffic_mapping", None)
     spec = getattr(args, "_model_spec", None)
-    if spec is not None and args.traffic is None and base is None:
-        from rankmap.solver.traffic import traffic_from_model
-
-        return traffic_from_model(spec, cfg)
-    if base is not None:
-        return dict(base)
-    return traffic_from_args(args, cfg)
+    if spec is None:
+        return traffic_from_args(args, cfg)
+    spec = with_overrides(spec, **{f: getattr(args, a, None) for a, f in _OVERRIDE_FLAGS.items()})
+    out = traffic_from_model(spec, cfg)
+    if args.traffic is not None:
+        out.update(parse_traffic(args.traffic))
+    return {c: float(out.get(c, 0.0)) for c in TRAFFIC_CLASSES}
 
 
 def _prepare(args: argparse.Namespace):
