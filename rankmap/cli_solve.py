@@ -26,6 +26,9 @@ JOB_KEYS = (
     "gpu",
     "fabric",
     "nodelist",
+    "topology_name",
+    "gpus_per_node",
+    "rate",
     "world_size",
     "tp",
     "cp",
@@ -117,7 +120,7 @@ def _merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
                     mapping = traffic_from_mapping(value)  # validates; names the bad key
                     args.traffic = ",".join(f"{k}={v!r}" for k, v in mapping.items())
                 continue
-        if key in ("constraint", "exclude_host", "exclude_device"):
+        if key in ("constraint", "exclude_host", "exclude_device", "rate"):
             cur = getattr(args, key)
             if not cur:
                 setattr(args, key, [value] if isinstance(value, str) else list(value))
@@ -141,10 +144,9 @@ def _load_cluster(args: argparse.Namespace):
 
         return load_graph(args.cluster)
     if args.host_topology or args.fabric or args.nodelist:
-        from rankmap.solver.formats.compose import build_cluster
+        from rankmap.cli_cluster import cluster_from_args
 
-        return build_cluster(host_topology=args.host_topology, gpu=args.gpu, fabric=args.fabric,
-                             nodelist=args.nodelist)
+        return cluster_from_args(args)
     raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
                                "cluster")
 
@@ -353,16 +355,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_cluster_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host-topology", default=None, help="nvidia-smi topo -m or NCCL topology XML of one host")
-    p.add_argument("--gpu", default=None, help="GPU generation for NVLink rates (h100, a100, v100, ...)")
-    p.add_argument("--fabric", default=None, help="Slurm topology.conf / topology.yaml")
-    p.add_argument("--nodelist", default=None, help="Slurm hostlist, e.g. node[001-016]")
-
-
 def register(subparsers) -> None:
     """Add the ``solve`` and ``evaluate`` subcommands."""
     from rankmap.cli import add_size_arguments
+    from rankmap.cli_cluster import add_cluster_arguments
     from rankmap.cli_traffic import add_model_arguments
 
     s = subparsers.add_parser(
@@ -371,7 +367,7 @@ def register(subparsers) -> None:
         description="CLUSTER is a node-link JSON / GraphML cluster graph, or a job YAML file.",
     )
     s.add_argument("cluster", nargs="?", default=None, help="cluster graph file or job YAML")
-    _add_cluster_args(s)
+    add_cluster_arguments(s)
     add_size_arguments(s, world_size_required=False)
     add_model_arguments(s)
     s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None)
@@ -388,7 +384,7 @@ def register(subparsers) -> None:
 
     e = subparsers.add_parser("evaluate", help="cost of a given order and assignment")
     e.add_argument("cluster", nargs="?", default=None, help="cluster graph file")
-    _add_cluster_args(e)
+    add_cluster_arguments(e)
     e.add_argument("--order", default="tp-cp-ep-dp-pp")
     e.add_argument("--assignment", required=True, help="file: JSON list of GPU ids per rank, or one per line")
     add_size_arguments(e, world_size_required=False)
