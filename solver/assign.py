@@ -56,6 +56,10 @@ class AssignmentProblem:
     hint : numpy.ndarray of int, shape (n,), optional
         A starting assignment (slot per item), also the reference for
         "fewest changes" tie-breaking.
+    extra : numpy.ndarray of float, shape (n, n), optional
+        Extra seconds per byte for a pair on slots (s, t), on top of the
+        ultrametric (non-negative, symmetric; see ``Cluster.host_extra``).
+        Linearised with one Boolean per (item pair, slot pair) where it is > 0.
     """
 
     domains: np.ndarray
@@ -66,6 +70,7 @@ class AssignmentProblem:
     slot_group: np.ndarray | None = None
     together: list | None = None
     hint: np.ndarray | None = None
+    extra: np.ndarray | None = None
 
 
 @dataclass
@@ -102,7 +107,10 @@ def pair_cost(problem: AssignmentProblem, slot_of_item: np.ndarray) -> float:
     level = np.full(su.shape, K - 1)
     for k in range(K - 2, -1, -1):
         level = np.where(problem.domains[k][su] == problem.domains[k][sv], k, level)
-    return float((problem.weights / problem.levels_bps[level]).sum())
+    cost = float((problem.weights / problem.levels_bps[level]).sum())
+    if problem.extra is not None:
+        cost += float((problem.weights * problem.extra[su, sv]).sum())
+    return cost
 
 
 def solve_assignment(
@@ -187,10 +195,22 @@ def solve_assignment(
                 model.Add(same <= 1 - z[(v, di)] + z[(u, di)])
             gains.append((same, wt * g_k))
     const = float((w / b[K - 1]).sum())
-    max_gain = max((gv for _, gv in gains), default=0.0)
+    penalties = []  # (var, seconds) added to the cost
+    if problem.extra is not None and np.any(problem.extra > 0):
+        ss, tt = np.nonzero(problem.extra > 0)
+        for (u, v), wt in zip(pairs.tolist(), w.tolist()):
+            for s_, t_ in zip(ss.tolist(), tt.tolist()):
+                q = model.NewBoolVar(f"q{u}_{v}_{s_}_{t_}")
+                model.Add(q >= x[u][s_] + x[v][t_] - 1)
+                penalties.append((q, wt * float(problem.extra[s_, t_])))
+    max_gain = max([gv for _, gv in gains] + [pv for _, pv in penalties], default=0.0)
     scale = 1e12 / max_gain if max_gain > 0 else 1.0
     coeffs = [int(round(gv * scale)) for _, gv in gains]
-    objective = sum(c * v for (v, _), c in zip(gains, coeffs)) if gains else 0
+    pcoeffs = [int(round(pv * scale)) for _, pv in penalties]
+    objective = sum(c * v for (v, _), c in zip(gains, coeffs)) - sum(
+        c * v for (v, _), c in zip(penalties, pcoeffs)
+    )
+    gains = gains + penalties  # for the rounding slack of the bound
     model.Maximize(objective)
 
     hint = problem.hint

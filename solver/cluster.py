@@ -63,6 +63,13 @@ class Cluster:
     domains : numpy.ndarray of int64, shape (K, n)
         ``domains[k, d]``: the level-``k`` domain of device ``d`` (labels in
         order of first appearance).  The last level is the whole cluster.
+    host_extra : dict of int -> numpy.ndarray of float64, shape (G_h, G_h)
+        For hosts where some GPU pair is slower than the ultrametric says
+        because its widest path relays through a third GPU (e.g. a DGX-1
+        hybrid cube mesh: GPUs without a direct NVLink), ``1/B' - 1/B`` in
+        seconds per byte for each pair of the host's devices (in device
+        order), where ``B'`` is the widest path that does not pass through
+        another GPU.  Empty for clusters where it changes nothing.
     """
 
     devices: tuple[str, ...]
@@ -71,6 +78,11 @@ class Cluster:
     local_index: np.ndarray
     levels_gbps: np.ndarray
     domains: np.ndarray
+    host_extra: dict = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.host_extra is None:
+            object.__setattr__(self, "host_extra", {})
 
     @property
     def num_devices(self) -> int:
@@ -95,6 +107,36 @@ class Cluster:
         v = np.asarray(v)
         level = self.pair_level(u, v)
         out = np.where(level < 0, np.inf, self.levels_gbps[np.maximum(level, 0)])
+        if self.host_extra:
+            inv = np.where(level < 0, 0.0, 1.0 / (out * 1e9)) + self.extra_inv_bps(u, v)
+            out = np.where(level < 0, np.inf, 1.0 / np.where(inv > 0, inv, np.inf) / 1e9)
+        return out
+
+    def local_position(self) -> np.ndarray:
+        """Position of each device among its host's devices (device order), shape (n,)."""
+        first = np.zeros(len(self.hosts), dtype=np.int64)
+        order = np.argsort(self.host_of, kind="stable")
+        counts = np.bincount(self.host_of, minlength=len(self.hosts))
+        first[1:] = np.cumsum(counts)[:-1]
+        pos = np.empty(self.num_devices, dtype=np.int64)
+        pos[order] = np.arange(self.num_devices) - np.repeat(first, counts)
+        return pos
+
+    def extra_inv_bps(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``1/B' - 1/B`` (seconds per byte) for device pairs; 0 unless both sit in an irregular host."""
+        u = np.asarray(u)
+        v = np.asarray(v)
+        out = np.zeros(np.broadcast(u, v).shape)
+        if not self.host_extra:
+            return out
+        hu, hv = self.host_of[u], self.host_of[v]
+        pos = self.local_position()
+        for h, mat in self.host_extra.items():
+            sel = (hu == h) & (hv == h)
+            if np.any(sel):
+                uu = np.broadcast_to(u, out.shape)[sel]
+                vv = np.broadcast_to(v, out.shape)[sel]
+                out[sel] = mat[pos[uu], pos[vv]]
         return out
 
     def pair_level(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -322,7 +364,7 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         raise InvalidArgumentError(
             f"GPU {other!r} is not connected to GPU {devices[0]!r}; every GPU must reach every other", "cluster.edges"
         )
-    return Cluster(
+    cl = Cluster(
         devices=tuple(devices),
         hosts=tuple(host_names),
         host_of=np.asarray(host_of, dtype=np.int64),
@@ -330,6 +372,107 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         levels_gbps=np.asarray(levels, dtype=np.float64),
         domains=np.vstack(doms).astype(np.int64),
     )
+    extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
+    if extra:
+        object.__setattr__(cl, "host_extra", extra)
+    return cl
+
+
+def _non_relay_extra(cl: Cluster, gpu_idx, src, dst, bw, n_nodes) -> dict:
+    """Per irregular host, ``1/B' - 1/B`` for its GPU pairs (see ``Cluster.host_extra``).
+
+    ``B'(u, v)`` is the widest path between two GPUs of one host whose interior
+    nodes are not GPUs: the better of a direct GPU-GPU edge and
+    ``max over non-GPU neighbours x of u, y of v of min(bw(u,x), bw(v,y), U(x,y))``,
+    where ``U`` is the widest-path ultrametric of the graph without its GPUs.
+    Vectorised over all same-host pairs; no n×n structure.
+    """
+    is_gpu = np.zeros(n_nodes, dtype=bool)
+    is_gpu[gpu_idx] = True
+    gpu_pos = np.full(n_nodes, -1, dtype=np.int64)
+    gpu_pos[gpu_idx] = np.arange(gpu_idx.size)
+    gs, gd = is_gpu[src], is_gpu[dst]
+    # direct GPU-GPU edges (keep the widest per pair)
+    both = gs & gd
+    direct = {}
+    for a, b2, w in zip(gpu_pos[src[both]].tolist(), gpu_pos[dst[both]].tolist(), bw[both].tolist()):
+        key = (min(a, b2), max(a, b2))
+        direct[key] = max(direct.get(key, 0.0), w)
+    # GPU -> non-GPU neighbour lists, padded
+    one = gs ^ gd
+    g_end = np.where(gs[one], src[one], dst[one])
+    x_end = np.where(gs[one], dst[one], src[one])
+    w_end = bw[one]
+    g_of = gpu_pos[g_end]
+    n = gpu_idx.size
+    deg = np.bincount(g_of, minlength=n)
+    if deg.size == 0 or deg.max() == 0:
+        dmax = 0
+    else:
+        dmax = int(deg.max())
+    if dmax == 0 and not direct:
+        return {}
+    order = np.argsort(g_of, kind="stable")
+    starts = np.zeros(n, dtype=np.int64)
+    starts[1:] = np.cumsum(deg)[:-1]
+    slot = np.arange(order.size) - np.repeat(starts, deg)
+    nb = np.full((n, max(dmax, 1)), -1, dtype=np.int64)
+    nbw = np.zeros((n, max(dmax, 1)))
+    nb[g_of[order], slot] = x_end[order]
+    nbw[g_of[order], slot] = w_end[order]
+    # ultrametric of the non-GPU subgraph, as labels per level
+    keep = ~gs & ~gd
+    ng_levels = np.unique(bw[keep])[::-1] if keep.any() else np.zeros(0)
+    ng_labels = []
+    for b in ng_levels:
+        sel = keep & (bw >= b)
+        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
+        ng_labels.append(connected_components(mat, directed=False)[1])
+    # all same-host device pairs
+    extra = {}
+    dev_by_host = [np.flatnonzero(cl.host_of == h) for h in range(len(cl.hosts))]
+    sizes = np.array([d.size for d in dev_by_host])
+    for G in np.unique(sizes):
+        if G < 2:
+            continue
+        hs = np.flatnonzero(sizes == G)
+        D = np.stack([dev_by_host[h] for h in hs])  # (H, G) device indices (device order)
+        iu, ju = np.triu_indices(G, 1)
+        U_, V_ = D[:, iu], D[:, ju]  # (H, P)
+        # node-level: devices -> graph nodes
+        best = np.zeros(U_.shape)
+        for a in range(nb.shape[1]):
+            xa, wa = nb[U_, a], nbw[U_, a]
+            for b in range(nb.shape[1]):
+                yb, wb = nb[V_, b], nbw[V_, b]
+                valid = (xa >= 0) & (yb >= 0)
+                if not valid.any():
+                    continue
+                u_bw = np.where(xa == yb, np.inf, 0.0)
+                for lvl, lab in zip(ng_levels, ng_labels):
+                    same = (lab[np.maximum(xa, 0)] == lab[np.maximum(yb, 0)]) & (u_bw == 0)
+                    u_bw = np.where(same, lvl, u_bw)
+                path = np.minimum(np.minimum(wa, wb), u_bw)
+                best = np.maximum(best, np.where(valid, path, 0.0))
+        if direct:
+            # direct GPU-GPU edges; ``direct`` is keyed by device index (gpu_idx is in device order)
+            dvals = np.array(
+                [direct.get((min(p, q), max(p, q)), 0.0) for p, q in zip(U_.ravel().tolist(), V_.ravel().tolist())]
+            )
+            best = np.maximum(best, dvals.reshape(best.shape))
+        ultra = cl.bandwidth_gbps(U_, V_)
+        # no path avoiding other GPUs at all (GPUs chained only through GPUs): keep the relayed path
+        inv_best = np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0) / 1e9, 0.0)
+        inv_ultra = 1.0 / (ultra * 1e9)
+        diff = np.where(best > 0, inv_best - inv_ultra, 0.0)
+        diff = np.where(diff > inv_ultra * 1e-9, diff, 0.0)
+        irregular = np.flatnonzero(diff.max(axis=1) > 0)
+        for row in irregular.tolist():
+            mat = np.zeros((G, G))
+            mat[iu, ju] = diff[row]
+            mat[ju, iu] = diff[row]
+            extra[int(hs[row])] = mat
+    return extra
 
 
 def fat_tree_cluster(

@@ -111,6 +111,46 @@ def _group_cost(cluster: Cluster, dev: np.ndarray, kind: str, s_bytes: float) ->
     return per_pair * float(inv_sum.sum()), float(s_bytes * slowest.max())
 
 
+def _host_extra_cost(cluster: Cluster, rank_of_dev: np.ndarray, arr: np.ndarray, kind: str, per_pair: float):
+    """Extra cost (seconds) and per-group worst extra 1/B of same-host pairs in irregular hosts.
+
+    See ``Cluster.host_extra``: pairs whose direct (non-relayed) path is slower
+    than the ultrametric.  Returns (extra seconds, per-group max of 1/B' (s/byte)
+    over such pairs, or None).
+    """
+    if not cluster.host_extra or per_pair <= 0:
+        return 0.0, None
+    g, n = arr.shape
+    W = rank_of_dev.size
+    gid = np.full(W, -1, dtype=np.int64)
+    pos = np.full(W, -1, dtype=np.int64)
+    valid = (arr >= 0) & (arr < W)
+    gid[arr[valid]] = np.broadcast_to(np.arange(g)[:, None], arr.shape)[valid]
+    pos[arr[valid]] = np.broadcast_to(np.arange(n)[None, :], arr.shape)[valid]
+    by_size: dict[int, list[int]] = {}
+    for h, mat in cluster.host_extra.items():
+        by_size.setdefault(mat.shape[0], []).append(h)
+    total = 0.0
+    worst = np.zeros(g)
+    for G, hs in by_size.items():
+        D = np.stack([np.flatnonzero(cluster.host_of == h) for h in hs])  # (H, G)
+        mats = np.stack([cluster.host_extra[h] for h in hs])  # (H, G, G)
+        R = rank_of_dev[D]
+        gr = np.where(R >= 0, gid[np.maximum(R, 0)], -1)
+        same = (gr[:, :, None] == gr[:, None, :]) & (gr[:, :, None] >= 0)
+        if kind == "p2p_chain":
+            pr = pos[np.maximum(R, 0)]
+            same &= np.abs(pr[:, :, None] - pr[:, None, :]) == 1
+        contrib = np.where(same, mats, 0.0)
+        total += per_pair * float(contrib.sum())
+        if same.any():
+            ultra = cluster.bandwidth_gbps(D[:, :, None], D[:, None, :])
+            inv_b = np.where(same, 1.0 / (ultra * 1e9), 0.0)
+            hh, ss, tt = np.nonzero(same)
+            np.maximum.at(worst, gr[hh, ss], inv_b[hh, ss, tt])
+    return total, worst
+
+
 def layout_cost(
     cluster: Cluster,
     cfg: ParallelConfig,
@@ -140,10 +180,19 @@ def layout_cost(
     fam = class_groups(cfg, groups)
     by_class: dict[str, float] = {}
     times: dict[str, float] = {}
+    rank_of_dev = None
+    if cluster.host_extra:
+        rank_of_dev = np.full(cluster.num_devices, -1, dtype=np.int64)
+        rank_of_dev[dev_of] = np.arange(dev_of.size)
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
         arr = fam[c] - cfg.rank_offset
         cost, t = _group_cost(cluster, dev_of[arr], CLASS_KIND[c], s)
+        if rank_of_dev is not None and s > 0 and arr.shape[1] > 1:
+            extra, worst = _host_extra_cost(cluster, rank_of_dev, arr, CLASS_KIND[c], pair_bytes(CLASS_KIND[c], s, arr.shape[1]))
+            cost += extra
+            if worst is not None and worst.size:
+                t = max(t, float(s * worst.max()))
         by_class[c] = cost
         times[c] = t
     return CostBreakdown(total_seconds=float(sum(by_class.values())), by_class=by_class, time_by_class=times)

@@ -238,6 +238,11 @@ def _levels_bps(cluster: Cluster) -> np.ndarray:
     return cluster.levels_gbps * 1e9
 
 
+def _extra_matrix(cluster: Cluster, devs: np.ndarray) -> np.ndarray:
+    """Dense ``1/B' - 1/B`` (s/byte) among the given devices (small sets only)."""
+    return cluster.extra_inv_bps(devs[:, None], devs[None, :])
+
+
 def _exact(cluster, cfg, groups, traffic, options, launcher, constraints, baseline, time_limit, cancel):
     n = cluster.num_devices
     pairs, weights = _pair_weights(cfg, groups, traffic, np.arange(n))
@@ -251,6 +256,7 @@ def _exact(cluster, cfg, groups, traffic, options, launcher, constraints, baseli
         weights=weights,
         together=together,
         hint=baseline,
+        extra=_extra_matrix(cluster, np.arange(n)) if cluster.host_extra else None,
     )
     if launcher:
         G = int(cluster.gpus_per_host[0])
@@ -304,7 +310,8 @@ def _local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit
         d = hdev[h]
         lv = cluster.pair_level(d[:, None], d[None, :])
         extra = tuple(tuple(_canon(cluster.level_labels(c.level)[d])) for c in constraints)
-        host_key.append((lv.tobytes(), extra))
+        irregular = cluster.host_extra[h].tobytes() if h in cluster.host_extra else b""
+        host_key.append((lv.tobytes(), extra, irregular))
     cache: dict = {}
     dev_of_rank = np.empty(W, dtype=np.int64)
     for node_rank, h in enumerate(host_order.tolist()):
@@ -332,8 +339,9 @@ def _local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit
                 weights=wts[sel],
                 together=together,
                 hint=np.arange(G),
+                extra=cluster.host_extra.get(h),
             )
-            if G <= 1 or (not sel.any() and not together):
+            if G <= 1 or (not sel.any() and not together and h not in cluster.host_extra):
                 cache[key] = np.arange(G)
             else:
                 res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel)

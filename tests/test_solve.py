@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 import random
 
 import networkx as nx
@@ -26,16 +27,32 @@ from rankmap.solver.ranks import TOKENS
 # ----------------------------------------------------------------- independent reference
 
 
-def widest_path_matrix(g: nx.Graph, gpus: list) -> np.ndarray:
-    """B[u, v] in GB/s by brute force: bottleneck on the maximum spanning tree path."""
+def _bottleneck(g: nx.Graph, u, v) -> float:
     t = nx.maximum_spanning_tree(g, weight="bandwidth")
+    if not nx.has_path(t, u, v):
+        return 0.0
+    path = nx.shortest_path(t, u, v)
+    return min(t[a][b]["bandwidth"] for a, b in zip(path, path[1:]))
+
+
+def widest_path_matrix(g: nx.Graph, gpus: list) -> np.ndarray:
+    """B[u, v] in GB/s by brute force: bottleneck on the maximum spanning tree path.
+
+    Between two GPUs of one host the path may not pass through a third GPU
+    (NVLink peer-to-peer does not forward), unless no such path exists.
+    """
     n = len(gpus)
     out = np.full((n, n), np.inf)
+    host = {u: g.nodes[u].get("host", u) for u in gpus}
     for i, u in enumerate(gpus):
         for j, v in enumerate(gpus):
             if i != j:
-                path = nx.shortest_path(t, u, v)
-                out[i, j] = min(t[a][b]["bandwidth"] for a, b in zip(path, path[1:]))
+                out[i, j] = _bottleneck(g, u, v)
+                if host[u] == host[v]:
+                    keep = [x for x in g.nodes if x in (u, v) or g.nodes[x].get("kind", "gpu") != "gpu"]
+                    direct = _bottleneck(g.subgraph(keep), u, v)
+                    if direct > 0:
+                        out[i, j] = direct
     return out
 
 
@@ -321,3 +338,55 @@ def test_large_cluster_decomposition_beats_or_equals_baseline():
     host_of = hosts.host_of[[idx[d] for d in res.assignment]]
     tp = res.groups["TENSOR_MODEL_PARALLEL_GROUP"]
     assert np.all(host_of[tp] == host_of[tp[:, :1]])
+
+
+# ----------------------------------------------------------------- real host topologies (issue 5)
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "clusters"
+
+
+def _load(name):
+    from rankmap.solver.formats.graphfile import load_graph
+
+    return load_graph(EXAMPLES / name)
+
+
+@pytest.mark.parametrize("mode", ["launcher", "free"])
+def test_dgx1_hybrid_cube_mesh_tp_pairs_on_direct_nvlink(mode):
+    g = _load("dgx1-v100-hybridcube.json")
+    cfg = parallel_config(8, tp=2)
+    res = solve(g, cfg, {"tp": 4e9, "dp": 1e8}, SolveOptions(mode=mode))
+    for a, b in res.groups["TENSOR_MODEL_PARALLEL_GROUP"].tolist():
+        u, v = res.assignment[a], res.assignment[b]
+        assert g.has_edge(u, v), f"TP pair {u}-{v} has no direct NVLink"
+    assert res.status == "OPTIMAL"
+    # the cost model sees the missing links: a TP pair without NVLink costs more
+    cl = cluster_from_graph(g)
+    bw = cl.bandwidth_gbps(np.array([0]), np.array([5]))  # GPU0-GPU5: no NVLink (SYS)
+    assert bw[0] < 25
+
+
+def test_a30_nvlink_bridge_pairs():
+    g = _load("a30-pcie-nvlink-pairs.json")
+    cfg = parallel_config(4, tp=2)
+    res = solve(g, cfg, {"tp": 4e9, "dp": 1e9}, SolveOptions(mode="free"))
+    local = {d: g.nodes[d]["local_index"] for d in res.assignment}
+    pairs = sorted(sorted((local[res.assignment[a]], local[res.assignment[b]]))
+                   for a, b in res.groups["TENSOR_MODEL_PARALLEL_GROUP"].tolist())
+    assert pairs == [[0, 1], [2, 3]]
+
+
+def test_interleaved_leaves_from_slurm_fabric(tmp_path):
+    from rankmap.solver.formats.compose import build_cluster
+
+    fabric = tmp_path / "topology.conf"
+    fabric.write_text("SwitchName=leafA Nodes=node[1,3]\nSwitchName=leafB Nodes=node[2,4]\n"
+                      "SwitchName=spine Switches=leafA,leafB\n")
+    topo = Path(__file__).parent / "data" / "real-inputs" / "nvsmi-topo_hgx-a100-80gb-8gpu-8nic-roce_deepep-13.txt"
+    g = build_cluster(host_topology=str(topo), gpu="a100", fabric=str(fabric), nodelist="node[1-4]")
+    cfg = parallel_config(32, tp=8, ep=2, etp=8)
+    res = solve(g, cfg, {"ep": 8e9, "dp": 1e9}, SolveOptions(orders="megatron-cli"))
+    leaf = {"node1": "A", "node3": "A", "node2": "B", "node4": "B"}
+    for grp in res.groups["EXPERT_MODEL_PARALLEL_GROUP"].tolist():
+        assert len({leaf[g.nodes[res.assignment[r]]["host"]] for r in grp}) == 1
+    assert res.cost.total_seconds < res.baseline.cost.total_seconds
