@@ -413,6 +413,16 @@ def _check_bandwidth(u, v, data) -> float:
     return float(b)
 
 
+def _where(cluster: "pb.Cluster", node_id: str) -> str:
+    for i, d in enumerate(cluster.devices):
+        if d.id == node_id:
+            return f"cluster.devices[{i}]"
+    for i, n in enumerate(cluster.nodes):
+        if n.id == node_id:
+            return f"cluster.nodes[{i}]"
+    return "?"
+
+
 def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
     """The ``nx.Graph`` of a ``rankmap.v1.Cluster`` (devices first, then nodes, then links).
 
@@ -423,67 +433,71 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
         kind "gpu" or without kind, a link to an unknown node, a missing,
         non-finite or non-positive bandwidth, a negative or non-finite latency.
     """
-    g = nx.Graph()
-    where: dict[str, str] = {}
+    nodes: dict[str, dict[str, Any]] = {}
     for i, d in enumerate(cluster.devices):
-        path = f"cluster.devices[{i}]"
-        if not d.id:
-            raise invalid(f"device {i} has an empty id", f"{path}.id", "cluster.nodes")
-        if d.id in where:
-            raise invalid(f"node id {d.id!r} is given twice ({where[d.id]} and {path})", f"{path}.id", "cluster.nodes")
-        where[d.id] = path
+        did = d.id
+        if not did or did in nodes:
+            path = f"cluster.devices[{i}]"
+            if not did:
+                raise invalid(f"device {i} has an empty id", f"{path}.id", "cluster.nodes")
+            raise invalid(f"node id {did!r} is given twice ({_where(cluster, did)} and {path})", f"{path}.id",
+                          "cluster.nodes")
         attrs: dict[str, Any] = {"kind": "gpu"}
         if d.HasField("host") and d.host:
             attrs["host"] = d.host
         if d.HasField("local_index"):
             attrs["local_index"] = int(d.local_index)
-        g.add_node(d.id, **attrs)
+        nodes[did] = attrs
     for i, n in enumerate(cluster.nodes):
-        path = f"cluster.nodes[{i}]"
-        if not n.id:
-            raise invalid(f"node {i} has an empty id", f"{path}.id", "cluster.nodes")
-        if n.id in where:
-            raise invalid(f"node id {n.id!r} is given twice ({where[n.id]} and {path})", f"{path}.id", "cluster.nodes")
-        if not n.kind or n.kind == "gpu":
+        nid, kind = n.id, n.kind
+        if not nid or nid in nodes or not kind or kind == "gpu":
+            path = f"cluster.nodes[{i}]"
+            if not nid:
+                raise invalid(f"node {i} has an empty id", f"{path}.id", "cluster.nodes")
+            if nid in nodes:
+                raise invalid(f"node id {nid!r} is given twice ({_where(cluster, nid)} and {path})", f"{path}.id",
+                              "cluster.nodes")
             raise invalid(
-                f"node {n.id!r} has kind {n.kind!r}; GPUs belong in cluster.devices, other nodes need a kind "
+                f"node {nid!r} has kind {kind!r}; GPUs belong in cluster.devices, other nodes need a kind "
                 f"such as 'nvswitch' or 'nic'",
                 f"{path}.kind",
                 "cluster.nodes",
             )
-        where[n.id] = path
-        g.add_node(n.id, kind=n.kind)
+        nodes[nid] = {"kind": kind}
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    isfinite = math.isfinite
     for i, link in enumerate(cluster.links):
-        path = f"cluster.links[{i}]"
-        for end in ("source", "target"):
-            node = getattr(link, end)
-            if node not in where:
-                raise invalid(
-                    f"link {i} ({link.source!r}, {link.target!r}) names unknown node {node!r}",
-                    f"{path}.{end}",
-                    "cluster.edges",
-                )
-        data: dict[str, Any] = {}
-        if link.HasField("bandwidth_gbps"):
-            data["bandwidth"] = float(link.bandwidth_gbps)
-        try:
-            _check_bandwidth(link.source, link.target, data)
-        except InvalidArgumentError as exc:
-            raise invalid(exc.message, f"{path}.bandwidth_gbps", "cluster.edges") from None
+        u, v = link.source, link.target
+        if u not in nodes or v not in nodes:
+            end, node = ("source", u) if u not in nodes else ("target", v)
+            raise invalid(
+                f"link {i} ({u!r}, {v!r}) names unknown node {node!r}", f"cluster.links[{i}].{end}", "cluster.edges"
+            )
+        has_bw = link.HasField("bandwidth_gbps")
+        bw = link.bandwidth_gbps
+        if not has_bw or not (isfinite(bw) and bw > 0):
+            try:
+                _check_bandwidth(u, v, {"bandwidth": bw} if has_bw else {})
+            except InvalidArgumentError as exc:
+                raise invalid(exc.message, f"cluster.links[{i}].bandwidth_gbps", "cluster.edges") from None
+        data: dict[str, Any] = {"bandwidth": bw}
         if link.HasField("latency_us"):
-            lat = float(link.latency_us)
-            if not math.isfinite(lat) or lat < 0:
+            lat = link.latency_us
+            if not isfinite(lat) or lat < 0:
                 raise invalid(
-                    f"edge ({link.source!r}, {link.target!r}) has latency_us {lat!r}; it must be finite and >= 0",
-                    f"{path}.latency_us",
+                    f"edge ({u!r}, {v!r}) has latency_us {lat!r}; it must be finite and >= 0",
+                    f"cluster.links[{i}].latency_us",
                     "cluster.edges",
                 )
             data["latency_us"] = lat
-        if g.has_edge(link.source, link.target):
-            # a repeated link: keep the widest, as the solver does for a multigraph
-            if g.edges[link.source, link.target]["bandwidth"] >= data["bandwidth"]:
-                continue
-        g.add_edge(link.source, link.target, **data)
+        key = (u, v) if u <= v else (v, u)
+        old = edges.get(key)
+        if old is not None and old["bandwidth"] >= bw:
+            continue  # a repeated link: keep the widest, as the solver does for a multigraph
+        edges[key] = data
+    g = nx.Graph()
+    g.add_nodes_from(nodes.items())
+    g.add_edges_from((u, v, d) for (u, v), d in edges.items())
     return g
 
 

@@ -657,3 +657,30 @@ def test_solve_config_sends_exactly_the_solve_arguments(client, server):
             return await c.solve_config(g, cfg, partial, opts)
 
     assert_same_result(asyncio.run(main()), solve(g, cfg, partial, opts))
+
+
+@pytest.mark.slow
+def test_131072_gpus_fit_the_message_limits(client):
+    """A 131,072-GPU cluster (~8 MB request) and its group catalogue (~7 MB answer) pass."""
+    g = make_cluster(16384, 8)
+    assert convert.graph_to_proto(g).ByteSize() > 4 << 20  # above gRPC's default 4 MiB limit
+    groups = client.get_groups(131072, tp=8, cp=2, pp=8, timeout=300)
+    assert groups["TENSOR_MODEL_PARALLEL_GROUP"].shape == (16384, 8)
+    gpus = [n for n, d in g.nodes(data=True) if d.get("kind", "gpu") == "gpu"]
+    traffic = {"tp": 4e9, "dp": 1e9}
+    remote = client.evaluate(g, gpus, tp=8, cp=2, pp=8, traffic=traffic, timeout=300)
+    assert remote == evaluate(g, parallel_config(131072, tp=8, cp=2, pp=8), gpus, traffic)
+
+
+def test_batch_deadline_reports_remaining_indices_and_stops(server, client):
+    g = make_cluster(2, 4)
+    slow_graph = make_cluster(16, 8)
+    items = [dict(graph=g, tp=2, traffic=TRAFFIC, time_limit_seconds=5)] + [
+        dict(graph=slow_graph, **slow_request_kwargs()) for _ in range(3)
+    ]
+    out = dict(client.batch_solve(items, timeout=1.5))
+    assert sorted(out) == [0, 1, 2, 3]
+    late = [o for o in out.values() if isinstance(o, RankmapRpcError)]
+    assert late and all(o.code == grpc.StatusCode.DEADLINE_EXCEEDED for o in late)
+    assert wait_idle(server.servicer, 10), "batch items kept running after the deadline"
+    assert client.health() == "SERVING"
