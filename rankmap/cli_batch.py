@@ -213,11 +213,11 @@ def load_entries(path: str) -> list[Entry]:
 def prepare_job(job: dict):
     """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``."""
     from rankmap.cli import build_parser
-    from rankmap.cli_solve import _merge_job, _prepare
+    from rankmap.cli_solve import merge_job, prepare_args
 
     args = build_parser().parse_args(["solve"])
-    _merge_job(args, dict(job))
-    return _prepare(args)
+    merge_job(args, dict(job))
+    return prepare_args(args)
 
 
 def error_document(exc: BaseException) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from rankmap.solver.errors import InvalidArgumentError
 
-__all__ = ["register", "JOB_KEYS", "load_job_file", "solve_from_args"]
+__all__ = ["register", "JOB_KEYS", "load_job_file", "merge_job", "prepare_args", "solve_from_args"]
 
 #: Job-file keys (= flags without the leading dashes, ``-`` → ``_``).
 JOB_KEYS = (
@@ -105,7 +105,7 @@ def load_job_file(path: str) -> dict[str, Any]:
     return out
 
 
-def _merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
+def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
     """Fill every flag left unset on the command line from the job file."""
     from rankmap.solver.traffic import model_from_mapping, traffic_from_mapping
 
@@ -201,14 +201,14 @@ def _traffic(args: argparse.Namespace, cfg) -> dict:
     return {c: float(out.get(c, 0.0)) for c in TRAFFIC_CLASSES}
 
 
-def _prepare(args: argparse.Namespace):
+def prepare_args(args: argparse.Namespace):
     """Resolve a job file, the cluster, the config, traffic and options."""
     from rankmap.cli import config_from_args
 
     if args.cluster and str(args.cluster).lower().endswith((".yaml", ".yml")):
         job = load_job_file(args.cluster)
         args.cluster = None
-        _merge_job(args, job)
+        merge_job(args, job)
     graph = _load_cluster(args)
     options = _options(args)
     gpus = _usable_gpus(graph, options)
@@ -220,7 +220,7 @@ def _prepare(args: argparse.Namespace):
 
 def solve_from_args(args: argparse.Namespace):
     """Run the solve described by parsed arguments (in process or via --server)."""
-    graph, cfg, traffic, options = _prepare(args)
+    graph, cfg, traffic, options = prepare_args(args)
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
 
