@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from typing import Sequence
 
@@ -39,9 +40,52 @@ def _int_arg(text: str) -> int:
 
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+    return values
+
+
+def port_arg(text: str) -> int:
+    """argparse type: a TCP port 0..65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
+def server_arg(text: str) -> str:
+    """argparse type: ``HOST:PORT`` of a rankmap server (port 1..65535)."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    try:
+        p = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a numeric port, got {text!r}") from None
+    if not 1 <= p <= 65535:
+        raise argparse.ArgumentTypeError(f"port {p} in {text!r} is outside 1..65535")
+    return text.strip()
+
+
+def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
+    """argparse type: a finite number of seconds greater than ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        if v != v or v in (float("inf"), float("-inf")) or v < minimum or (v == minimum and not allow_equal):
+            raise argparse.ArgumentTypeError(
+                f"expected a finite number of seconds {'>=' if allow_equal else '>'} {minimum:g}, got {text!r}"
+            )
+        return v
+
+    return parse
 
 
 def add_size_arguments(p: argparse.ArgumentParser, world_size_required: bool) -> None:
@@ -79,7 +123,9 @@ def config_from_args(args: argparse.Namespace, world_size: int | None = None, or
         ep=args.ep if args.ep is not None else 1,
         etp=args.etp,
         pp=args.pp if args.pp is not None else 1,
-        order=order if order is not None else (getattr(args, "order", None) or "tp-cp-ep-dp-pp"),
+        order=order if order is not None else (
+            getattr(args, "order", None) if getattr(args, "order", None) is not None else "tp-cp-ep-dp-pp"
+        ),
         num_distributed_optimizer_instances=(
             args.num_distributed_optimizer_instances if args.num_distributed_optimizer_instances is not None else 1
         ),
@@ -183,7 +229,10 @@ _OPTIONAL_COMMANDS = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (subcommands registered from their modules)."""
+    from rankmap import __version__
+
     parser = _Parser(prog="rankmap", description="Place Megatron ranks onto a real cluster.")
+    parser.add_argument("--version", action="version", version=f"rankmap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     g = sub.add_parser("groups", help="print every Megatron process group for an order and sizes")
     add_size_arguments(g, world_size_required=True)
@@ -216,9 +265,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         field = f" [{exc.field}]" if exc.field else ""
         print(f"rankmap: error: {exc.message}{field}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"rankmap: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+    except Exception as exc:  # noqa: BLE001 - last line of defence: never a traceback
+        name = type(exc).__name__
+        if name == "RankmapRpcError":  # the server failed or is unreachable: not bad input
+            print(f"rankmap: error: {exc}".splitlines()[0], file=sys.stderr)
+            return 1
+        if isinstance(exc, OSError):
+            print(f"rankmap: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+            return 2
+        if isinstance(exc, MemoryError):
+            print("rankmap: error: out of memory; the request is too large for this machine", file=sys.stderr)
+            return 2
+        if os.environ.get("RANKMAP_DEBUG"):
+            raise
+        print(f"rankmap: internal error: {name}: {exc} (set RANKMAP_DEBUG=1 for a traceback)".splitlines()[0],
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("rankmap: interrupted", file=sys.stderr)
         return 130

@@ -391,13 +391,15 @@ def register(subparsers) -> None:
         help="solve many jobs (folder of YAML job files, YAML list or JSONL), in process or on a server",
         description="Solve every job of INPUT; one JSON line per job as it completes, then a summary table.",
     )
+    from rankmap.cli import seconds_arg, server_arg
+
     p.add_argument("input", help="folder of .yaml job files, a YAML list of jobs, or a .jsonl file")
-    p.add_argument("--server", default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
+    p.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
     p.add_argument("--workers", type=_positive_int, default=None,
                    help="processes solving at once, in process (default: all cores)")
     p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
     p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")
-    p.add_argument("--timeout", type=float, default=86400.0,
+    p.add_argument("--timeout", type=seconds_arg(0.0), default=86400.0,
                    help="deadline of the whole batch on --server, seconds (default 1 day)")
     p.add_argument("--quiet", action="store_true", help="no progress line and no summary table")
     p.set_defaults(func=run)

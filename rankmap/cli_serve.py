@@ -35,10 +35,12 @@ def _int_at_least(minimum: int):
 
 
 def register(subparsers) -> None:
+    from rankmap.cli import port_arg, seconds_arg
+
     """Add ``serve`` to the ``rankmap`` subcommands."""
     p = subparsers.add_parser("serve", help="run the gRPC service (rankmap.v1.RankmapService)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
-    p.add_argument("--port", type=_int_at_least(0), default=50051, help="port (default 50051; 0 = any free port)")
+    p.add_argument("--port", type=port_arg, default=50051, help="port (default 50051; 0 = any free port)")
     p.add_argument("--workers", type=_int_at_least(1), default=None, help="solves running at once (default: CPU count)")
     p.add_argument(
         "--max-queued",
@@ -46,12 +48,16 @@ def register(subparsers) -> None:
         default=None,
         help="solves waiting for a worker before RESOURCE_EXHAUSTED (default 64)",
     )
-    p.add_argument("--grace", type=float, default=30.0, help="seconds running RPCs get on SIGTERM (default 30)")
+    p.add_argument("--grace", type=seconds_arg(0.0, allow_equal=True), default=30.0, help="seconds running RPCs get on SIGTERM (default 30)")
     p.add_argument("--quiet", action="store_true", help="no per-request log lines")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    # gRPC C-core would add its own stderr line to a bind failure; rankmap reports it in one line.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from rankmap.server.service import DEFAULT_MAX_QUEUED, serve
 
     logger = logging.getLogger("rankmap.server")

@@ -121,14 +121,27 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
                     args.traffic = ",".join(f"{k}={v!r}" for k, v in mapping.items())
                 continue
         if key in ("constraint", "exclude_host", "exclude_device", "rate"):
-            cur = getattr(args, key)
-            if not cur:
-                setattr(args, key, [value] if isinstance(value, str) else list(value))
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
+                raise InvalidArgumentError(
+                    f"job key {key!r} must be a string or a list of strings, got {value!r}", key
+                )
+            if not getattr(args, key):
+                setattr(args, key, [str(v) for v in value])
             continue
         if key == "hierarchical_cp_sizes" and isinstance(value, str):
             value = [int(x) for x in value.split(",")]
-        if key == "orders" and isinstance(value, list):
-            value = ",".join(value)
+        if key == "orders":
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                value = ",".join(value)
+            elif not isinstance(value, str):
+                raise InvalidArgumentError(
+                    f"job key 'orders' must be default, megatron-cli, all or a list of orders, got {value!r}", "orders"
+                )
+        if key in ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format",
+                   "server", "topology_name", "dtype") and value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(f"job key {key!r} must be a string, got {value!r}", key)
         dest = key
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
@@ -154,7 +167,11 @@ def _load_cluster(args: argparse.Namespace):
 def _options(args: argparse.Namespace):
     from rankmap.solver.types import SolveOptions, parse_constraint
 
-    orders = args.orders or "default"
+    orders = args.orders if args.orders is not None else "default"
+    if not isinstance(orders, str):
+        raise InvalidArgumentError(f"orders must be a string or a list of orders, got {orders!r}", "orders")
+    if not orders.strip():
+        raise InvalidArgumentError("orders is empty; use default, megatron-cli, all or a list of orders", "orders")
     try:
         time_limit = float(args.time_limit) if args.time_limit is not None else 30.0
     except (TypeError, ValueError):
@@ -212,6 +229,10 @@ def prepare_args(args: argparse.Namespace):
     graph = _load_cluster(args)
     options = _options(args)
     gpus = _usable_gpus(graph, options)
+    if gpus == 0:
+        raise InvalidArgumentError(
+            "the cluster has no usable GPUs (no node of kind 'gpu', or all excluded)", "cluster"
+        )
     ws = args.world_size if args.world_size is not None else gpus
     cfg = config_from_args(args, world_size=ws, order="tp-cp-ep-dp-pp")
     traffic = _traffic(args, cfg)
@@ -311,13 +332,17 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_assignment(path: str) -> list[str]:
-    """An assignment file: JSON list, JSON {"assignment": [...]} (a solve output), or one id per line."""
+def _read_assignment(path: str) -> tuple[list[str], str | None]:
+    """An assignment file: JSON list, a ``rankmap solve`` JSON result (its ``assignment``
+    and ``order``), or one GPU id per line.  Returns (assignment, order or None)."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except FileNotFoundError:
         raise InvalidArgumentError(f"assignment file {path!r} does not exist", "assignment") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(f"cannot read assignment file {path!r}: {exc}", "assignment") from None
+    order = None
     stripped = text.strip()
     if stripped.startswith(("[", "{")):
         try:
@@ -325,11 +350,15 @@ def _read_assignment(path: str) -> list[str]:
         except json.JSONDecodeError as exc:
             raise InvalidArgumentError(f"assignment file {path} line {exc.lineno}: {exc.msg}", "assignment") from None
         if isinstance(doc, dict):
+            order = doc.get("order") if isinstance(doc.get("order"), str) else None
             doc = doc.get("assignment")
         if not isinstance(doc, list):
             raise InvalidArgumentError(f"assignment file {path}: expected a list of GPU ids", "assignment")
-        return [str(x) for x in doc]
-    return [line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")]
+        return [str(x) for x in doc], order
+    lines = [line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")]
+    if not lines:
+        raise InvalidArgumentError(f"assignment file {path} is empty", "assignment")
+    return lines, order
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -337,9 +366,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.solver import evaluate
 
     graph = _load_cluster(args)
-    assignment = _read_assignment(args.assignment)
+    assignment, file_order = _read_assignment(args.assignment)
+    order = args.order if args.order is not None else (file_order or "tp-cp-ep-dp-pp")
     ws = args.world_size if args.world_size is not None else len(assignment)
-    cfg = config_from_args(args, world_size=ws, order=args.order)
+    try:
+        cfg = config_from_args(args, world_size=ws, order=order)
+    except InvalidArgumentError as exc:
+        if args.world_size is None:
+            raise InvalidArgumentError(
+                f"assignment file {args.assignment} has {len(assignment)} entries (the world size): {exc.message}",
+                exc.field,
+            ) from None
+        raise
     traffic = _traffic(args, cfg)
     cost = evaluate(graph, cfg, assignment, traffic)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": traffic,
@@ -357,7 +395,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add the ``solve`` and ``evaluate`` subcommands."""
-    from rankmap.cli import add_size_arguments
+    from rankmap.cli import add_size_arguments, server_arg
     from rankmap.cli_cluster import add_cluster_arguments
     from rankmap.cli_traffic import add_model_arguments
 
@@ -370,23 +408,30 @@ def register(subparsers) -> None:
     add_cluster_arguments(s)
     add_size_arguments(s, world_size_required=False)
     add_model_arguments(s)
-    s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None)
-    s.add_argument("--orders", default=None, help="default | megatron-cli | all | O1,O2,...")
+    s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None,
+                   help="launcher (default: contiguous blocks of ranks per host, as torchrun/Slurm), "
+                        "free (any bijection) or fixed (only the order is chosen)")
+    s.add_argument("--orders", default=None,
+                   help="orders to search: default (tp-cp-ep-dp-pp only; the default) | megatron-cli "
+                        "(+ tp-cp-ep-pp-dp) | all | O1,O2,...")
     s.add_argument("--constraint", action="append", default=None,
                    help="e.g. 'tp within host', 'ep within leaf' (repeatable)")
     s.add_argument("--exclude-host", action="append", default=None, help="host not to use (repeatable)")
     s.add_argument("--exclude-device", action="append", default=None, help="GPU node id not to use (repeatable)")
     s.add_argument("--time-limit", type=float, default=None, help="search budget, seconds (default 30)")
     s.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
-    s.add_argument("--format", choices=("json", "table"), default=None)
-    s.add_argument("--server", default=None, help="solve on a rankmap server HOST:PORT")
+    s.add_argument("--format", choices=("json", "table"), default=None, help="json (default) or table")
+    s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
+                   help="solve on a rankmap server instead of in process")
     s.set_defaults(func=_cmd_solve)
 
     e = subparsers.add_parser("evaluate", help="cost of a given order and assignment")
     e.add_argument("cluster", nargs="?", default=None, help="cluster graph file")
     add_cluster_arguments(e)
-    e.add_argument("--order", default="tp-cp-ep-dp-pp")
-    e.add_argument("--assignment", required=True, help="file: JSON list of GPU ids per rank, or one per line")
+    e.add_argument("--order", default=None,
+                   help="order of the layout (default: the 'order' of a solve result file, else tp-cp-ep-dp-pp)")
+    e.add_argument("--assignment", required=True,
+                   help="GPU id per global rank: a JSON list, a 'rankmap solve' JSON result, or one id per line")
     add_size_arguments(e, world_size_required=False)
     add_model_arguments(e)
     e.add_argument("--format", choices=("json", "table"), default="json")

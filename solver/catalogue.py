@@ -63,6 +63,9 @@ GROUP_NAMES: tuple[str, ...] = (
     "INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP",
 )
 
+#: Largest world size accepted (4,194,304 ranks; the catalogue then takes ~1 GB of int64).
+MAX_WORLD_SIZE = 1 << 22
+
 #: The size keys reported for a configuration (``sizes`` in the JSON output).
 SIZE_NAMES: tuple[str, ...] = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
 
@@ -203,6 +206,10 @@ def parallel_config(
         with pp > 1 and ``edp != dp``.
     """
     world_size = _positive_int(world_size, "world_size")
+    if world_size > MAX_WORLD_SIZE:
+        raise InvalidArgumentError(
+            f"world_size {world_size} is larger than the supported maximum {MAX_WORLD_SIZE}", "world_size"
+        )
     tp = _positive_int(tp, "tp")
     cp = _positive_int(cp, "cp")
     ep = _positive_int(ep, "ep")

@@ -270,7 +270,14 @@ def resolve_generation(gpu: Any, field_name: str = "gpu") -> GpuGeneration | Non
         return None
     if isinstance(gpu, GpuGeneration):
         return gpu
-    text = str(gpu).strip().lower().replace("-", "").replace("_", "")
+    raw = str(gpu).strip().lower()
+    try:  # a number, sign included ("-5" must not lose its sign to the dash stripping below)
+        rate = float(raw.removesuffix("gb/s").removesuffix("gbps"))
+    except ValueError:
+        rate = None
+    if rate is not None and (not math.isfinite(rate) or rate <= 0):
+        raise InvalidArgumentError(f"per-link NVLink rate {gpu!r} must be a positive number of GB/s", field_name)
+    text = raw.replace("-", "").replace("_", "")
     text = text.removeprefix("nvidia")
     if text in GENERATIONS:
         return GENERATIONS[text]
