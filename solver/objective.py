@@ -212,21 +212,12 @@ def _max_same_pairs_chain(caps: np.ndarray, n: int, groups: int) -> int:
     return min(best, groups * (n - 1))
 
 
-def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]) -> float:
-    """A valid lower bound (seconds) on the cost of any bijective layout of any order.
+#: Above this many ordered rank pairs the neighbourhood bound is skipped (memory/time).
+NEIGHBOURHOOD_BOUND_MAX_PAIRS = 4_000_000
 
-    For each class separately, its groups are disjoint and all of the same size
-    n, whatever the order; a level-``k`` domain of D devices can hold at most
-    ``(D // n)·n·(n-1) + (D % n)·(D % n - 1)`` ordered same-group pairs (fill
-    it with as few groups as possible), and a chain at most ``D - ceil(D/n)``
-    consecutive pairs.  Using these maxima of ``P_k`` in the ultrametric cost
-    identity gives the bound; classes are bounded independently (they compete
-    for the same domains in reality, so the bound is not always tight).
-    """
-    b = cluster.levels_gbps * 1e9
-    K = b.size
-    caps_by_level = [np.bincount(cluster.domains[k]) for k in range(K)]
-    sizes = {
+
+def _class_sizes(cfg: ParallelConfig) -> dict[str, int]:
+    return {
         "tp": cfg.tp,
         "cp": cfg.cp,
         "dp": cfg.dp * cfg.cp,
@@ -236,37 +227,122 @@ def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, flo
         "edp": cfg.edp,
         "embedding": 2 if cfg.pp > 1 else 1,
     }
-    total = 0.0
+
+
+def _neighbourhood_gain_bounds(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]):
+    """Upper bounds on Q_k (bytes over ordered same-domain pairs) from each rank's best neighbours.
+
+    For rank r let v_r(s) be the bytes r sends s per step, summed over classes.
+    A level-k domain of D devices holds D ranks, and each of them exchanges
+    with at most D - 1 others inside it, so
+    ``Q_k <= Σ_domains D · max_r (sum of the D-1 largest v_r(s))``.  Unlike the
+    per-class bound this sees classes compete for the same slots.  Returns a
+    list of K-1 bounds, or None when the pair list would be too large.
+    """
+    fam = class_groups(cfg)
     W = cfg.world_size
+    total = 0
+    for c in TRAFFIC_CLASSES:
+        n = fam[c].shape[1]
+        if float(traffic.get(c, 0.0) or 0.0) > 0 and n > 1:
+            total += fam[c].shape[0] * (2 * (n - 1) if CLASS_KIND[c] == "p2p_chain" else n * (n - 1))
+    if total == 0 or total > NEIGHBOURHOOD_BOUND_MAX_PAIRS:
+        return None
+    src, dst, val = [], [], []
+    for c in TRAFFIC_CLASSES:
+        s_bytes = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        n = arr.shape[1]
+        if s_bytes <= 0 or n <= 1:
+            continue
+        pb = pair_bytes(CLASS_KIND[c], s_bytes, n)
+        if CLASS_KIND[c] == "p2p_chain":
+            a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
+            src += [a, b]
+            dst += [b, a]
+            val += [np.full(a.size * 2, pb)]
+        else:
+            ii, jj = np.nonzero(~np.eye(n, dtype=bool))
+            src.append(arr[:, ii].ravel())
+            dst.append(arr[:, jj].ravel())
+            val.append(np.full(arr.shape[0] * ii.size, pb))
+    r = np.concatenate(src)
+    t = np.concatenate(dst)
+    v = np.concatenate(val)
+    key, inv = np.unique(r * W + t, return_inverse=True)
+    agg = np.bincount(inv.ravel(), weights=v)
+    rk = key // W
+    order = np.lexsort((-agg, rk))
+    rk, agg = rk[order], agg[order]
+    deg = np.bincount(rk, minlength=W)
+    start = np.zeros(W + 1, dtype=np.int64)
+    start[1:] = np.cumsum(deg)
+    csum = np.concatenate([[0.0], np.cumsum(agg)])
+    K = cluster.domains.shape[0]
+    out = []
+    memo: dict[int, float] = {}
+    for k in range(K - 1):
+        caps = np.bincount(cluster.domains[k])
+        bound = 0.0
+        for cap, count in zip(*np.unique(caps, return_counts=True)):
+            cap = int(cap)
+            if cap not in memo:
+                j = np.minimum(deg, cap - 1)
+                memo[cap] = float((csum[start[:-1] + j] - csum[start[:-1]]).max())
+            bound += int(count) * cap * memo[cap]
+        out.append(bound)
+    return out
+
+
+def lower_bound(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]) -> float:
+    """A valid lower bound (seconds) on the cost of any bijective layout of ``cfg``.
+
+    Uses the ultrametric identity ``cost = Σ_c S_c·T_c/b_{K-1} - Σ_k g_k·Q_k``
+    (``g_k = 1/b_{k+1} - 1/b_k > 0``, ``Q_k`` the bytes over ordered rank pairs
+    sharing a level-``k`` domain) with an upper bound on each ``Q_k``: the
+    smaller of
+
+    * per class: groups are disjoint and all of size n, so a level-``k`` domain
+      of D devices holds at most ``(D // n)·n·(n-1) + (D % n)·(D % n - 1)``
+      ordered same-group pairs (``D - ceil(D/n)`` consecutive pairs of a chain),
+      whatever the order;
+    * per rank (when the pair list is small enough, see
+      :func:`_neighbourhood_gain_bounds`): the D-1 most valuable partners of
+      the best-placed rank, which accounts for classes competing for a domain.
+
+    Intra-host relay corrections (``Cluster.host_extra``) only add cost, so the
+    bound stays valid with them.
+    """
+    b = cluster.levels_gbps * 1e9
+    K = b.size
+    caps_by_level = [np.bincount(cluster.domains[k]) for k in range(K)]
+    sizes = _class_sizes(cfg)
+    W = cfg.world_size
+    const = 0.0
+    per_class_gain = np.zeros(max(K - 1, 0))
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
         n = sizes[c]
         if s <= 0 or n <= 1:
             continue
         kind = CLASS_KIND[c]
-        if c == "embedding":
-            groups = W // cfg.pp
-        else:
-            groups = W // n
+        groups = W // cfg.pp if c == "embedding" else W // n
         per_pair = pair_bytes(kind, s, n)
         if kind == "p2p_chain":
-            total_pairs = groups * (n - 1)
-            prev = 0
-            inv = 0.0
-            for k in range(K):
-                pk = _max_same_pairs_chain(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
-                pk = max(pk, prev)
-                inv += (pk - prev) / b[k]
-                prev = pk
-            total += 2.0 * per_pair * inv
+            const += 2.0 * per_pair * groups * (n - 1) / b[K - 1]
+            for k in range(K - 1):
+                per_class_gain[k] += 2.0 * per_pair * _max_same_pairs_chain(caps_by_level[k], n, groups)
         else:
-            total_pairs = groups * n * (n - 1)
-            prev = 0
-            inv = 0.0
-            for k in range(K):
-                pk = _max_same_pairs_all(caps_by_level[k], n, groups) if k < K - 1 else total_pairs
-                pk = max(pk, prev)
-                inv += (pk - prev) / b[k]
-                prev = pk
-            total += per_pair * inv
-    return total
+            const += per_pair * groups * n * (n - 1) / b[K - 1]
+            for k in range(K - 1):
+                per_class_gain[k] += per_pair * _max_same_pairs_all(caps_by_level[k], n, groups)
+    gain = per_class_gain
+    if K > 1:
+        nb = _neighbourhood_gain_bounds(cluster, cfg, traffic)
+        if nb is not None:
+            gain = np.minimum(gain, np.asarray(nb))
+    g = np.array([1.0 / b[k + 1] - 1.0 / b[k] for k in range(K - 1)])
+    # the all-pairs total bounds every level's gain too
+    total_q = const * b[K - 1]
+    gain = np.minimum(gain, total_q)
+    return max(0.0, const - float((g * gain).sum()))

@@ -464,7 +464,7 @@ def solve(
         candidates.append(_Candidate(base_cfg, baseline_dev, baseline_cost, -1))
     order_bounds: list[float] = []
     per_order_limit = max(0.05, options.time_limit_seconds / max(1, len(orders)))
-    analytic = lower_bound(cluster, base_cfg, traffic)
+    analytic = min(lower_bound(cluster, o, traffic) for o in orders)
 
     for idx, ocfg in enumerate(orders):
         if cancel is not None and cancel.is_set():
