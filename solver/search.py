@@ -41,6 +41,7 @@ from .assign import AssignmentProblem, solve_assignment
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
 from .errors import InfeasibleError, InvalidArgumentError
+from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, host_order_search, launcher_projection, polish
 from .objective import CLASS_KIND, TRAFFIC_CLASSES, class_groups, layout_cost, lower_bound, pair_bytes
 from .ranks import DEFAULT_ORDER, TOKENS
 from .types import CostBreakdown, HostPlacement, Layout, SolveCancelled, SolveOptions, SolveResult
@@ -387,6 +388,77 @@ def _host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel
     return res.slot_of_item  # host of each block = host order
 
 
+#: Up to this many domains of one level, their order is searched with CP-SAT.
+DOMAIN_MODEL_MAX_DOMAINS = 32
+
+
+def _domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, cancel, start):
+    """Host orders from CP-SAT over whole domains, one model per inter-host level.
+
+    At an inter-host level whose domains all hold D hosts, node ranks come in
+    segments of D (one domain each under ``start``, the depth-first order).  The
+    segments' mutual bytes and the domains' mutual bandwidths (coarser levels)
+    form a small assignment problem over the ultrametric (:mod:`.assign`); its
+    solution moves whole segments between domains, e.g. brings the first and
+    last pipeline stages into one pod for the embedding all-reduce.  Returns
+    the host orders found (node rank -> host).
+    """
+    from .polish import block_traffic_matrix
+
+    H = len(cluster.hosts)
+    G = int(cluster.gpus_per_host[0])
+    out = []
+    inter = cluster.inter_host_levels()
+    if H < 3 or not inter:
+        return out
+    first = np.array([np.flatnonzero(cluster.host_of == h)[0] for h in range(H)])
+    TB = None
+    for k in inter[:-1] if len(inter) > 1 else []:
+        lab = cluster.domains[k][first]  # domain of each host
+        sizes = np.bincount(lab)
+        if np.unique(sizes).size != 1:
+            continue
+        D = int(sizes[0])
+        n_dom = sizes.size
+        if n_dom < 3 or n_dom > DOMAIN_MODEL_MAX_DOMAINS:
+            continue
+        if not all(np.unique(lab[start[s * D : (s + 1) * D]]).size == 1 for s in range(n_dom)):
+            continue  # the start order does not keep domains contiguous
+        if TB is None:
+            TB = block_traffic_matrix(cfg, traffic, G, groups)
+            if not TB.any():
+                return out
+        seg = np.arange(H) // D
+        TS = np.zeros((n_dom, n_dom))
+        np.add.at(TS, (seg[:, None].repeat(H, 1), seg[None, :].repeat(H, 0)), TB)
+        iu, ju = np.triu_indices(n_dom, 1)
+        w = TS[iu, ju] + TS[ju, iu]
+        sel = w > 0
+        if not sel.any():
+            continue
+        dom_of_seg0 = np.array([lab[start[s * D]] for s in range(n_dom)])  # slot index = domain label
+        coarse = [kk for kk in range(cluster.domains.shape[0]) if kk > k]
+        slot_host = np.array([np.flatnonzero(lab == d)[0] for d in range(n_dom)])
+        doms = cluster.domains[coarse][:, first[slot_host]]
+        prob = AssignmentProblem(
+            domains=doms,
+            levels_bps=cluster.levels_gbps[coarse] * 1e9,
+            pairs=np.stack([iu[sel], ju[sel]], axis=1),
+            weights=w[sel],
+            hint=dom_of_seg0,
+        )
+        res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
+                               tie_break=False)
+        if res.slot_of_item is None:
+            continue
+        order = np.empty(H, dtype=np.int64)
+        for s_ in range(n_dom):
+            hosts_in = start[np.isin(start, np.flatnonzero(lab == res.slot_of_item[s_]))]
+            order[s_ * D : (s_ + 1) * D] = hosts_in
+        out.append(order)
+    return out
+
+
 def solve(
     graph: nx.Graph | Cluster,
     cfg: ParallelConfig,
@@ -498,6 +570,11 @@ def solve(
                 ho = _host_model_order(cluster, ocfg, groups, traffic, options, per_order_limit / 2, cancel)
                 if ho is not None:
                     host_orders.append(ho)
+            dom_orders = _domain_level_orders(cluster, ocfg, groups, traffic, options, per_order_limit / 4,
+                                              cancel, host_orders[1])
+            host_orders += dom_orders
+            host_orders += host_order_search(cluster, ocfg, traffic, (dom_orders or host_orders)[-1],
+                                             per_order_limit / 4, options.seed, groups, cancel)
             seen = set()
             for ho in host_orders:
                 k = ho.tobytes()
@@ -516,6 +593,43 @@ def solve(
             dev = np.lexsort(keys)
             if _satisfies(cluster, ocfg, groups, dev, constraints):
                 candidates.append(_Candidate(ocfg, dev, layout_cost(cluster, ocfg, dev, traffic, groups), idx))
+
+    if candidates and options.mode != "fixed" and EXACT_MAX_DEVICES < W <= POLISH_MAX_RANKS:
+        # swap local search from the best few layouts (distinct orders), mid-size clusters only
+        seen_orders: set = set()
+        top = []
+        for cand in sorted(candidates, key=lambda c: (c.cost.total_seconds, c.key(baseline_dev))):
+            if cand.cfg.order not in seen_orders:
+                seen_orders.add(cand.cfg.order)
+                top.append(cand)
+            if len(top) == 3:
+                break
+        starts = [(cand, cand.dev_of_rank) for cand in top]
+        if W <= FAQ_MAX_RANKS:
+            # scipy's Fast Approximate QAP (Vogelstein et al. 2015) as another starting point, for the
+            # best orders so far and the two stock Megatron-LM orders; in launcher mode projected onto
+            # contiguous blocks per host
+            faq_for = list(top)
+            for cand in sorted(candidates, key=lambda c: (_priority(c.cfg.order), c.cost.total_seconds)):
+                if cand.cfg.order in MEGATRON_CLI_ORDERS and all(cand.cfg.order != t.cfg.order for t in faq_for):
+                    faq_for.append(cand)
+            for cand in faq_for:
+                start = faq_layout(cluster, cand.cfg, traffic, options.seed)
+                if launcher:
+                    start = launcher_projection(cluster, start)
+                starts.append((cand, start))
+        budget = max(0.5, options.time_limit_seconds / 3) / max(1, len(starts))
+        for cand, start in starts:
+            grp = megatron_groups(cand.cfg)
+            check = None
+            if constraints:
+                check = (lambda q, _c=cand.cfg, _g=grp: _satisfies(cluster, _c, _g, q, constraints))
+                if not check(start):
+                    continue
+            dev = polish(cluster, cand.cfg, traffic, start, options.mode, budget, grp, cancel, check)
+            if not np.array_equal(dev, cand.dev_of_rank):
+                candidates.append(_Candidate(cand.cfg, dev, layout_cost(cluster, cand.cfg, dev, traffic, grp),
+                                             cand.rank))
 
     if not candidates:
         raise InfeasibleError(
@@ -575,11 +689,19 @@ def _exclude(graph: nx.Graph, options: SolveOptions) -> nx.Graph:
     return g
 
 
+def _same_groups_as(cfg: ParallelConfig, order: str) -> bool:
+    """Whether ``cfg`` builds the same groups as ``order`` (False if ``order`` is invalid for its sizes)."""
+    try:
+        return _equivalence_key(cfg) == _equivalence_key(cfg.with_order(order))
+    except InvalidArgumentError:
+        return False
+
+
 def _apply(cfg: ParallelConfig, hosts: Sequence[HostPlacement], launcher: bool) -> dict:
-    if cfg.order == DEFAULT_ORDER or _equivalence_key(cfg) == _equivalence_key(cfg.with_order(DEFAULT_ORDER)):
+    if cfg.order == DEFAULT_ORDER or _same_groups_as(cfg, DEFAULT_ORDER):
         megatron_args: list[str] = []
         note = "default order: no Megatron flag needed"
-    elif _equivalence_key(cfg) == _equivalence_key(cfg.with_order("tp-cp-ep-pp-dp")):
+    elif _same_groups_as(cfg, "tp-cp-ep-pp-dp"):
         megatron_args = ["--use-tp-pp-dp-mapping"]
         note = "Megatron-LM: --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp)"
     else:

@@ -390,3 +390,22 @@ def test_interleaved_leaves_from_slurm_fabric(tmp_path):
     for grp in res.groups["EXPERT_MODEL_PARALLEL_GROUP"].tolist():
         assert len({leaf[g.nodes[res.assignment[r]]["host"]] for r in grp}) == 1
     assert res.cost.total_seconds < res.baseline.cost.total_seconds
+
+
+def test_mid_size_polish_and_domain_search_find_the_embedding_layout():
+    """32 hosts in 2 pods: the first and last pipeline stages belong in one pod (embedding all-reduce).
+
+    Found first by scipy's FAQ in benchmarks/bench_quality.py; rankmap must match it.
+    """
+    g = fat_tree_cluster(32, 8, tiers=[(4, 12.5), (4, 6.25)])
+    cfg = parallel_config(256, tp=4, cp=2, pp=4)
+    tr = {"tp": 1610612736.0, "cp": 805306368.0, "dp": 1892834304.0, "pp": 67108864.0, "embedding": 206045184.0}
+    res = solve(g, cfg, tr, SolveOptions(orders="default", time_limit_seconds=10))
+    assert res.cost.total_seconds <= 30.2335 * (1 + 1e-6)
+    cl = cluster_from_graph(g)
+    idx = cl.device_index()
+    pod = cl.domains[2][[idx[d] for d in res.assignment]]
+    emb = res.groups["EMBEDDING_GROUP"]
+    assert np.all(pod[emb[:, 0]] == pod[emb[:, 1]])
+    again = solve(g, cfg, tr, SolveOptions(orders="default", time_limit_seconds=10))
+    assert again.assignment == res.assignment  # deterministic

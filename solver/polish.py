@@ -1,0 +1,323 @@
+"""Swap local search that polishes a layout on mid-size clusters.
+
+After the structured search (:mod:`.search`) picks a layout, this module tries
+pairwise swaps that keep the mode's structure and applies the best improving
+one until none improves (or the time budget ends):
+
+* ``free``: swap the devices of any two ranks;
+* ``launcher``: swap two ranks of the same host (local GPU order), or swap the
+  whole rank blocks of two hosts (host order), keeping each block's local order.
+
+The cost is the quadratic-assignment form of DESIGN §4,
+``cost(p) = Σ_{i,j} T[i, j] · C[p_i, p_j]`` with ``T`` the bytes rank i sends
+rank j per step and ``C = 1/B`` (seconds per byte, the intra-host no-relay rule
+included), and the swap gain for all pairs at once is (Burkard et al.,
+*Quadratic Assignment Problems*, SIAM 2009, §8.2, symmetric case)::
+
+    Δ(a, b) = 2·(M[a, b] + M[b, a] - M[a, a] - M[b, b] + 2·T[a, b]·C_p[a, b]),
+    M = T · C_pᵀ,  C_p[i, j] = C[p_i, p_j]
+
+This needs dense W×W matrices, so it runs only up to ``POLISH_MAX_RANKS`` ranks;
+larger clusters never reach it (they rely on the domain decomposition).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Mapping
+
+import numpy as np
+
+from .catalogue import ParallelConfig
+from .cluster import Cluster
+from .objective import CLASS_KIND, TRAFFIC_CLASSES, class_groups, pair_bytes
+from .types import SolveCancelled
+
+__all__ = ["POLISH_MAX_RANKS", "FAQ_MAX_RANKS", "traffic_matrix", "inverse_bandwidth_matrix", "polish", "faq_layout", "launcher_projection",
+           "block_traffic_matrix", "host_order_search"]
+
+#: Largest world size the dense swap search runs on (two W×W float64 matrices: 16 MiB at 1,024).
+POLISH_MAX_RANKS = 1024
+#: Largest world size scipy's FAQ runs on (O(W³) per iteration).
+FAQ_MAX_RANKS = 512
+
+
+def faq_layout(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seed: int = 0) -> np.ndarray:
+    """A free-mode layout from scipy's Fast Approximate QAP (Vogelstein et al., PLoS ONE 2015).
+
+    ``scipy.optimize.quadratic_assignment(T, C, method="faq")`` minimises
+    ``Σ T[i, j]·C[p_i, p_j]``, exactly the objective, from the barycenter start
+    (deterministic; ``seed`` fixes scipy's generator).  Returns the device per rank.
+    """
+    from scipy.optimize import quadratic_assignment
+
+    T = traffic_matrix(cfg, traffic)
+    C = inverse_bandwidth_matrix(cluster)
+    scale = float(C.max()) or 1.0
+    res = quadratic_assignment(T, C / scale, method="faq",
+                               options={"rng": np.random.default_rng(int(seed)), "maxiter": 50})
+    return np.asarray(res.col_ind, dtype=np.int64)
+
+
+def traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], groups=None) -> np.ndarray:
+    """``T[i, j]``: bytes global rank i sends rank j per step (W×W; small worlds only)."""
+    W = cfg.world_size
+    T = np.zeros((W, W))
+    fam = class_groups(cfg, groups)
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        n = arr.shape[1]
+        if s <= 0 or n <= 1:
+            continue
+        pb = pair_bytes(CLASS_KIND[c], s, n)
+        if CLASS_KIND[c] == "p2p_chain":
+            a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
+            np.add.at(T, (a, b), pb)
+            np.add.at(T, (b, a), pb)
+        else:
+            ii, jj = np.nonzero(~np.eye(n, dtype=bool))
+            np.add.at(T, (arr[:, ii].ravel(), arr[:, jj].ravel()), pb)
+    return T
+
+
+def inverse_bandwidth_matrix(cluster: Cluster) -> np.ndarray:
+    """``C[d, e] = 1 / B(d, e)`` in seconds per byte (0 on the diagonal); small clusters only."""
+    d = np.arange(cluster.num_devices)
+    bw = cluster.bandwidth_gbps(d[:, None], d[None, :])
+    return np.where(np.isinf(bw), 0.0, 1.0 / (bw * 1e9))
+
+
+def launcher_projection(cluster: Cluster, dev_of_rank: np.ndarray) -> np.ndarray:
+    """The launcher layout closest to a free one: contiguous blocks of G ranks per host.
+
+    Blocks go to hosts by a maximum-overlap assignment (``scipy.optimize.
+    linear_sum_assignment`` on the count of each block's ranks already on each
+    host); inside a host, ranks keep their device when it is on that host and
+    the others take the host's remaining devices in device order.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    W = dev_of_rank.size
+    G = int(cluster.gpus_per_host[0])
+    H = len(cluster.hosts)
+    blocks = np.arange(W) // G
+    host = cluster.host_of[dev_of_rank]
+    cnt = np.zeros((H, H))
+    np.add.at(cnt, (blocks, host), 1)
+    rows, cols = linear_sum_assignment(-cnt)
+    host_of_block = np.empty(H, dtype=np.int64)
+    host_of_block[rows] = cols
+    out = np.empty(W, dtype=np.int64)
+    for b in range(H):
+        h = host_of_block[b]
+        ranks = np.arange(b * G, (b + 1) * G)
+        devs = np.flatnonzero(cluster.host_of == h)
+        keep = cluster.host_of[dev_of_rank[ranks]] == h
+        out[ranks[keep]] = dev_of_rank[ranks[keep]]
+        free = np.setdiff1d(devs, dev_of_rank[ranks[keep]])
+        out[ranks[~keep]] = free[: int((~keep).sum())]
+    return out
+
+
+def polish(
+    cluster: Cluster,
+    cfg: ParallelConfig,
+    traffic: Mapping[str, float],
+    dev_of_rank: np.ndarray,
+    mode: str,
+    time_limit_seconds: float,
+    groups=None,
+    cancel: threading.Event | None = None,
+    check=None,
+) -> np.ndarray:
+    """Improve ``dev_of_rank`` by best-improvement swaps; returns the new device per rank.
+
+    Parameters
+    ----------
+    cluster, cfg, traffic : as for :func:`~rankmap.solver.objective.layout_cost`.
+    dev_of_rank : numpy.ndarray of int, shape (W,)
+    mode : ``"free"`` or ``"launcher"`` (``"fixed"`` returns the input).
+    time_limit_seconds : float
+        Nominal budget.  The search is deterministic: best improving swap, ties
+        to the lowest index pair, at most 4·W swaps per round and 8 rounds; the
+        wall clock (3× the budget) only stops a pathological run.
+    check : callable(dev_of_rank) -> bool, optional
+        Extra feasibility test (declarative constraints); a swap is applied
+        only if the result passes it.
+
+    Raises
+    ------
+    SolveCancelled
+        If ``cancel`` is set.
+    """
+    W = cfg.world_size
+    p = np.asarray(dev_of_rank, dtype=np.int64).copy()
+    if mode == "fixed" or W > POLISH_MAX_RANKS or W < 3:
+        return p
+    T = traffic_matrix(cfg, traffic, groups)
+    if not T.any():
+        return p
+    C = inverse_bandwidth_matrix(cluster)
+    # The move budget is deterministic (swap count); the wall clock is only a safety net at 3x.
+    deadline = time.perf_counter() + 3.0 * max(0.0, time_limit_seconds)
+    G = int(cluster.gpus_per_host[0])
+    host_of_rank_block = None
+    if mode == "launcher":
+        host_of_rank_block = np.arange(W) // G  # rank block = node rank
+    for _round in range(8):
+        before = p
+        p = _swap_descent(T, C, p, host_of_rank_block, deadline, cancel, check, max_iter=4 * W)
+        if mode != "launcher" or time.perf_counter() > deadline:
+            break
+        q = _best_block_swap(T, C, p, W, G, 1e-12 * (float(np.abs(T * C[p][:, p]).sum()) or 1.0), check)
+        if q is None:
+            break
+        p = q
+        if np.array_equal(p, before):
+            break
+    return p
+
+
+def _best_block_swap(T, C, p, W, G, tol, check):
+    """Best improving exchange of two hosts' rank blocks (launcher host order), or None."""
+    B = W // G
+    if B < 2:
+        return None
+    base = float((T * C[p][:, p]).sum())
+    best, best_q = -tol, None
+    for x in range(B):
+        for y in range(x + 1, B):
+            q = p.copy()
+            q[x * G : (x + 1) * G], q[y * G : (y + 1) * G] = p[y * G : (y + 1) * G], p[x * G : (x + 1) * G]
+            rows = np.r_[x * G : (x + 1) * G, y * G : (y + 1) * G]
+            # only rows/cols of the two blocks change
+            old = 2.0 * (T[rows] * C[p[rows]][:, p]).sum() - (T[np.ix_(rows, rows)] * C[np.ix_(p[rows], p[rows])]).sum()
+            new = 2.0 * (T[rows] * C[q[rows]][:, q]).sum() - (T[np.ix_(rows, rows)] * C[np.ix_(q[rows], q[rows])]).sum()
+            gain = new - old
+            if gain < best and (check is None or check(q)):
+                best, best_q = gain, q
+    del base
+    return best_q
+
+
+def block_traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], G: int, groups=None) -> np.ndarray:
+    """``T_B[x, y]``: bytes rank block x (ranks xG .. xG+G-1) sends block y per step, (W/G)×(W/G).
+
+    Built from per-group block counts with sparse products (no rank-pair loop):
+    for an all-pairs class, ``T_B += pair_bytes · (NᵀN - diag)`` with N the
+    (groups × blocks) count matrix; for a chain, consecutive members only.
+    """
+    from scipy.sparse import coo_matrix
+
+    W = cfg.world_size
+    B = W // G
+    TB = np.zeros((B, B))
+    fam = class_groups(cfg, groups)
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        g, n = arr.shape
+        if s <= 0 or n <= 1:
+            continue
+        pb = pair_bytes(CLASS_KIND[c], s, n)
+        blk = arr // G
+        if CLASS_KIND[c] == "p2p_chain":
+            a, b = blk[:, :-1].ravel(), blk[:, 1:].ravel()
+            np.add.at(TB, (a, b), pb)
+            np.add.at(TB, (b, a), pb)
+        else:
+            N = coo_matrix((np.ones(g * n), (np.repeat(np.arange(g), n), blk.ravel())), shape=(g, B)).tocsr()
+            NN = (N.T @ N).toarray()
+            # pairs inside one block: n_b·(n_b-1), not n_b²
+            NN[np.diag_indices(B)] -= np.asarray(N.sum(axis=0)).ravel()
+            TB += pb * NN
+    np.fill_diagonal(TB, 0.0)  # traffic inside a block does not depend on the host order
+    return TB
+
+
+def host_order_search(
+    cluster: Cluster,
+    cfg: ParallelConfig,
+    traffic: Mapping[str, float],
+    start: np.ndarray,
+    time_limit_seconds: float,
+    seed: int = 0,
+    groups=None,
+    cancel: threading.Event | None = None,
+) -> list[np.ndarray]:
+    """Host orders (node rank -> host) from a block-level QAP: FAQ, then best-improvement block swaps.
+
+    The hosts' mutual inverse bandwidths (from one GPU of each) and the blocks'
+    mutual bytes form an H×H QAP; scipy's FAQ gives one start, ``start`` (e.g.
+    the depth-first order) another, and both are improved by swaps.  Up to
+    ``HOST_QAP_MAX_HOSTS`` hosts.  Returns the improved orders.
+    """
+    from scipy.optimize import quadratic_assignment
+
+    H = len(cluster.hosts)
+    G = int(cluster.gpus_per_host[0])
+    if H < 3 or H > HOST_QAP_MAX_HOSTS:
+        return []
+    TB = block_traffic_matrix(cfg, traffic, G, groups)
+    if not TB.any():
+        return []
+    first = np.array([np.flatnonzero(cluster.host_of == h)[0] for h in range(H)])
+    bw = cluster.bandwidth_gbps(first[:, None], first[None, :])
+    CH = np.where(np.isinf(bw), 0.0, 1.0 / (bw * 1e9))
+    deadline = time.perf_counter() + 3.0 * time_limit_seconds  # safety net; moves are capped
+    out = []
+    scale = float(CH.max()) or 1.0
+    starts = [np.asarray(start, dtype=np.int64)]
+    if H <= FAQ_MAX_RANKS:
+        res = quadratic_assignment(TB, CH / scale, method="faq",
+                                   options={"rng": np.random.default_rng(int(seed)), "maxiter": 50})
+        starts.append(np.asarray(res.col_ind, dtype=np.int64))
+    for st in starts:
+        out.append(_swap_descent(TB, CH, st, None, deadline, cancel, None, max_iter=8 * H))
+    return out
+
+
+#: Largest host count of the block-level QAP (two H×H float64 matrices: 32 MiB at 2,048).
+HOST_QAP_MAX_HOSTS = 2048
+
+
+def _swap_descent(T, C, p, group_of=None, deadline=None, cancel=None, check=None, max_iter=None):
+    """Best-improvement pairwise swaps on ``Σ T[i,j]·C[p_i,p_j]`` (symmetric T, C, zero diagonals).
+
+    ``group_of`` restricts swaps to items of the same group.  Returns the new permutation.
+    """
+    n = p.size
+    p = p.copy()
+    tabu: set = set()
+    for _ in range(max_iter or 20 * n):
+        if cancel is not None and cancel.is_set():
+            raise SolveCancelled("solve cancelled")
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        Cp = C[p][:, p]
+        M = T @ Cp.T
+        dM = np.diag(M)
+        delta = 2.0 * (M + M.T - dM[:, None] - dM[None, :] + 2.0 * T * Cp)
+        if group_of is not None:
+            delta = np.where(group_of[:, None] == group_of[None, :], delta, np.inf)
+        np.fill_diagonal(delta, np.inf)
+        scale = float(np.abs(T * Cp).sum()) or 1.0
+        moved = False
+        for flat in np.argsort(delta, axis=None, kind="stable")[:64].tolist():
+            a, b = divmod(flat, n)
+            if not delta[a, b] < -1e-12 * scale:
+                break
+            if (a, b) in tabu:
+                continue
+            q = p.copy()
+            q[a], q[b] = q[b], q[a]
+            if check is None or check(q):
+                p = q
+                moved = True
+                break
+            tabu.add((a, b))
+        if not moved:
+            break
+    return p
