@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Sequence
 
 import networkx as nx
@@ -93,6 +94,18 @@ class Cluster:
     def gpus_per_host(self) -> np.ndarray:
         """GPU count of each host, shape (hosts,)."""
         return np.bincount(self.host_of, minlength=len(self.hosts))
+
+    @cached_property
+    def host_devices(self) -> tuple[np.ndarray, ...]:
+        """Device indices of each host (device order), one array per host; O(n log n)."""
+        order = np.argsort(self.host_of, kind="stable")
+        counts = np.bincount(self.host_of, minlength=len(self.hosts))
+        return tuple(np.split(order, np.cumsum(counts)[:-1]))
+
+    @cached_property
+    def first_device(self) -> np.ndarray:
+        """The first device of each host, shape (hosts,)."""
+        return np.unique(self.host_of, return_index=True)[1]
 
     def device_index(self) -> dict[str, int]:
         """Node id -> index into :attr:`devices`."""
@@ -430,7 +443,7 @@ def _non_relay_extra(cl: Cluster, gpu_idx, src, dst, bw, n_nodes) -> dict:
         ng_labels.append(connected_components(mat, directed=False)[1])
     # all same-host device pairs
     extra = {}
-    dev_by_host = [np.flatnonzero(cl.host_of == h) for h in range(len(cl.hosts))]
+    dev_by_host = cl.host_devices
     sizes = np.array([d.size for d in dev_by_host])
     for G in np.unique(sizes):
         if G < 2:

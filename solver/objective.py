@@ -133,7 +133,7 @@ def _host_extra_cost(cluster: Cluster, rank_of_dev: np.ndarray, arr: np.ndarray,
     total = 0.0
     worst = np.zeros(g)
     for G, hs in by_size.items():
-        D = np.stack([np.flatnonzero(cluster.host_of == h) for h in hs])  # (H, G)
+        D = np.stack([cluster.host_devices[h] for h in hs])  # (H, G)
         mats = np.stack([cluster.host_extra[h] for h in hs])  # (H, G, G)
         R = rank_of_dev[D]
         gr = np.where(R >= 0, gid[np.maximum(R, 0)], -1)

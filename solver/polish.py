@@ -17,7 +17,7 @@ included), and the swap gain for all pairs at once is (Burkard et al.,
     Δ(a, b) = 2·(M[a, b] + M[b, a] - M[a, a] - M[b, b] + 2·T[a, b]·C_p[a, b]),
     M = T · C_pᵀ,  C_p[i, j] = C[p_i, p_j]
 
-This needs dense W×W matrices, so it runs only up to ``POLISH_MAX_RANKS`` ranks;
+This needs dense W×W matrices, so it runs only up to ``POLISH_MAX_RANKS`` (512) ranks;
 larger clusters never reach it (they rely on the domain decomposition).
 """
 
@@ -37,8 +37,8 @@ from .types import SolveCancelled
 __all__ = ["POLISH_MAX_RANKS", "FAQ_MAX_RANKS", "traffic_matrix", "inverse_bandwidth_matrix", "polish", "faq_layout", "launcher_projection",
            "block_traffic_matrix", "host_order_search"]
 
-#: Largest world size the dense swap search runs on (two W×W float64 matrices: 16 MiB at 1,024).
-POLISH_MAX_RANKS = 1024
+#: Largest world size the dense swap search runs on (two W×W float64 matrices, O(W³) per move).
+POLISH_MAX_RANKS = 512
 #: Largest world size scipy's FAQ runs on (O(W³) per iteration).
 FAQ_MAX_RANKS = 512
 
@@ -113,7 +113,7 @@ def launcher_projection(cluster: Cluster, dev_of_rank: np.ndarray) -> np.ndarray
     for b in range(H):
         h = host_of_block[b]
         ranks = np.arange(b * G, (b + 1) * G)
-        devs = np.flatnonzero(cluster.host_of == h)
+        devs = cluster.host_devices[h]
         keep = cluster.host_of[dev_of_rank[ranks]] == h
         out[ranks[keep]] = dev_of_rank[ranks[keep]]
         free = np.setdiff1d(devs, dev_of_rank[ranks[keep]])
@@ -263,7 +263,7 @@ def host_order_search(
     TB = block_traffic_matrix(cfg, traffic, G, groups)
     if not TB.any():
         return []
-    first = np.array([np.flatnonzero(cluster.host_of == h)[0] for h in range(H)])
+    first = cluster.first_device
     bw = cluster.bandwidth_gbps(first[:, None], first[None, :])
     CH = np.where(np.isinf(bw), 0.0, 1.0 / (bw * 1e9))
     deadline = time.perf_counter() + 3.0 * time_limit_seconds  # safety net; moves are capped
@@ -279,8 +279,8 @@ def host_order_search(
     return out
 
 
-#: Largest host count of the block-level QAP (two H×H float64 matrices: 32 MiB at 2,048).
-HOST_QAP_MAX_HOSTS = 2048
+#: Largest host count of the block-level QAP (H×H matrices, O(H³) per swap round).
+HOST_QAP_MAX_HOSTS = 512
 
 
 def _swap_descent(T, C, p, group_of=None, deadline=None, cancel=None, check=None, max_iter=None):

@@ -228,8 +228,8 @@ def _dfs_host_order(cluster: Cluster) -> np.ndarray:
     return np.lexsort(keys)  # last key (coarsest level) is primary
 
 
-def _host_devices(cluster: Cluster) -> list[np.ndarray]:
-    return [np.flatnonzero(cluster.host_of == h) for h in range(len(cluster.hosts))]
+def _host_devices(cluster: Cluster) -> tuple[np.ndarray, ...]:
+    return cluster.host_devices
 
 
 # ------------------------------------------------------------------ solve
@@ -303,16 +303,17 @@ def _local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit
         g2 = gid.reshape(-1, G)
         cons_pat |= ((g2[:, :, None] == g2[:, None, :]) & (g2[:, :, None] >= 0)).astype(np.int64) << ci
     pat_bytes = np.concatenate([block_pat.reshape(W // G, -1), cons_pat.reshape(W // G, -1)], axis=1)
-    _, pat_id = np.unique(pat_bytes, axis=0, return_inverse=True)
-    pat_id = pat_id.reshape(-1)
+    pat_id = _unique_rows(pat_bytes)
     # host types: intra-host pair levels and constraint labels (in local order)
+    Dh = np.stack(hdev)  # (H, G)
+    lv_all = cluster.pair_level(Dh[:, :, None], Dh[:, None, :]).reshape(H, -1)
+    host_type = _unique_rows(lv_all)
     host_key = []
     for h in range(H):
         d = hdev[h]
-        lv = cluster.pair_level(d[:, None], d[None, :])
-        extra = tuple(tuple(_canon(cluster.level_labels(c.level)[d])) for c in constraints)
+        extra = tuple(tuple(_canon(cluster.level_labels(c.level)[d])) for c in constraints) if constraints else ()
         irregular = cluster.host_extra[h].tobytes() if h in cluster.host_extra else b""
-        host_key.append((lv.tobytes(), extra, irregular))
+        host_key.append((int(host_type[h]), extra, irregular))
     cache: dict = {}
     dev_of_rank = np.empty(W, dtype=np.int64)
     for node_rank, h in enumerate(host_order.tolist()):
@@ -351,6 +352,33 @@ def _local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit
     return dev_of_rank
 
 
+def _unique_rows(a: np.ndarray) -> np.ndarray:
+    """Inverse index of identical rows (row i -> class id), fast: two 64-bit hashes, verified.
+
+    ``np.unique(axis=0)`` sorts rows as void bytes, which is slow at 16k rows of
+    hundreds of columns; hashing then checking every row against its class
+    representative gives the same partition (ids in order of first appearance).
+    """
+    a = np.ascontiguousarray(a)
+    if a.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    x = a.reshape(a.shape[0], -1)
+    if x.dtype.kind == "f":
+        x = x.view(np.int64) if x.dtype.itemsize == 8 else x.astype(np.float64).view(np.int64)
+    x = x.astype(np.int64, copy=False)
+    rng = np.random.default_rng(12345)
+    with np.errstate(over="ignore"):
+        h1 = (x * rng.integers(1, 2**62, x.shape[1], dtype=np.int64)).sum(axis=1)
+        h2 = (x * rng.integers(1, 2**62, x.shape[1], dtype=np.int64)).sum(axis=1)
+    keys = np.stack([h1, h2], axis=1).view(np.dtype((np.void, 16))).ravel()
+    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    if not np.array_equal(x, x[first[inv]]):  # a hash collision: exact (slow) path
+        _, inv = np.unique(x, axis=0, return_inverse=True)
+        return inv.reshape(-1)
+    return inv
+
+
 def _canon(a: np.ndarray) -> np.ndarray:
     _, first, inv = np.unique(a, return_index=True, return_inverse=True)
     order = np.argsort(first)
@@ -371,8 +399,7 @@ def _host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel
     pairs, weights = _pair_weights(cfg, groups, traffic, block_of_rank)
     if pairs.shape[0] == 0:
         return None
-    hdev = _host_devices(cluster)
-    first = np.array([d[0] for d in hdev])
+    first = cluster.first_device
     levels = [k for k in range(cluster.domains.shape[0]) if k >= inter[0]]
     doms = cluster.domains[levels][:, first]
     prob = AssignmentProblem(
@@ -411,8 +438,7 @@ def _domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, can
     inter = cluster.inter_host_levels()
     if H < 3 or not inter:
         return out
-    first = np.array([np.flatnonzero(cluster.host_of == h)[0] for h in range(H)])
-    TB = None
+    first = cluster.first_device
     for k in inter[:-1] if len(inter) > 1 else []:
         lab = cluster.domains[k][first]  # domain of each host
         sizes = np.bincount(lab)
@@ -424,13 +450,8 @@ def _domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, can
             continue
         if not all(np.unique(lab[start[s * D : (s + 1) * D]]).size == 1 for s in range(n_dom)):
             continue  # the start order does not keep domains contiguous
-        if TB is None:
-            TB = block_traffic_matrix(cfg, traffic, G, groups)
-            if not TB.any():
-                return out
-        seg = np.arange(H) // D
-        TS = np.zeros((n_dom, n_dom))
-        np.add.at(TS, (seg[:, None].repeat(H, 1), seg[None, :].repeat(H, 0)), TB)
+        # bytes between segments of D hosts (rank blocks of G·D), never an H×H matrix
+        TS = block_traffic_matrix(cfg, traffic, G * D, groups)
         iu, ju = np.triu_indices(n_dom, 1)
         w = TS[iu, ju] + TS[ju, iu]
         sel = w > 0
@@ -725,12 +746,13 @@ def _apply(cfg: ParallelConfig, hosts: Sequence[HostPlacement], launcher: bool) 
 def host_placements(cluster: Cluster, dev_of_rank: np.ndarray) -> tuple[HostPlacement, ...]:
     """Per host: node rank, CUDA_VISIBLE_DEVICES by local rank, global ranks (hosts by lowest rank)."""
     host = cluster.host_of[dev_of_rank]
-    first = {}
-    for r, h in enumerate(host.tolist()):
-        first.setdefault(h, r)
+    hosts_used, first_rank = np.unique(host, return_index=True)
+    by_host = np.argsort(host, kind="stable")
+    counts = np.bincount(host, minlength=len(cluster.hosts))
+    starts = np.concatenate([[0], np.cumsum(counts)])
     out = []
-    for node_rank, h in enumerate(sorted(first, key=first.get)):
-        ranks = np.flatnonzero(host == h)
+    for node_rank, h in enumerate(hosts_used[np.argsort(first_rank)].tolist()):
+        ranks = by_host[starts[h] : starts[h + 1]]
         out.append(
             HostPlacement(
                 host=cluster.hosts[h],
