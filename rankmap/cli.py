@@ -15,7 +15,6 @@ import sys
 from typing import Sequence
 
 from rankmap.solver import RankmapError, megatron_groups, parallel_config
-from rankmap.solver.errors import InvalidArgumentError
 
 __all__ = ["main", "build_parser"]
 

@@ -52,6 +52,39 @@ def class_groups(cfg: ParallelConfig, groups: Mapping[str, np.ndarray] | None = 
     return {c: groups[CLASS_GROUP[c]] for c in TRAFFIC_CLASSES}
 
 
+def active_families(cfg: ParallelConfig, traffic: Mapping[str, float], groups: Mapping[str, np.ndarray] | None = None):
+    """The traffic classes that move bytes, with their groups.
+
+    Yields
+    ------
+    (class, kind, groups, per_pair_bytes)
+        ``groups`` has shape (number of groups, n) with n > 1, ranks without
+        ``rank_offset``; ``per_pair_bytes`` as :func:`pair_bytes`.  Classes
+        with no payload or groups of one rank are skipped.
+    """
+    fam = class_groups(cfg, groups)
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        n = arr.shape[1]
+        if s > 0 and n > 1:
+            yield c, CLASS_KIND[c], arr, pair_bytes(CLASS_KIND[c], s, n)
+
+
+def ordered_pairs(arr: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(sender, receiver) rank arrays of every ordered pair that exchanges bytes in these groups.
+
+    All pairs of distinct members for collectives; consecutive members, both
+    directions, for ``p2p_chain``.  Size g·n·(n-1) (or 2·g·(n-1)): small groups only.
+    """
+    if kind == "p2p_chain":
+        a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
+        return np.concatenate([a, b]), np.concatenate([b, a])
+    n = arr.shape[1]
+    ii, jj = np.nonzero(~np.eye(n, dtype=bool))
+    return arr[:, ii].ravel(), arr[:, jj].ravel()
+
+
 def same_domain_pairs(labels: np.ndarray) -> np.ndarray:
     """Ordered pairs of members sharing a label, per row.
 
@@ -239,7 +272,8 @@ def _neighbourhood_gain_bounds(cluster: Cluster, cfg: ParallelConfig, traffic: M
     per-class bound this sees classes compete for the same slots.  Returns a
     list of K-1 bounds, or None when the pair list would be too large.
     """
-    fam = class_groups(cfg)
+    groups = megatron_groups(cfg)
+    fam = class_groups(cfg, groups)
     W = cfg.world_size
     total = 0
     for c in TRAFFIC_CLASSES:
@@ -249,23 +283,11 @@ def _neighbourhood_gain_bounds(cluster: Cluster, cfg: ParallelConfig, traffic: M
     if total == 0 or total > NEIGHBOURHOOD_BOUND_MAX_PAIRS:
         return None
     src, dst, val = [], [], []
-    for c in TRAFFIC_CLASSES:
-        s_bytes = float(traffic.get(c, 0.0) or 0.0)
-        arr = fam[c] - cfg.rank_offset
-        n = arr.shape[1]
-        if s_bytes <= 0 or n <= 1:
-            continue
-        pb = pair_bytes(CLASS_KIND[c], s_bytes, n)
-        if CLASS_KIND[c] == "p2p_chain":
-            a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
-            src += [a, b]
-            dst += [b, a]
-            val += [np.full(a.size * 2, pb)]
-        else:
-            ii, jj = np.nonzero(~np.eye(n, dtype=bool))
-            src.append(arr[:, ii].ravel())
-            dst.append(arr[:, jj].ravel())
-            val.append(np.full(arr.shape[0] * ii.size, pb))
+    for _c, kind, arr, pb in active_families(cfg, traffic, groups):
+        a, b = ordered_pairs(arr, kind)
+        src.append(a)
+        dst.append(b)
+        val.append(np.full(a.size, pb))
     r = np.concatenate(src)
     t = np.concatenate(dst)
     v = np.concatenate(val)

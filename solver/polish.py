@@ -31,7 +31,7 @@ import numpy as np
 
 from .catalogue import ParallelConfig
 from .cluster import Cluster
-from .objective import CLASS_KIND, TRAFFIC_CLASSES, class_groups, pair_bytes
+from .objective import active_families, ordered_pairs
 from .types import SolveCancelled
 
 __all__ = ["POLISH_MAX_RANKS", "FAQ_MAX_RANKS", "traffic_matrix", "inverse_bandwidth_matrix", "polish", "faq_layout", "launcher_projection",
@@ -64,21 +64,9 @@ def traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], groups=Non
     """``T[i, j]``: bytes global rank i sends rank j per step (W×W; small worlds only)."""
     W = cfg.world_size
     T = np.zeros((W, W))
-    fam = class_groups(cfg, groups)
-    for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
-        arr = fam[c] - cfg.rank_offset
-        n = arr.shape[1]
-        if s <= 0 or n <= 1:
-            continue
-        pb = pair_bytes(CLASS_KIND[c], s, n)
-        if CLASS_KIND[c] == "p2p_chain":
-            a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
-            np.add.at(T, (a, b), pb)
-            np.add.at(T, (b, a), pb)
-        else:
-            ii, jj = np.nonzero(~np.eye(n, dtype=bool))
-            np.add.at(T, (arr[:, ii].ravel(), arr[:, jj].ravel()), pb)
+    for _c, kind, arr, pb in active_families(cfg, traffic, groups):
+        a, b = ordered_pairs(arr, kind)
+        np.add.at(T, (a, b), pb)
     return T
 
 
@@ -214,16 +202,10 @@ def block_traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], G: i
     W = cfg.world_size
     B = W // G
     TB = np.zeros((B, B))
-    fam = class_groups(cfg, groups)
-    for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
-        arr = fam[c] - cfg.rank_offset
+    for _c, kind, arr, pb in active_families(cfg, traffic, groups):
         g, n = arr.shape
-        if s <= 0 or n <= 1:
-            continue
-        pb = pair_bytes(CLASS_KIND[c], s, n)
         blk = arr // G
-        if CLASS_KIND[c] == "p2p_chain":
+        if kind == "p2p_chain":
             a, b = blk[:, :-1].ravel(), blk[:, 1:].ravel()
             np.add.at(TB, (a, b), pb)
             np.add.at(TB, (b, a), pb)

@@ -42,7 +42,7 @@ from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
 from .errors import InfeasibleError, InvalidArgumentError
 from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, host_order_search, launcher_projection, polish
-from .objective import CLASS_KIND, TRAFFIC_CLASSES, class_groups, layout_cost, lower_bound, pair_bytes
+from .objective import TRAFFIC_CLASSES, active_families, class_groups, layout_cost, lower_bound
 from .ranks import DEFAULT_ORDER, TOKENS
 from .types import CostBreakdown, HostPlacement, Layout, SolveCancelled, SolveOptions, SolveResult
 
@@ -182,16 +182,9 @@ def _pair_weights(cfg: ParallelConfig, groups, traffic: Mapping[str, float], ite
 
     Pairs inside one item are dropped.  Only used on small item counts.
     """
-    fam = class_groups(cfg, groups)
     acc: dict[tuple[int, int], float] = {}
-    for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
-        arr = fam[c] - cfg.rank_offset
+    for _c, kind, arr, pb in active_families(cfg, traffic, groups):
         n = arr.shape[1]
-        if s <= 0 or n <= 1:
-            continue
-        kind = CLASS_KIND[c]
-        pb = pair_bytes(kind, s, n)
         items = item_of_rank[arr]
         if kind == "p2p_chain":
             u, v = items[:, :-1].ravel(), items[:, 1:].ravel()
@@ -276,14 +269,8 @@ def _local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit
     # intra-block traffic pattern of each block, as a key
     fam = class_groups(cfg, groups)
     block_pat = np.zeros((W // G, G, G))
-    for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
-        arr = fam[c] - cfg.rank_offset
+    for _c, kind, arr, pb in active_families(cfg, traffic, groups):
         n = arr.shape[1]
-        if s <= 0 or n <= 1:
-            continue
-        kind = CLASS_KIND[c]
-        pb = pair_bytes(kind, s, n)
         gid = np.full(W, -1, dtype=np.int64)
         pos = np.full(W, -1, dtype=np.int64)
         gid[arr.ravel()] = np.repeat(np.arange(arr.shape[0]), n)
