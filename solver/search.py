@@ -402,6 +402,31 @@ def _host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel
     return res.slot_of_item  # host of each block = host order
 
 
+#: Free mode tries every digit order as a layout up to this many ranks.
+VIRTUAL_ORDER_MAX_RANKS = 16384
+
+
+def _virtual_layouts(cfg: ParallelConfig, dev_seq: np.ndarray):
+    """Free-mode layouts: global ranks numbered by ``cfg.order``, placed along ``dev_seq`` by another order.
+
+    For each permutation V of the dense tokens with size > 1, rank r goes to
+    ``dev_seq[r_V]`` where ``r_V`` is r's dense coordinates read as a mixed-radix
+    number in order V.  Yields device-per-rank arrays.
+    """
+    dec = cfg.decoder()
+    coords = dec.coordinates(np.arange(cfg.world_size) + cfg.rank_offset)
+    tokens = [t for t in dec.tokens if dec.sizes[t] > 1]
+    for perm in itertools.permutations(tokens):
+        if list(perm) == tokens:
+            continue
+        idx = np.zeros(cfg.world_size, dtype=np.int64)
+        stride = 1
+        for t in perm:
+            idx += coords[t] * stride
+            stride *= dec.sizes[t]
+        yield dev_seq[idx]
+
+
 #: Up to this many domains of one level, their order is searched with CP-SAT.
 DOMAIN_MODEL_MAX_DOMAINS = 32
 
@@ -601,6 +626,20 @@ def solve(
             dev = np.lexsort(keys)
             if _satisfies(cluster, ocfg, groups, dev, constraints):
                 candidates.append(_Candidate(ocfg, dev, layout_cost(cluster, ocfg, dev, traffic, groups), idx))
+
+    if candidates and options.mode == "free" and EXACT_MAX_DEVICES < W <= VIRTUAL_ORDER_MAX_RANKS:
+        # Free mode may lay ranks out in any digit order, even one Megatron rejects for these sizes
+        # (e.g. pp innermost when edp != dp forces pp last): number ranks by the chosen order, place
+        # them by another.
+        best_now = min(candidates, key=lambda c: c.cost.total_seconds)
+        keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
+        dev_seq = np.lexsort(keys)  # depth-first device order
+        for vdev in _virtual_layouts(best_now.cfg, dev_seq):
+            if constraints and not _satisfies(cluster, best_now.cfg, megatron_groups(best_now.cfg), vdev,
+                                              constraints):
+                continue
+            candidates.append(_Candidate(best_now.cfg, vdev, layout_cost(cluster, best_now.cfg, vdev, traffic),
+                                         best_now.rank))
 
     if candidates and options.mode != "fixed" and EXACT_MAX_DEVICES < W <= POLISH_MAX_RANKS:
         # swap local search from the best few layouts (distinct orders), mid-size clusters only
