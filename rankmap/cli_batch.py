@@ -42,7 +42,7 @@ import time
 from concurrent import futures
 from typing import Any, Iterable, TextIO
 
-from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
+from rankmap.solver.errors import InvalidArgumentError, RankmapError
 
 __all__ = ["register", "run", "load_entries", "job_from_entry", "prepare_job", "run_entry"]
 

@@ -44,7 +44,6 @@ from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, Rankmap
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.solver.types import (
     MODES,
-    ORDER_POLICIES,
     Constraint,
     CostBreakdown,
     HostPlacement,

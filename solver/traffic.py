@@ -887,7 +887,7 @@ def traffic_from_model(model: ModelSpec, cfg) -> dict[str, float]:
     if not isinstance(model, ModelSpec):
         raise InvalidArgumentError(f"expected a ModelSpec, got {type(model).__name__}", "model")
     _check_model_fits(model, cfg)
-    tp, cp, ep, etp, pp = cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.pp
+    tp, cp, pp = cfg.tp, cfg.cp, cfg.pp
     m = num_micro_batches(model, cfg)
     nbytes = model.element_bytes
     L_s = model.num_layers / pp
