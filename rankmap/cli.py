@@ -59,7 +59,7 @@ def port_arg(text: str) -> int:
 def server_arg(text: str) -> str:
     """argparse type: ``HOST:PORT`` of a rankmap server (port 1..65535)."""
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port:
+    if not sep or not host or not port or any(ch.isspace() for ch in host):
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     try:
         p = int(port)

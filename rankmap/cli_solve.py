@@ -83,6 +83,8 @@ def load_job_file(path: str) -> dict[str, Any]:
         raise InvalidArgumentError(f"job file {path!r} does not exist", "job") from None
     except yaml.YAMLError as exc:
         raise InvalidArgumentError(f"job file {path}{_yaml_error_line(exc)}: malformed YAML", "job") from None
+    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
+        raise InvalidArgumentError(f"cannot read job file {path!r}: {exc}", "job") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -149,9 +151,13 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
 
 def _load_cluster(args: argparse.Namespace):
     """The cluster graph from CLUSTER or --host-topology/--fabric/--nodelist."""
-    if args.cluster and (args.host_topology or args.fabric or args.nodelist):
-        raise InvalidArgumentError("give either a CLUSTER file or --host-topology/--fabric/--nodelist, not both",
-                                   "cluster")
+    if args.cluster and (args.host_topology or args.fabric or args.nodelist or getattr(args, "gpu", None)
+                         or getattr(args, "rate", None) or getattr(args, "topology_name", None)
+                         or getattr(args, "gpus_per_node", None)):
+        raise InvalidArgumentError(
+            "give either a CLUSTER file or the --host-topology/--fabric/--nodelist/--gpu/--rate flags, not both",
+            "cluster",
+        )
     if args.cluster:
         from rankmap.solver.formats.graphfile import load_graph
 
@@ -368,6 +374,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     graph = _load_cluster(args)
     assignment, file_order = _read_assignment(args.assignment)
     order = args.order if args.order is not None else (file_order or "tp-cp-ep-dp-pp")
+    if args.world_size is None:
+        gpus = sum(1 for _, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu")
+        if len(assignment) != gpus:
+            raise InvalidArgumentError(
+                f"assignment file {args.assignment} has {len(assignment)} entries but the cluster has {gpus} GPUs; "
+                f"pass --world-size to evaluate a job on part of the cluster",
+                "assignment",
+            )
     ws = args.world_size if args.world_size is not None else len(assignment)
     try:
         cfg = config_from_args(args, world_size=ws, order=order)

@@ -721,6 +721,12 @@ def _exclude(graph: nx.Graph, options: SolveOptions) -> nx.Graph:
         seen_hosts.add(h)
         if n in devs or str(n) in devs or h in hosts:
             drop.append(n)
+    gpu_ids = {str(n) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"}
+    not_gpu = {str(x) for x in devs} - gpu_ids
+    if not_gpu:
+        name = sorted(not_gpu)[0]
+        what = "is not a node of the cluster" if name not in {str(n) for n in graph.nodes} else "is not a GPU"
+        raise InvalidArgumentError(f"excluded device {name!r} {what}", "exclude_devices")
     missing_devs = devs - {str(n) for n in graph.nodes} - set(graph.nodes)
     if missing_devs:
         raise InvalidArgumentError(

@@ -126,8 +126,11 @@ class SolveOptions:
             raise InvalidArgumentError(
                 f"time_limit_seconds must be a positive number, got {self.time_limit_seconds!r}", "time_limit_seconds"
             )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise InvalidArgumentError(f"seed must be a non-negative integer, got {self.seed!r}", "seed")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**31:
+            raise InvalidArgumentError(
+                f"seed must be an integer in [0, 2147483647] (CP-SAT's random_seed is 32-bit), got {self.seed!r}",
+                "seed",
+            )
 
 
 @dataclass(frozen=True)
