@@ -146,7 +146,12 @@ def groups_document(cfg) -> dict:
     }
 
 
-def _fmt_group(row) -> str:
+def _fmt_group(row, max_members: int = 32) -> str:
+    """``[g0,g1,...]``; a group longer than ``max_members`` shows its head, tail and size."""
+    if len(row) > max_members:
+        head = ",".join(f"g{int(r)}" for r in row[:16])
+        tail = ",".join(f"g{int(r)}" for r in row[-2:])
+        return f"[{head},...({len(row)} ranks)...,{tail}]"
     return "[" + ",".join(f"g{int(r)}" for r in row) + "]"
 
 
