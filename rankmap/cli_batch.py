@@ -80,36 +80,14 @@ def job_from_entry(entry: Any, base_dir: str, where: str) -> tuple[str | None, d
     InvalidArgumentError
         A non-mapping entry or an unknown key (named, with ``where``).
     """
-    from rankmap.cli_solve import JOB_KEYS
+    from rankmap.cli_solve import normalize_job
 
     if not isinstance(entry, dict):
         raise InvalidArgumentError(f"{where}: expected a mapping of job keys, got {type(entry).__name__}", "job")
-    aliases = {
-        "constraints": "constraint",
-        "exclude_hosts": "exclude_host",
-        "exclude_devices": "exclude_device",
-        "time_limit_seconds": "time_limit",
-        "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes",
-    }
-    name = None
-    job: dict[str, Any] = {}
-    for key, value in entry.items():
-        k = str(key).replace("-", "_")
-        if k == "name":
-            name = None if value is None else str(value)
-            continue
-        k = aliases.get(k, k)
-        if k in _IGNORED_KEYS:
-            continue
-        if k not in JOB_KEYS:
-            raise InvalidArgumentError(
-                f"{where}: unknown key {key!r}; known keys: name, {', '.join(JOB_KEYS)}", str(key)
-            )
-        if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
-            value = value if os.path.isabs(value) else os.path.join(base_dir, value)
-        if k == "model" and isinstance(value, dict):
-            k = "model_mapping"
-        job[k] = value
+    name = entry.get("name")
+    name = None if name is None else str(name)
+    rest = {k: v for k, v in entry.items() if str(k) != "name" and str(k).replace("-", "_") not in _IGNORED_KEYS}
+    job = normalize_job(rest, base_dir, where, extra_known=("name",))
     return name, job
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rankmap.solver.errors import InvalidArgumentError
 
-__all__ = ["register", "JOB_KEYS", "load_job_file", "merge_job", "prepare_args", "solve_from_args"]
+__all__ = ["register", "JOB_KEYS", "load_job_file", "normalize_job", "merge_job", "prepare_args", "solve_from_args"]
 
 #: Job-file keys (= flags without the leading dashes, ``-`` → ``_``).
 JOB_KEYS = (
@@ -89,18 +89,40 @@ def load_job_file(path: str) -> dict[str, Any]:
         doc = {}
     if not isinstance(doc, dict):
         raise InvalidArgumentError(f"job file {path}: expected a mapping of keys, got {type(doc).__name__}", "job")
-    aliases = {"constraints": "constraint", "exclude_hosts": "exclude_host", "exclude_devices": "exclude_device",
-               "time_limit_seconds": "time_limit", "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes"}
+    return normalize_job(doc, os.path.dirname(os.path.abspath(path)), f"job file {path}")
+
+
+#: Alternative spellings accepted in job files (the protobuf/solver names).
+JOB_KEY_ALIASES = {
+    "constraints": "constraint",
+    "exclude_hosts": "exclude_host",
+    "exclude_devices": "exclude_device",
+    "time_limit_seconds": "time_limit",
+    "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes",
+}
+
+
+def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Job keys to :data:`JOB_KEYS` spelling, relative paths resolved against ``base_dir``.
+
+    ``-`` and ``_`` are interchangeable; :data:`JOB_KEY_ALIASES` apply; a model
+    given as a mapping becomes ``model_mapping``.  ``extra_known`` keys (named
+    in the error only) are left to the caller.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown key, named with ``where``.
+    """
     out: dict[str, Any] = {}
-    base = os.path.dirname(os.path.abspath(path))
     for key, value in doc.items():
-        k = aliases.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
+        k = str(key).replace("-", "_")
+        k = JOB_KEY_ALIASES.get(k, k)
         if k not in JOB_KEYS:
-            raise InvalidArgumentError(
-                f"job file {path}: unknown key {key!r}; known keys: {', '.join(JOB_KEYS)}", str(key)
-            )
+            known = ", ".join(extra_known + JOB_KEYS)
+            raise InvalidArgumentError(f"{where}: unknown key {key!r}; known keys: {known}", str(key))
         if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
-            value = value if os.path.isabs(value) else os.path.join(base, value)
+            value = value if os.path.isabs(value) else os.path.join(base_dir, value)
         if k == "model" and isinstance(value, dict):
             k = "model_mapping"
         out[k] = value
