@@ -45,6 +45,17 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def positive_int_arg(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def port_arg(text: str) -> int:
     """argparse type: a TCP port 0..65535."""
     try:

@@ -352,14 +352,6 @@ class _Progress:
 # --------------------------------------------------------------------------- command
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def register(subparsers) -> None:
@@ -369,11 +361,11 @@ def register(subparsers) -> None:
         help="solve many jobs (folder of YAML job files, YAML list or JSONL), in process or on a server",
         description="Solve every job of INPUT; one JSON line per job as it completes, then a summary table.",
     )
-    from rankmap.cli import seconds_arg, server_arg
+    from rankmap.cli import positive_int_arg, seconds_arg, server_arg
 
     p.add_argument("input", help="folder of .yaml job files, a YAML list of jobs, or a .jsonl file")
     p.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
-    p.add_argument("--workers", type=_positive_int, default=None,
+    p.add_argument("--workers", type=positive_int_arg, default=None,
                    help="processes solving at once, in process (default: all cores)")
     p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
     p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")

@@ -63,14 +63,6 @@ _OVERRIDE_FLAGS = {
 }
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _has_option(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -87,6 +79,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, traffic: bool = True
     ``--traffic`` themselves.
     """
 
+    from rankmap.cli import positive_int_arg
+
     def add(flag, **kw):
         if not _has_option(parser, flag):
             parser.add_argument(flag, **kw)
@@ -95,11 +89,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, traffic: bool = True
         help=f"model preset ({', '.join(preset_names())}); default gpt-24l-4096, the seed's GPT")
     add("--model-file", default=None, metavar="FILE",
         help="YAML model description (ModelSpec fields, optionally 'preset: NAME' plus overrides)")
-    add("--seq-length", type=_positive_int, default=None, metavar="N", help="override the sequence length s")
-    add("--micro-batch-size", type=_positive_int, default=None, metavar="N", help="override the micro-batch size b")
-    add("--global-batch-size", type=_positive_int, default=None, metavar="N",
+    add("--seq-length", type=positive_int_arg, default=None, metavar="N", help="override the sequence length s")
+    add("--micro-batch-size", type=positive_int_arg, default=None, metavar="N", help="override the micro-batch size b")
+    add("--global-batch-size", type=positive_int_arg, default=None, metavar="N",
         help="sequences per step; m = N / (b * dp)")
-    add("--num-micro-batches", type=_positive_int, default=None, metavar="N",
+    add("--num-micro-batches", type=positive_int_arg, default=None, metavar="N",
         help="micro-batches per step m (default: the model's, 8 for presets)")
     add("--dtype", default=None, choices=tuple(DTYPE_BYTES), help="training dtype (default bf16)")
     if traffic:
