@@ -22,7 +22,8 @@ from .catalogue import (
     rank_group_positions,
 )
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
-from .cluster import Cluster, cluster_from_graph, fat_tree_cluster
+from .builders import fat_tree_cluster
+from .cluster import Cluster, cluster_from_graph
 from .objective import layout_cost, lower_bound
 from .search import candidate_orders, evaluate, solve
 from .types import (

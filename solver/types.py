@@ -22,11 +22,14 @@ __all__ = [
     "DOMAIN_LEVELS",
     "Constraint",
     "SolveOptions",
+    "Bottleneck",
+    "ClassCost",
     "CostBreakdown",
     "HostPlacement",
     "Layout",
     "SolveResult",
     "SolveCancelled",
+    "check_exposure",
     "parse_constraint",
 ]
 
@@ -58,6 +61,37 @@ class Constraint:
 
     def __str__(self) -> str:
         return f"{self.traffic_class} within {self.level}"
+
+
+def check_exposure(exposure: Mapping[str, float] | None) -> dict[str, float]:
+    """Validate per-class exposure factors ``x_c`` (DESIGN §4).
+
+    Returns a plain dict (possibly empty; missing classes mean 1.0).
+
+    Raises
+    ------
+    InvalidArgumentError
+        On an unknown class or a value that is not a number in [0, 1], naming it
+        (field ``exposure.CLASS``).
+    """
+    from .traffic import TRAFFIC_CLASSES
+
+    out: dict[str, float] = {}
+    for k, v in dict(exposure or {}).items():
+        if k not in TRAFFIC_CLASSES:
+            raise InvalidArgumentError(
+                f"exposure names unknown traffic class {k!r}; known: {', '.join(TRAFFIC_CLASSES)}", f"exposure.{k}"
+            )
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            fv = float(v)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"exposure {k} = {v!r} is not a number", f"exposure.{k}") from None
+        if not (0.0 <= fv <= 1.0):
+            raise InvalidArgumentError(f"exposure {k} = {v!r} must be in [0, 1]", f"exposure.{k}")
+        out[k] = fv
+    return out
 
 
 def parse_constraint(text: str) -> Constraint:
@@ -107,6 +141,9 @@ class SolveOptions:
         Budget for the CP-SAT searches (deterministic time; see ``solve``).
     seed : int
         CP-SAT random seed.
+    exposure : mapping of class -> float
+        ``x_c`` in [0, 1] per traffic class (DESIGN §4): the share of the
+        class's time not overlapped with compute; classes not named are 1.
     """
 
     mode: str = "launcher"
@@ -116,8 +153,10 @@ class SolveOptions:
     exclude_hosts: tuple[str, ...] = ()
     time_limit_seconds: float = 30.0
     seed: int = 0
+    exposure: Mapping[str, float] = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "exposure", check_exposure(self.exposure))
         if self.mode not in MODES:
             raise InvalidArgumentError(f"mode {self.mode!r} is not one of {', '.join(MODES)}", "mode")
         if not (isinstance(self.time_limit_seconds, (int, float)) and np.isfinite(self.time_limit_seconds)) or (
@@ -134,29 +173,130 @@ class SolveOptions:
 
 
 @dataclass(frozen=True)
+class Bottleneck:
+    """What limits one traffic class's phase (DESIGN §4).
+
+    Attributes
+    ----------
+    kind : str
+        ``"link"`` (a shared directed link's ``load / capacity`` sets the time),
+        ``"per-flow"`` (the slowest flow alone, ``bytes / B(route)``, sets it:
+        no link is shared more than that) or ``"none"`` (the class moves no bytes).
+    link : tuple of (str, str) or None
+        The directed link ``(from node, to node)`` with the highest
+        ``load / capacity`` (for ``per-flow`` too, for information); None when
+        the class moves no bytes.
+    load_bytes : float
+        Bytes of the class's flows crossing ``link`` per step.
+    capacity_gbps : float
+        Capacity of ``link``, GB/s.
+    utilization : float
+        ``load / (capacity · T_class)`` in [0, 1]: 1.0 when the link is the bottleneck.
+    flows : int
+        Number of flows (ECMP parts) crossing ``link``.
+    flow_bytes : float
+        Bytes of the flow with the largest ``bytes / B(route)``.
+    flow_gbps : float
+        That flow's route bottleneck capacity B, GB/s.
+    """
+
+    kind: str = "none"
+    link: tuple[str, str] | None = None
+    load_bytes: float = 0.0
+    capacity_gbps: float = 0.0
+    utilization: float = 0.0
+    flows: int = 0
+    flow_bytes: float = 0.0
+    flow_gbps: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "link": list(self.link) if self.link is not None else None,
+            "load_bytes": self.load_bytes,
+            "capacity_gbps": self.capacity_gbps,
+            "utilization": self.utilization,
+            "flows": self.flows,
+            "flow_bytes": self.flow_bytes,
+            "flow_gbps": self.flow_gbps,
+        }
+
+    def describe(self) -> str:
+        """One line for people, e.g. ``limited by leaf0→spine at 100% (72.0 GB, 32 flows)``."""
+        if self.kind == "none" or self.link is None:
+            return "no traffic"
+        a, b = self.link
+        if self.kind == "link":
+            return (f"limited by {a}→{b} at {100 * self.utilization:.0f}% "
+                    f"({self.load_bytes / 1e9:.3g} GB, {self.flows} flows, {self.capacity_gbps:g} GB/s)")
+        return (f"per-flow: {self.flow_bytes / 1e9:.3g} GB at {self.flow_gbps:g} GB/s "
+                f"(busiest link {a}→{b} at {100 * self.utilization:.0f}%)")
+
+
+@dataclass(frozen=True)
+class ClassCost:
+    """Predicted time of one traffic class (DESIGN §4).
+
+    Attributes
+    ----------
+    seconds : float
+        ``T_class = max(max_flow bytes / B(route), max_link load / capacity) + latency``.
+    exposure : float
+        ``x_c`` in [0, 1]: the share of ``T_class`` not hidden behind compute.
+    bytes_per_rank : float
+        Bytes one rank puts on the wire per step for this class (the busiest rank).
+    payload_bytes : float
+        ``S``, the class's payload per rank per step (the traffic input).
+    latency_seconds : float
+        The latency term included in ``seconds`` (0 when no edge has ``latency_us``).
+    bottleneck : Bottleneck
+    """
+
+    seconds: float
+    exposure: float = 1.0
+    bytes_per_rank: float = 0.0
+    payload_bytes: float = 0.0
+    latency_seconds: float = 0.0
+    bottleneck: Bottleneck = Bottleneck()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "exposure": self.exposure,
+            "bytes_per_rank": self.bytes_per_rank,
+            "payload_bytes": self.payload_bytes,
+            "latency_seconds": self.latency_seconds,
+            "bottleneck": self.bottleneck.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class CostBreakdown:
-    """Cost of a layout (DESIGN §4).
+    """Predicted communication time of a layout (DESIGN §4).
 
     Attributes
     ----------
     total_seconds : float
-        Σ over ordered rank pairs of bytes / bandwidth, all classes.
+        Predicted communication time per step: ``Σ_c x_c · T_c``, seconds.
     by_class : dict of str -> float
-        The same sum per traffic class, seconds.
-    time_by_class : dict of str -> float
-        Estimated time of each class: max over its groups of bytes per rank /
-        the group's slowest pair bandwidth, seconds.
+        ``T_c`` of each traffic class, seconds (before exposure).
+    classes : dict of str -> ClassCost
+        Per class: time, exposure, bytes sent per rank, bottleneck.
     """
 
     total_seconds: float
     by_class: Mapping[str, float]
-    time_by_class: Mapping[str, float]
+    classes: Mapping[str, ClassCost] = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.classes is None:
+            object.__setattr__(self, "classes", {c: ClassCost(float(t)) for c, t in self.by_class.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "total_seconds": self.total_seconds,
             "by_class": dict(self.by_class),
-            "time_by_class": dict(self.time_by_class),
+            "classes": {c: v.to_dict() for c, v in self.classes.items()},
         }
 
 
