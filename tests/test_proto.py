@@ -83,5 +83,33 @@ def test_contract_shape():
     assert [v.name for v in pb.Status.DESCRIPTOR.values] == ["STATUS_UNSPECIFIED", "STATUS_OPTIMAL", "STATUS_FEASIBLE"]
     link = pb.Link.DESCRIPTOR.fields_by_name
     assert "bandwidth_gbps" in link and "latency_us" in link
-    cost = pb.Cost.DESCRIPTOR.fields_by_name
-    assert {"total_seconds", "by_class_seconds", "time_by_class_seconds"} <= set(cost)
+    # the cost is the predicted communication time (DESIGN §4): T_c per class, details per class
+    cost = pb.Cost.DESCRIPTOR
+    assert cost.fields_by_name["total_seconds"].number == 1
+    assert cost.fields_by_name["by_class_seconds"].number == 2
+    assert cost.fields_by_name["classes"].number == 4
+    assert cost.fields_by_name["classes"].message_type.GetOptions().map_entry
+    assert cost.fields_by_name["classes"].message_type.fields_by_name["value"].message_type.name == "ClassCost"
+    # the old estimated-time field is gone and its number and name may not be reused
+    assert "time_by_class_seconds" not in cost.fields_by_name and 3 not in cost.fields_by_number
+    proto_text = (ROOT / "proto" / "rankmap" / "v1" / "rankmap.proto").read_text()
+    assert "reserved 3;" in proto_text and 'reserved "time_by_class_seconds";' in proto_text
+    assert set(pb.ClassCost.DESCRIPTOR.fields_by_name) == {
+        "seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck"
+    }
+    bottleneck = pb.Bottleneck.DESCRIPTOR.fields_by_name
+    assert set(bottleneck) == {
+        "kind", "link_from", "link_to", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes",
+        "flow_gbps",
+    }
+    assert bottleneck["flows"].type == bottleneck["flows"].TYPE_UINT64
+    assert [v.name for v in pb.BottleneckKind.DESCRIPTOR.values] == [
+        "BOTTLENECK_KIND_UNSPECIFIED", "BOTTLENECK_KIND_NONE", "BOTTLENECK_KIND_LINK", "BOTTLENECK_KIND_PER_FLOW"
+    ]
+    # exposure x_c per class on every request that carries traffic
+    for msg in (pb.SolveRequest, pb.EvaluateRequest):
+        fields = msg.DESCRIPTOR.fields_by_name
+        assert "traffic" in fields and "exposure" in fields, msg.DESCRIPTOR.name
+        entry = fields["exposure"].message_type
+        assert entry.GetOptions().map_entry
+        assert entry.fields_by_name["value"].type == entry.fields_by_name["value"].TYPE_DOUBLE

@@ -21,6 +21,13 @@ class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODE_FREE: _ClassVar[Mode]
     MODE_FIXED: _ClassVar[Mode]
 
+class BottleneckKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BOTTLENECK_KIND_UNSPECIFIED: _ClassVar[BottleneckKind]
+    BOTTLENECK_KIND_NONE: _ClassVar[BottleneckKind]
+    BOTTLENECK_KIND_LINK: _ClassVar[BottleneckKind]
+    BOTTLENECK_KIND_PER_FLOW: _ClassVar[BottleneckKind]
+
 class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STATUS_UNSPECIFIED: _ClassVar[Status]
@@ -34,6 +41,10 @@ MODE_UNSPECIFIED: Mode
 MODE_LAUNCHER: Mode
 MODE_FREE: Mode
 MODE_FIXED: Mode
+BOTTLENECK_KIND_UNSPECIFIED: BottleneckKind
+BOTTLENECK_KIND_NONE: BottleneckKind
+BOTTLENECK_KIND_LINK: BottleneckKind
+BOTTLENECK_KIND_PER_FLOW: BottleneckKind
 STATUS_UNSPECIFIED: Status
 STATUS_OPTIMAL: Status
 STATUS_FEASIBLE: Status
@@ -211,7 +222,7 @@ class KeyValue(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
 
 class Cost(_message.Message):
-    __slots__ = ("total_seconds", "by_class_seconds", "time_by_class_seconds")
+    __slots__ = ("total_seconds", "by_class_seconds", "classes")
     class ByClassSecondsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -219,20 +230,58 @@ class Cost(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
-    class TimeByClassSecondsEntry(_message.Message):
+    class ClassesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
         key: str
-        value: float
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+        value: ClassCost
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ClassCost, _Mapping]] = ...) -> None: ...
     TOTAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BY_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    TIME_BY_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
     total_seconds: float
     by_class_seconds: _containers.ScalarMap[str, float]
-    time_by_class_seconds: _containers.ScalarMap[str, float]
-    def __init__(self, total_seconds: _Optional[float] = ..., by_class_seconds: _Optional[_Mapping[str, float]] = ..., time_by_class_seconds: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    classes: _containers.MessageMap[str, ClassCost]
+    def __init__(self, total_seconds: _Optional[float] = ..., by_class_seconds: _Optional[_Mapping[str, float]] = ..., classes: _Optional[_Mapping[str, ClassCost]] = ...) -> None: ...
+
+class ClassCost(_message.Message):
+    __slots__ = ("seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_PER_RANK_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    exposure: float
+    bytes_per_rank: float
+    payload_bytes: float
+    latency_seconds: float
+    bottleneck: Bottleneck
+    def __init__(self, seconds: _Optional[float] = ..., exposure: _Optional[float] = ..., bytes_per_rank: _Optional[float] = ..., payload_bytes: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., bottleneck: _Optional[_Union[Bottleneck, _Mapping]] = ...) -> None: ...
+
+class Bottleneck(_message.Message):
+    __slots__ = ("kind", "link_from", "link_to", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes", "flow_gbps")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LINK_FROM_FIELD_NUMBER: _ClassVar[int]
+    LINK_TO_FIELD_NUMBER: _ClassVar[int]
+    LOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_GBPS_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    FLOWS_FIELD_NUMBER: _ClassVar[int]
+    FLOW_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FLOW_GBPS_FIELD_NUMBER: _ClassVar[int]
+    kind: BottleneckKind
+    link_from: str
+    link_to: str
+    load_bytes: float
+    capacity_gbps: float
+    utilization: float
+    flows: int
+    flow_bytes: float
+    flow_gbps: float
+    def __init__(self, kind: _Optional[_Union[BottleneckKind, str]] = ..., link_from: _Optional[str] = ..., link_to: _Optional[str] = ..., load_bytes: _Optional[float] = ..., capacity_gbps: _Optional[float] = ..., utilization: _Optional[float] = ..., flows: _Optional[int] = ..., flow_bytes: _Optional[float] = ..., flow_gbps: _Optional[float] = ...) -> None: ...
 
 class Layout(_message.Message):
     __slots__ = ("order", "assignment", "cost")
@@ -275,7 +324,14 @@ class ApplyInfo(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups")
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure")
+    class ExposureEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     SIZES_FIELD_NUMBER: _ClassVar[int]
     ORDERS_FIELD_NUMBER: _ClassVar[int]
@@ -287,6 +343,7 @@ class SolveRequest(_message.Message):
     TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     OMIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     orders: OrderSearch
@@ -298,7 +355,8 @@ class SolveRequest(_message.Message):
     time_limit_seconds: float
     seed: int
     omit_groups: bool
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ...) -> None: ...
+    exposure: _containers.ScalarMap[str, float]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
     __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply")
@@ -349,18 +407,27 @@ class SolveResponse(_message.Message):
     def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic")
+    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure")
+    class ExposureEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     SIZES_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     order: str
     assignment: _containers.RepeatedScalarFieldContainer[str]
     traffic: Traffic
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ...) -> None: ...
+    exposure: _containers.ScalarMap[str, float]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("cost", "traffic_bytes")
