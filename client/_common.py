@@ -117,6 +117,7 @@ _SOLVE_KEYS = (
     "time_limit_seconds",
     "seed",
     "omit_groups",
+    "exposure",
 )
 
 

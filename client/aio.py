@@ -129,6 +129,7 @@ class AsyncRankmapClient:
         time_limit_seconds: float | None = None,
         seed: int | None = None,
         omit_groups: bool = False,
+        exposure: Mapping[str, float] | None = None,
         timeout: float | None = None,
     ) -> SolveResult:
         """See :meth:`rankmap.client.RankmapClient.solve`."""
@@ -152,6 +153,7 @@ class AsyncRankmapClient:
             time_limit_seconds=time_limit_seconds,
             seed=seed,
             omit_groups=omit_groups,
+            exposure=exposure,
         )
         return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
 
@@ -185,6 +187,7 @@ class AsyncRankmapClient:
         hierarchical_context_parallel_sizes: Sequence[int] | None = None,
         traffic: Mapping[str, float] | str | None = None,
         model: str | Mapping | Any | None = None,
+        exposure: Mapping[str, float] | None = None,
         timeout: float | None = None,
     ) -> CostBreakdown:
         """See :meth:`rankmap.client.RankmapClient.evaluate`."""
@@ -202,6 +205,7 @@ class AsyncRankmapClient:
             hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
             traffic=traffic,
             model=model,
+            exposure=exposure,
         )
         return convert.cost_from_proto((await self._call(self._stub.Evaluate, req, timeout)).cost)
 

@@ -158,6 +158,7 @@ class RankmapClient:
         time_limit_seconds: float | None = None,
         seed: int | None = None,
         omit_groups: bool = False,
+        exposure: Mapping[str, float] | None = None,
         timeout: float | None = None,
     ) -> SolveResult:
         """Solve on the server; the same arguments and result as ``rankmap solve``.
@@ -166,7 +167,10 @@ class RankmapClient:
         (preset name, mapping with ``preset`` and overrides, or ``ModelSpec``):
         as the CLI's ``--traffic`` / ``--model``; neither = the default model.
         ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"`` or a list of
-        orders.  ``constraints``: e.g. ``["tp within host"]``.
+        orders.  ``constraints``: e.g. ``["tp within host"]``.  ``exposure``:
+        ``x_c`` in [0, 1] per traffic class, e.g. ``{"tp": 0.5, "dp": 0.2}``
+        (the share of the class's time not overlapped with compute; classes
+        not named are 1): the objective is ``Σ_c x_c·T_c``.
         """
         req = convert.solve_request(
             graph,
@@ -188,6 +192,7 @@ class RankmapClient:
             time_limit_seconds=time_limit_seconds,
             seed=seed,
             omit_groups=omit_groups,
+            exposure=exposure,
         )
         return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
 
@@ -225,9 +230,13 @@ class RankmapClient:
         hierarchical_context_parallel_sizes: Sequence[int] | None = None,
         traffic: Mapping[str, float] | str | None = None,
         model: str | Mapping | Any | None = None,
+        exposure: Mapping[str, float] | None = None,
         timeout: float | None = None,
     ) -> CostBreakdown:
-        """Cost of running global rank r on GPU ``assignment[r]`` under ``order``."""
+        """Predicted communication time of running global rank r on GPU ``assignment[r]`` under ``order``.
+
+        ``exposure`` as in :meth:`solve`; the result's ``total_seconds`` is ``Σ_c x_c·T_c``.
+        """
         req = convert.evaluate_request(
             graph,
             assignment,
@@ -242,6 +251,7 @@ class RankmapClient:
             hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
             traffic=traffic,
             model=model,
+            exposure=exposure,
         )
         return convert.cost_from_proto(self._call(self._stub.Evaluate, req, timeout).cost)
 

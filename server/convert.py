@@ -16,11 +16,12 @@ Errors
 ------
 Invalid input raises :class:`~rankmap.solver.errors.InvalidArgumentError`.  Two
 spellings of "which field" exist: the *proto path* of the request field
-(``sizes.tp``, ``cluster.links[3].bandwidth_gbps``, ``traffic.bytes[tp]``), which
-goes into the ``google.rpc.BadRequest`` field violation, and the *argument*,
-the command-line / Python spelling the solver uses (``tp``, ``cluster.edges``,
-``traffic.tp``).  :func:`error_fields` gives both for any error raised while a
-request is parsed or solved; the client raises errors whose ``field`` is the
+(``sizes.tp``, ``cluster.links[3].bandwidth_gbps``, ``traffic.bytes[tp]``,
+``exposure[dp]``), which goes into the ``google.rpc.BadRequest`` field
+violation, and the *argument*, the command-line / Python spelling the solver
+uses (``tp``, ``cluster.edges``, ``traffic.tp``, ``exposure.dp``).
+:func:`error_fields` gives both for any error raised while a request is
+parsed or solved; the client raises errors whose ``field`` is the
 argument (as an in-process call would) and whose ``proto_field`` is the path.
 The message is always the solver's, i.e. the line the CLI prints.
 
@@ -44,12 +45,15 @@ from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, Rankmap
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.solver.types import (
     MODES,
+    Bottleneck,
+    ClassCost,
     Constraint,
     CostBreakdown,
     HostPlacement,
     Layout,
     SolveOptions,
     SolveResult,
+    check_exposure,
     parse_constraint,
 )
 from rankmap.v1 import rankmap_pb2 as pb
@@ -71,6 +75,8 @@ __all__ = [
     "config_from_resolved",
     "traffic_to_proto",
     "traffic_from_proto",
+    "exposure_to_proto",
+    "exposure_from_proto",
     "options_to_proto",
     "options_from_proto",
     "value_to_proto",
@@ -108,6 +114,13 @@ POLICY_TO_PROTO = {
 POLICY_FROM_PROTO = {v: k for k, v in POLICY_TO_PROTO.items()}
 STATUS_TO_PROTO = {"OPTIMAL": pb.STATUS_OPTIMAL, "FEASIBLE": pb.STATUS_FEASIBLE}
 STATUS_FROM_PROTO = {v: k for k, v in STATUS_TO_PROTO.items()}
+BOTTLENECK_TO_PROTO = {
+    "none": pb.BOTTLENECK_KIND_NONE,
+    "link": pb.BOTTLENECK_KIND_LINK,
+    "per-flow": pb.BOTTLENECK_KIND_PER_FLOW,
+}
+BOTTLENECK_FROM_PROTO = {v: k for k, v in BOTTLENECK_TO_PROTO.items()}
+BOTTLENECK_FROM_PROTO[pb.BOTTLENECK_KIND_UNSPECIFIED] = "none"
 
 #: Size fields of ``ParallelSizes`` (the solver spells them the same).
 SIZE_FIELDS = (
@@ -180,6 +193,8 @@ def proto_field(field: str, rpc: str = "Solve") -> str:
         return f"traffic.bytes[{field[len('traffic.'):]}]"
     if field.startswith("model."):
         return f"traffic.model.overrides[{field[len('model.'):]}]"
+    if field.startswith("exposure."):
+        return f"exposure[{field[len('exposure.'):]}]"
     if field.startswith("cluster.edges"):
         return "cluster.links" + field[len("cluster.edges"):]
     return field
@@ -774,6 +789,37 @@ def _constraint(c) -> Constraint:
     raise InvalidArgumentError(f"constraint {c!r} is not of the form 'CLASS within LEVEL' (e.g. 'tp within host')", "constraints")
 
 
+def exposure_to_proto(target, exposure: Mapping[str, float] | None) -> None:
+    """Write exposure ``x_c`` per class into a request's ``exposure`` map.
+
+    Validated first with :func:`~rankmap.solver.types.check_exposure` (the
+    solver's messages; field ``exposure.CLASS``).  ``None`` or an empty mapping
+    writes nothing (every class 1).
+    """
+    if exposure is None:
+        return
+    if not isinstance(exposure, Mapping):
+        raise InvalidArgumentError(
+            f"exposure must be a mapping of traffic class -> x in [0, 1] (e.g. {{'dp': 0.2}}), got {exposure!r}",
+            "exposure",
+        )
+    for k, v in check_exposure(exposure).items():
+        target[k] = v
+
+
+def exposure_from_proto(source) -> dict[str, float]:
+    """Exposure per class of a request's ``exposure`` map, validated, in report order.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Field ``exposure.CLASS`` (proto path ``exposure[CLASS]``) for an unknown
+        class or a value outside [0, 1] (NaN included).
+    """
+    raw = dict(source)
+    return check_exposure({k: raw[k] for k in _class_order(raw)})
+
+
 def options_to_proto(
     req: "pb.SolveRequest",
     mode: str | None = None,
@@ -783,8 +829,9 @@ def options_to_proto(
     exclude_hosts: Iterable = (),
     time_limit_seconds: float | None = None,
     seed: int | None = None,
+    exposure: Mapping[str, float] | None = None,
 ) -> None:
-    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits)."""
+    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure)."""
     if mode is not None:
         key = mode.strip().lower() if isinstance(mode, str) else mode
         if key not in MODE_TO_PROTO:
@@ -808,6 +855,7 @@ def options_to_proto(
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}", "seed")
         req.seed = int(seed)
+    exposure_to_proto(req.exposure, exposure)
 
 
 def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
@@ -823,6 +871,7 @@ def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
     kw: dict[str, Any] = {}
     if req.HasField("time_limit_seconds"):
         kw["time_limit_seconds"] = float(req.time_limit_seconds)
+    exposure = exposure_from_proto(req.exposure)
     return SolveOptions(
         mode=MODE_FROM_PROTO[req.mode],
         orders=_orders_from_proto(req.orders),
@@ -830,6 +879,7 @@ def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
         exclude_devices=tuple(req.exclude_devices),
         exclude_hosts=tuple(req.exclude_hosts),
         seed=int(req.seed),
+        exposure=exposure,
         **kw,
     )
 
@@ -856,6 +906,7 @@ class EvaluateJob:
     cfg: ParallelConfig
     assignment: tuple[str, ...]
     traffic: dict[str, float]
+    exposure: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def solve_request(
@@ -879,12 +930,14 @@ def solve_request(
     time_limit_seconds: float | None = None,
     seed: int | None = None,
     omit_groups: bool = False,
+    exposure: Mapping[str, float] | None = None,
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` from a graph (or an already converted ``Cluster``) and plain values.
 
     ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"``, a comma-separated
     string of orders or a list of orders.  ``constraints``: strings such as
-    ``"tp within host"`` or :class:`Constraint`.  Other arguments as in
+    ``"tp within host"`` or :class:`Constraint`.  ``exposure``: ``x_c`` in
+    [0, 1] per traffic class (classes not named are 1).  Other arguments as in
     :func:`traffic_to_proto` and :class:`SolveOptions`.
     """
     req = pb.SolveRequest(omit_groups=bool(omit_groups))
@@ -896,7 +949,9 @@ def solve_request(
     )
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
-    options_to_proto(req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed)
+    options_to_proto(
+        req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed, exposure
+    )
     return req
 
 
@@ -933,6 +988,7 @@ def solve_request_from_config(
         time_limit_seconds=options.time_limit_seconds,
         seed=options.seed,
         omit_groups=omit_groups,
+        exposure=options.exposure,
     )
 
 
@@ -951,8 +1007,12 @@ def evaluate_request(
     hierarchical_context_parallel_sizes: Sequence[int] | None = None,
     traffic=None,
     model=None,
+    exposure: Mapping[str, float] | None = None,
 ) -> "pb.EvaluateRequest":
-    """An ``EvaluateRequest``: the cost of ``assignment`` (device per global rank) under ``order``."""
+    """An ``EvaluateRequest``: the predicted time of ``assignment`` (device per global rank) under ``order``.
+
+    ``exposure``: ``x_c`` in [0, 1] per traffic class, as in :func:`solve_request`.
+    """
     if isinstance(assignment, (str, bytes)) or not isinstance(assignment, Iterable):
         raise InvalidArgumentError(f"assignment must be a list of device ids, got {assignment!r}", "assignment")
     req = pb.EvaluateRequest(order=order or "", assignment=[str(a) for a in assignment])
@@ -964,6 +1024,7 @@ def evaluate_request(
     )
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
+    exposure_to_proto(req.exposure, exposure)
     return req
 
 
@@ -1004,7 +1065,7 @@ def parse_evaluate_request(req: "pb.EvaluateRequest") -> EvaluateJob:
     graph = graph_from_proto(req.cluster)
     cfg = config_from_proto(req.sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic)
+    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure))
 
 
 def parse_get_groups_request(req: "pb.GetGroupsRequest") -> ParallelConfig:
@@ -1021,22 +1082,75 @@ def _class_order(keys: Iterable[str]) -> list[str]:
     return known + sorted(k for k in keys if k not in _TRAFFIC_CLASSES)
 
 
+def _bottleneck_to_proto(b: Bottleneck, out: "pb.Bottleneck") -> None:
+    kind = BOTTLENECK_TO_PROTO.get(b.kind)
+    if kind is None:  # a solver bug, not bad input: fail loudly (INTERNAL)
+        raise ValueError(f"bottleneck kind {b.kind!r} is not one of {', '.join(BOTTLENECK_TO_PROTO)}")
+    out.kind = kind
+    if b.link is not None:
+        out.link_from, out.link_to = str(b.link[0]), str(b.link[1])
+    out.load_bytes = float(b.load_bytes)
+    out.capacity_gbps = float(b.capacity_gbps)
+    out.utilization = float(b.utilization)
+    out.flows = int(b.flows)
+    out.flow_bytes = float(b.flow_bytes)
+    out.flow_gbps = float(b.flow_gbps)
+
+
+def _bottleneck_from_proto(msg: "pb.Bottleneck") -> Bottleneck:
+    link = (msg.link_from, msg.link_to) if (msg.link_from or msg.link_to) else None
+    return Bottleneck(
+        kind=BOTTLENECK_FROM_PROTO.get(msg.kind, "none"),
+        link=link,
+        load_bytes=float(msg.load_bytes),
+        capacity_gbps=float(msg.capacity_gbps),
+        utilization=float(msg.utilization),
+        flows=int(msg.flows),
+        flow_bytes=float(msg.flow_bytes),
+        flow_gbps=float(msg.flow_gbps),
+    )
+
+
 def cost_to_proto(cost: CostBreakdown) -> "pb.Cost":
+    """A ``rankmap.v1.Cost``: total ``Σ x_c·T_c``, ``T_c`` per class, and each class's :class:`ClassCost`."""
     out = pb.Cost(total_seconds=float(cost.total_seconds))
     for k, v in cost.by_class.items():
         out.by_class_seconds[k] = float(v)
-    for k, v in cost.time_by_class.items():
-        out.time_by_class_seconds[k] = float(v)
+    for k, c in (cost.classes or {}).items():
+        m = out.classes[k]
+        m.seconds = float(c.seconds)
+        m.exposure = float(c.exposure)
+        m.bytes_per_rank = float(c.bytes_per_rank)
+        m.payload_bytes = float(c.payload_bytes)
+        m.latency_seconds = float(c.latency_seconds)
+        _bottleneck_to_proto(c.bottleneck, m.bottleneck)
     return out
 
 
 def cost_from_proto(msg: "pb.Cost") -> CostBreakdown:
+    """The :class:`CostBreakdown` of a ``rankmap.v1.Cost`` (classes in report order).
+
+    A ``Cost`` without ``classes`` gets the per-class defaults of
+    :class:`CostBreakdown` (``T_c`` from ``by_class_seconds``, exposure 1).
+    """
     by = dict(msg.by_class_seconds)
-    times = dict(msg.time_by_class_seconds)
+    classes = None
+    if msg.classes:
+        classes = {}
+        for k in _class_order(msg.classes.keys()):
+            m = msg.classes[k]
+            classes[k] = ClassCost(
+                seconds=float(m.seconds),
+                exposure=float(m.exposure),
+                bytes_per_rank=float(m.bytes_per_rank),
+                payload_bytes=float(m.payload_bytes),
+                latency_seconds=float(m.latency_seconds),
+                bottleneck=_bottleneck_from_proto(m.bottleneck),
+            )
     return CostBreakdown(
         total_seconds=float(msg.total_seconds),
         by_class={k: by[k] for k in _class_order(by)},
-        time_by_class={k: times[k] for k in _class_order(times)},
+        classes=classes,
     )
 
 

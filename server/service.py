@@ -178,7 +178,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
 
         guard.check()
         job = convert.parse_evaluate_request(request)
-        cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic)
+        cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure)
         return convert.evaluate_response(cost, job.traffic)
 
     # ------------------------------------------------------------ error handling and logging
