@@ -14,7 +14,8 @@ INPUT is
 A job has the keys of a ``rankmap solve`` job file (``cluster`` — a node-link
 JSON or GraphML path, relative to the file that names it —, ``world_size``,
 ``tp``, ``cp``, ``ep``, ``etp``, ``pp``, ``traffic`` (class -> bytes), ``model``
-(a preset name or a mapping), ``mode``, ``orders``, ``constraints``,
+(a preset name or a mapping), ``exposure`` (class -> x in [0, 1], or
+``"tp=0.5,dp=0.2"``), ``mode``, ``orders``, ``constraints``,
 ``exclude_hosts``, ``time_limit``, ``seed``, ...), plus an optional ``name``.
 Each job is read exactly as ``rankmap solve JOB.yaml`` reads it.
 

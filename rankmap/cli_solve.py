@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError
 
-__all__ = ["register", "JOB_KEYS", "load_job_file", "normalize_job", "merge_job", "prepare_args", "solve_from_args"]
+__all__ = [
+    "register",
+    "JOB_KEYS",
+    "load_job_file",
+    "normalize_job",
+    "merge_job",
+    "prepare_args",
+    "solve_from_args",
+    "parse_exposure",
+    "exposure_from_value",
+    "cost_table",
+    "solve_table",
+]
 
 #: Job-file keys (= flags without the leading dashes, ``-`` → ``_``).
 JOB_KEYS = (
@@ -45,6 +58,7 @@ JOB_KEYS = (
     "global_batch_size",
     "num_micro_batches",
     "dtype",
+    "exposure",
     "mode",
     "orders",
     "constraint",
@@ -55,6 +69,75 @@ JOB_KEYS = (
     "format",
     "server",
 )
+
+
+def parse_exposure(text: str) -> dict[str, float]:
+    """Parse ``"tp=0.5,dp=0.2"`` into ``{class: x_c}``, each in [0, 1].
+
+    Class names are case-insensitive; spaces around items are ignored.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an empty string or item, an item without ``=``, a repeated class
+        (field ``exposure``/``exposure.CLASS``), and, through
+        :func:`~rankmap.solver.types.check_exposure`, an unknown class or a
+        value that is not a number in [0, 1] (field ``exposure.CLASS``).
+    """
+    from rankmap.solver.types import check_exposure
+
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"exposure must be a string like 'tp=0.5,dp=0.2', got {text!r}", "exposure")
+    if not text.strip():
+        raise InvalidArgumentError("exposure is empty; expected e.g. 'tp=0.5,dp=0.2'", "exposure")
+    values: dict[str, Any] = {}
+    for item in text.split(","):
+        if not item.strip():
+            raise InvalidArgumentError(f"empty item in exposure {text!r}", "exposure")
+        if "=" not in item:
+            raise InvalidArgumentError(f"exposure item {item.strip()!r} is not CLASS=X (e.g. dp=0.2)", "exposure")
+        name, _, value = item.partition("=")
+        cls = name.strip().lower()
+        if cls in values:
+            raise InvalidArgumentError(f"exposure class {cls!r} given twice in {text!r}", f"exposure.{cls}")
+        value = value.strip()
+        try:
+            values[cls] = float(value)
+        except ValueError:
+            values[cls] = value  # check_exposure names it: "... is not a number"
+    return check_exposure(values)
+
+
+def exposure_from_value(value: Any) -> dict[str, float]:
+    """Exposure from ``--exposure`` (a string) or a job file's ``exposure:`` (a mapping or a string).
+
+    ``None`` gives ``{}`` (every class 1).  Mapping keys are case-insensitive
+    like the flag's.
+
+    Raises
+    ------
+    InvalidArgumentError
+        As :func:`parse_exposure`; also for a value that is neither a mapping nor a string.
+    """
+    from rankmap.solver.types import check_exposure
+
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return parse_exposure(value)
+    if isinstance(value, Mapping):
+        values: dict[str, Any] = {}
+        for k, v in value.items():
+            cls = str(k).strip().lower()
+            if cls in values:
+                raise InvalidArgumentError(f"exposure class {cls!r} given twice", f"exposure.{cls}")
+            values[cls] = v
+        return check_exposure(values)
+    raise InvalidArgumentError(
+        f"exposure must be a mapping of traffic class to a number in [0, 1] or a string like 'tp=0.5,dp=0.2', "
+        f"got {value!r}",
+        "exposure",
+    )
 
 
 def _yaml_error_line(exc) -> str:
@@ -144,6 +227,10 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
                     mapping = traffic_from_mapping(value)  # validates; names the bad key
                     args.traffic = ",".join(f"{k}={v!r}" for k, v in mapping.items())
                 continue
+        if key == "exposure":
+            if getattr(args, "exposure", None) is None:
+                args.exposure = exposure_from_value(value)  # validates; names the bad class
+            continue
         if key in ("constraint", "exclude_host", "exclude_device", "rate"):
             if isinstance(value, str):
                 value = [value]
@@ -209,6 +296,7 @@ def _options(args: argparse.Namespace):
         if not seed.isdigit():
             raise InvalidArgumentError(f"seed {seed!r} is not a non-negative integer", "seed")
         seed = int(seed)
+    exposure = exposure_from_value(getattr(args, "exposure", None))
     return SolveOptions(
         mode=(args.mode or "launcher"),
         orders=orders,
@@ -217,6 +305,7 @@ def _options(args: argparse.Namespace):
         exclude_hosts=tuple(str(x) for x in (args.exclude_host or [])),
         time_limit_seconds=time_limit,
         seed=seed,
+        exposure=exposure,
     )
 
 
@@ -281,13 +370,65 @@ def solve_from_args(args: argparse.Namespace):
 
 
 def _fmt_s(x: float) -> str:
+    """Seconds for people, 4 significant digits: ``180.0 ms``, ``2.749 s``, ``12.35 us``."""
+    x = float(x)
     if x == 0:
         return "0"
-    if x >= 1:
-        return f"{x:.3f} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.3f} ms"
-    return f"{x * 1e6:.3f} us"
+    if not math.isfinite(x):
+        return f"{x} s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(x) >= scale or unit == "ns":
+            v = x / scale
+            decimals = max(0, 3 - int(math.floor(math.log10(abs(v)))))
+            return f"{v:.{decimals}f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _exposure_note(cost) -> str:
+    """``exposure tp 0.5, dp 0.2 (other classes 1)``, or "" when every class is fully exposed."""
+    partial = [(c, cc.exposure) for c, cc in (cost.classes or {}).items() if cc.exposure != 1.0]
+    if not partial:
+        return ""
+    return "exposure " + ", ".join(f"{c} {x:g}" for c, x in partial) + " (other classes 1)"
+
+
+def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
+    """The per-class rows of a cost (DESIGN §4) and its total line.
+
+    One row per class that moves bytes: bytes one rank sends per step, the
+    class's time ``T_c`` (and the baseline's, when given) and what limits it
+    (:meth:`~rankmap.solver.types.Bottleneck.describe`); then the predicted
+    communication time per step, ``Σ_c x_c·T_c``.
+    """
+    from rankmap.solver.traffic import format_bytes
+    from rankmap.solver.types import ClassCost
+
+    cols = [("class", "<10s"), ("bytes/rank", ">10s")]
+    if baseline is None:
+        cols.append(("time", ">10s"))
+    else:
+        cols += [("time (chosen)", ">13s"), ("time (baseline)", ">15s")]
+
+    def row(cells: list[str], tail: str) -> str:
+        return ("  ".join(format(c, f) for c, (_, f) in zip(cells, cols)) + "  " + tail).rstrip()
+
+    lines = [row([name for name, _ in cols], "bottleneck" + (" (chosen)" if baseline is not None else ""))]
+    classes = cost.classes or {}
+    for c, t in cost.by_class.items():
+        cc = classes.get(c) or ClassCost(float(t))
+        tb = baseline.by_class.get(c, 0.0) if baseline is not None else 0.0
+        if traffic.get(c, 0.0) == 0 and t == 0 and tb == 0 and cc.bytes_per_rank == 0:
+            continue
+        cells = [c, format_bytes(cc.bytes_per_rank), _fmt_s(t)]
+        if baseline is not None:
+            cells.append(_fmt_s(tb))
+        lines.append(row(cells, cc.bottleneck.describe()))
+    note = _exposure_note(cost)
+    cells = ["total/step", "", _fmt_s(cost.total_seconds)]
+    if baseline is not None:
+        cells.append(_fmt_s(baseline.total_seconds))
+    lines.append(row(cells, "predicted communication time per step, Σ x_c·T_c" + (f"; {note}" if note else "")))
+    return lines
 
 
 def solve_table(result) -> str:
@@ -315,21 +456,7 @@ def solve_table(result) -> str:
     if len(result.hosts) > 64:
         lines.append(f"... {len(result.hosts) - 64} more hosts")
     lines.append("")
-    lines.append(f"{'class':<10s} {'bytes/rank':>12s} {'cost (chosen)':>15s} {'cost (baseline)':>16s} "
-                 f"{'est. time':>12s} {'baseline time':>14s}")
-    for c in result.cost.by_class:
-        s = result.traffic.get(c, 0.0)
-        if s == 0 and result.cost.by_class[c] == 0 and result.baseline.cost.by_class.get(c, 0) == 0:
-            continue
-        lines.append(
-            f"{c:<10s} {s:>12.4g} {_fmt_s(result.cost.by_class[c]):>15s} "
-            f"{_fmt_s(result.baseline.cost.by_class.get(c, 0.0)):>16s} "
-            f"{_fmt_s(result.cost.time_by_class[c]):>12s} {_fmt_s(result.baseline.cost.time_by_class.get(c, 0.0)):>14s}"
-        )
-    lines.append(
-        f"{'total':<10s} {'':>12s} {_fmt_s(result.cost.total_seconds):>15s} "
-        f"{_fmt_s(result.baseline.cost.total_seconds):>16s}"
-    )
+    lines.extend(cost_table(result.cost, result.traffic, baseline=result.baseline.cost))
     lines.append(
         f"improvement {100 * result.improvement:.1f}% over the baseline;  lower bound {_fmt_s(result.bound_seconds)}"
         + (
@@ -393,6 +520,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.cli import config_from_args
     from rankmap.solver import evaluate
 
+    exposure = exposure_from_value(args.exposure)
     graph = _load_cluster(args)
     assignment, file_order = _read_assignment(args.assignment)
     order = args.order if args.order is not None else (file_order or "tp-cp-ep-dp-pp")
@@ -415,18 +543,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             ) from None
         raise
     traffic = _traffic(args, cfg)
-    cost = evaluate(graph, cfg, assignment, traffic)
+    cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": traffic,
            "cost": cost.to_dict()}
     if args.format == "table":
-        lines = [f"order {cfg.order}  world_size {cfg.world_size}"]
-        for c, v in cost.by_class.items():
-            lines.append(f"{c:<10s} {_fmt_s(v):>12s}  est. time {_fmt_s(cost.time_by_class[c])}")
-        lines.append(f"{'total':<10s} {_fmt_s(cost.total_seconds):>12s}")
+        lines = [f"order {cfg.order}  world_size {cfg.world_size}", ""]
+        lines.extend(cost_table(cost, traffic))
         sys.stdout.write("\n".join(lines) + "\n")
     else:
         sys.stdout.write(json.dumps(doc) + "\n")
     return 0
+
+
+_EXPOSURE_HELP = (
+    "share x of each class's time not overlapped with compute, in [0, 1], e.g. tp=0.5,dp=0.2 "
+    "(classes not named: 1); the objective is the predicted communication time per step, sum of x*T per class"
+)
 
 
 def register(subparsers) -> None:
@@ -437,13 +569,14 @@ def register(subparsers) -> None:
 
     s = subparsers.add_parser(
         "solve",
-        help="find the order and rank-to-GPU assignment that minimise communication cost",
+        help="find the order and rank-to-GPU assignment that minimise the predicted communication time",
         description="CLUSTER is a node-link JSON / GraphML cluster graph, or a job YAML file.",
     )
     s.add_argument("cluster", nargs="?", default=None, help="cluster graph file or job YAML")
     add_cluster_arguments(s)
     add_size_arguments(s, world_size_required=False)
     add_model_arguments(s)
+    s.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None,
                    help="launcher (default: contiguous blocks of ranks per host, as torchrun/Slurm), "
                         "free (any bijection) or fixed (only the order is chosen)")
@@ -461,7 +594,7 @@ def register(subparsers) -> None:
                    help="solve on a rankmap server instead of in process")
     s.set_defaults(func=_cmd_solve)
 
-    e = subparsers.add_parser("evaluate", help="cost of a given order and assignment")
+    e = subparsers.add_parser("evaluate", help="predicted communication time of a given order and assignment")
     e.add_argument("cluster", nargs="?", default=None, help="cluster graph file")
     add_cluster_arguments(e)
     e.add_argument("--order", default=None,
@@ -470,5 +603,6 @@ def register(subparsers) -> None:
                    help="GPU id per global rank: a JSON list, a 'rankmap solve' JSON result, or one id per line")
     add_size_arguments(e, world_size_required=False)
     add_model_arguments(e)
+    e.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     e.add_argument("--format", choices=("json", "table"), default="json")
     e.set_defaults(func=_cmd_evaluate)
