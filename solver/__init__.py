@@ -24,7 +24,7 @@ from .catalogue import (
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
 from .builders import fat_tree_cluster
 from .cluster import Cluster, cluster_from_graph
-from .objective import layout_cost, lower_bound
+from .timemodel import layout_cost, lower_bound
 from .search import candidate_orders, evaluate, solve
 from .types import (
     Constraint,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Sequence
+
 
 import networkx as nx
 import numpy as np
@@ -28,6 +28,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .errors import InvalidArgumentError
+from .fabric import Fabric, fabric_from_graph
 
 __all__ = [
     "Cluster",
@@ -63,6 +64,9 @@ class Cluster:
     domains : numpy.ndarray of int64, shape (K, n)
         ``domains[k, d]``: the level-``k`` domain of device ``d`` (labels in
         order of first appearance).  The last level is the whole cluster.
+    fabric : Fabric
+        The physical links (capacities, routes) used by the time model
+        (:mod:`.fabric`); built by :func:`cluster_from_graph`.
     host_extra : dict of int -> numpy.ndarray of float64, shape (G_h, G_h)
         For hosts where some GPU pair is slower than the ultrametric says
         because its widest path relays through a third GPU (e.g. a DGX-1
@@ -79,6 +83,7 @@ class Cluster:
     levels_gbps: np.ndarray
     domains: np.ndarray
     host_extra: dict = None  # type: ignore[assignment]
+    fabric: "Fabric" = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -387,6 +392,7 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
+    object.__setattr__(cl, "fabric", fabric_from_graph(graph, devices))
     return cl
 
 

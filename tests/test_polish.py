@@ -15,7 +15,7 @@ from rankmap.solver.polish import (
     polish,
     traffic_matrix,
 )
-from rankmap.solver.search import _unique_rows
+from rankmap.solver.decompose import _unique_rows
 
 TRAFFIC = {"tp": 3e9, "cp": 1e9, "dp": 2e9, "pp": 5e9, "embedding": 4e8}
 

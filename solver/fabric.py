@@ -1,0 +1,569 @@
+"""Links with capacities, routes and link loads (DESIGN §2, §4).
+
+Every edge of the cluster graph is a physical link whose ``bandwidth`` (GB/s per
+direction) all flows routed over it share.  A flow from GPU u to GPU v follows
+the widest path whose interior nodes are not GPUs (NVLink peer-to-peer and
+NICs do not forward through a third GPU, as NCCL's path search assumes); among
+equally wide paths the fewest hops; remaining ties split the flow evenly
+(ECMP).
+
+Structure used to route at scale (never n×n):
+
+* the *switch forest*: the graph's non-GPU nodes (NVSwitches, NICs, PCIe
+  switches, CPUs, leaf/spine switches) must form a forest once *twins* (non-GPU
+  nodes with the same neighbours, e.g. the spines of a two-tier Clos each wired
+  to every leaf) are merged into one node with the summed capacities — the way
+  ECMP over parallel spines behaves as one tree with summed uplinks.  Paths in a
+  tree are unique, so a route is fixed by where it enters and leaves the forest.
+* *attachments*: each GPU's links to forest nodes (e.g. to its host's NVSwitch
+  and to its rail NIC), at most ``A`` per GPU.
+* *direct links* between two GPUs (NVLink bridges, DGX-1 hybrid cube mesh).
+
+For a batch of flows the route is chosen among the ``A²`` attachment pairs and
+the direct link, vectorised; the load of every directed tree link follows from
+subtree sums (bytes entering below a node minus bytes whose lowest common
+ancestor is below it), so a whole traffic class costs
+O(flows · A² · depth + forest nodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import networkx as nx
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+from .errors import InvalidArgumentError
+
+__all__ = ["Fabric", "LinkLoads", "fabric_from_graph"]
+
+#: Flows routed per vectorised batch (bounds memory for all-to-all classes).
+ROUTE_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class LinkLoads:
+    """Bytes and flow counts per directed link for one set of flows.
+
+    Attributes
+    ----------
+    load_bytes : numpy.ndarray of float64, shape (L,)
+        Bytes crossing each directed link (see :meth:`Fabric.link_name`).
+    flows : numpy.ndarray of float64, shape (L,)
+        Number of flow parts (ECMP splits counted separately) crossing it.
+    max_flow_seconds : float
+        ``max over flow parts of bytes / B(route)`` in seconds (0 if none).
+    max_flow_bytes, max_flow_gbps : float
+        Bytes and route bottleneck (GB/s) of that flow part.
+    max_latency_seconds : float
+        Largest route latency (sum of the route's per-hop ``latency_us``), seconds.
+    """
+
+    load_bytes: np.ndarray
+    flows: np.ndarray
+    max_flow_seconds: float
+    max_flow_bytes: float
+    max_flow_gbps: float
+    max_latency_seconds: float
+
+
+@dataclass(frozen=True, eq=False)
+class Fabric:
+    """The cluster's links in a form that routes flows in bulk.
+
+    Attributes
+    ----------
+    node_names : tuple of str
+        Forest nodes (non-GPU nodes; a merged twin set is named ``a|b|…``), shape (N,).
+    parent : numpy.ndarray of int64, shape (N,)
+        Parent of each forest node, -1 for roots.
+    depth : numpy.ndarray of int64, shape (N,)
+    up_gbps : numpy.ndarray of float64, shape (N,)
+        Capacity of the link to the parent, GB/s (inf for roots).
+    up_latency_s : numpy.ndarray of float64, shape (N,)
+        Latency of that link, seconds.
+    anc : numpy.ndarray of int64, shape (N, D + 1)
+        Ancestor of each node at each depth (-1 below the node's own depth).
+    pmin : numpy.ndarray of float64, shape (N, D + 1)
+        Narrowest capacity (GB/s) between a node and its ancestor at each depth.
+    plat : numpy.ndarray of float64, shape (N, D + 1)
+        Latency (s) between a node and its ancestor at each depth.
+    att_node : numpy.ndarray of int64, shape (n, A)
+        Forest node of each GPU attachment (-1 padding); GPUs in device order.
+    att_gbps, att_latency_s : numpy.ndarray of float64, shape (n, A)
+    direct_key : numpy.ndarray of int64, shape (E,)
+        Sorted ``lo * n + hi`` of GPU-GPU links (device indices).
+    direct_gbps, direct_latency_s : numpy.ndarray of float64, shape (E,)
+    gpu_names : tuple of str
+        GPU node ids in device order, shape (n,).
+    """
+
+    node_names: tuple
+    parent: np.ndarray
+    depth: np.ndarray
+    up_gbps: np.ndarray
+    up_latency_s: np.ndarray
+    anc: np.ndarray
+    pmin: np.ndarray
+    plat: np.ndarray
+    att_node: np.ndarray
+    att_gbps: np.ndarray
+    att_latency_s: np.ndarray
+    direct_key: np.ndarray
+    direct_gbps: np.ndarray
+    direct_latency_s: np.ndarray
+    gpu_names: tuple
+
+    # ----------------------------------------------------------------- link ids
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.parent.size)
+
+    @property
+    def num_links(self) -> int:
+        """Directed links: tree up/down, attachment out/in, direct both ways."""
+        N, (n, A), E = self.parent.size, self.att_node.shape, self.direct_key.size
+        return 2 * N + 2 * n * A + 2 * E
+
+    def capacities_gbps(self) -> np.ndarray:
+        """Capacity of every directed link, GB/s, shape (num_links,) (inf for unused slots)."""
+        att = np.where(self.att_node >= 0, self.att_gbps, np.inf).ravel()
+        return np.concatenate([self.up_gbps, self.up_gbps, att, att, self.direct_gbps, self.direct_gbps])
+
+    def link_name(self, link: int) -> tuple[str, str]:
+        """``(from node, to node)`` of a directed link id."""
+        N, (n, A), E = self.parent.size, self.att_node.shape, self.direct_key.size
+        if link < N:
+            return self.node_names[link], self.node_names[self.parent[link]]
+        if link < 2 * N:
+            x = link - N
+            return self.node_names[self.parent[x]], self.node_names[x]
+        link -= 2 * N
+        if link < 2 * n * A:
+            out = link < n * A
+            g, i = divmod(link % (n * A), A)
+            gpu, node = str(self.gpu_names[g]), self.node_names[self.att_node[g, i]]
+            return (gpu, node) if out else (node, gpu)
+        link -= 2 * n * A
+        e = link % E
+        lo, hi = divmod(int(self.direct_key[e]), n)
+        a, b = str(self.gpu_names[lo]), str(self.gpu_names[hi])
+        return (a, b) if link < E else (b, a)
+
+    # ----------------------------------------------------------------- routing
+
+    def _options(self, s: np.ndarray, t: np.ndarray):
+        """Bandwidth, hops, latency and link ends of every route option, shapes (F, A²+1)."""
+        n, A = self.att_node.shape
+        F = s.size
+        O = A * A + 1
+        bw = np.zeros((F, O))
+        hops = np.full((F, O), np.iinfo(np.int64).max, dtype=np.int64)
+        lat = np.zeros((F, O))
+        a_opt = np.full((F, O), -1, dtype=np.int64)
+        b_opt = np.full((F, O), -1, dtype=np.int64)
+        l_opt = np.full((F, O), -1, dtype=np.int64)
+        for i in range(A):
+            a = self.att_node[s, i]
+            ca = self.att_gbps[s, i]
+            for j in range(A):
+                o = i * A + j
+                b = self.att_node[t, j]
+                cb = self.att_gbps[t, j]
+                ok = (a >= 0) & (b >= 0)
+                aa, bb = np.maximum(a, 0), np.maximum(b, 0)
+                Aa, Ab = self.anc[aa], self.anc[bb]
+                same = (Aa == Ab) & (Aa >= 0)
+                ld = same.sum(axis=1) - 1  # depth of the lowest common ancestor, -1 if none
+                ok &= ld >= 0
+                ldc = np.maximum(ld, 0)
+                rows = np.arange(F)
+                path = np.minimum(self.pmin[aa, ldc], self.pmin[bb, ldc])
+                w = np.minimum(np.minimum(ca, cb), path)
+                bw[:, o] = np.where(ok, w, 0.0)
+                h = 2 + self.depth[aa] + self.depth[bb] - 2 * ldc
+                hops[:, o] = np.where(ok, h, hops[:, o])
+                lat[:, o] = (self.att_latency_s[s, i] + self.att_latency_s[t, j]
+                             + self.plat[aa, ldc] + self.plat[bb, ldc])
+                a_opt[:, o] = np.where(ok, aa, -1)
+                b_opt[:, o] = np.where(ok, bb, -1)
+                l_opt[:, o] = np.where(ok, Aa[rows, ldc], -1)
+        if self.direct_key.size:
+            lo, hi = np.minimum(s, t), np.maximum(s, t)
+            key = lo * n + hi
+            pos = np.searchsorted(self.direct_key, key)
+            posc = np.minimum(pos, self.direct_key.size - 1)
+            hit = self.direct_key[posc] == key
+            bw[:, -1] = np.where(hit, self.direct_gbps[posc], 0.0)
+            hops[:, -1] = np.where(hit, 1, hops[:, -1])
+            lat[:, -1] = np.where(hit, self.direct_latency_s[posc], 0.0)
+            l_opt[:, -1] = np.where(hit, posc, -1)  # direct edge index
+        return bw, hops, lat, a_opt, b_opt, l_opt
+
+    def route_loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> LinkLoads:
+        """Route flows and add up the bytes on every directed link.
+
+        Parameters
+        ----------
+        src, dst : numpy.ndarray of int, shape (F,)
+            Device indices (device order) of each flow's sender and receiver;
+            flows with ``src == dst`` are dropped (same device: no wire).
+        nbytes : numpy.ndarray of float, shape (F,) or scalar
+            Bytes of each flow.
+
+        Returns
+        -------
+        LinkLoads
+
+        Raises
+        ------
+        InvalidArgumentError
+            If a flow's two GPUs are joined only through another GPU.
+        """
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), src.shape).ravel()
+        keep = (src != dst) & (nbytes > 0)
+        src, dst, nbytes = src[keep], dst[keep], nbytes[keep]
+        N = self.parent.size
+        n, A = self.att_node.shape
+        E = self.direct_key.size
+        src_acc = np.zeros(N)
+        dst_acc = np.zeros(N)
+        lca_acc = np.zeros(N)
+        src_cnt = np.zeros(N)
+        dst_cnt = np.zeros(N)
+        lca_cnt = np.zeros(N)
+        att_out = np.zeros(n * A)
+        att_in = np.zeros(n * A)
+        att_out_c = np.zeros(n * A)
+        att_in_c = np.zeros(n * A)
+        dir_load = np.zeros(2 * E)
+        dir_cnt = np.zeros(2 * E)
+        best_t, best_b, best_g, best_lat = 0.0, 0.0, 0.0, 0.0
+        for lo in range(0, src.size, ROUTE_CHUNK):
+            s, t, w = src[lo:lo + ROUTE_CHUNK], dst[lo:lo + ROUTE_CHUNK], nbytes[lo:lo + ROUTE_CHUNK]
+            bw, hops, lat, a_opt, b_opt, l_opt = self._options(s, t)
+            top = bw.max(axis=1)
+            if np.any(top <= 0):
+                f = int(np.flatnonzero(top <= 0)[0])
+                raise InvalidArgumentError(
+                    f"GPUs {self.gpu_names[s[f]]!r} and {self.gpu_names[t[f]]!r} are joined only through another "
+                    f"GPU; rankmap routes between GPUs over switches, NICs or a direct link (DESIGN §2)",
+                    "cluster.edges",
+                )
+            widest = bw >= top[:, None] * (1 - 1e-12)
+            h = np.where(widest, hops, np.iinfo(np.int64).max)
+            chosen = widest & (h == h.min(axis=1)[:, None])
+            parts = chosen.sum(axis=1)
+            share = w / parts
+            per_flow = share / (top * 1e9)
+            k = int(np.argmax(per_flow))
+            if per_flow[k] > best_t:
+                best_t, best_b, best_g = float(per_flow[k]), float(share[k]), float(top[k])
+            best_lat = max(best_lat, float(np.where(chosen, lat, 0.0).max()))
+            for o in range(A * A):
+                sel = chosen[:, o]
+                if not sel.any():
+                    continue
+                i, j = divmod(o, A)
+                ws = share[sel]
+                src_acc += np.bincount(a_opt[sel, o], weights=ws, minlength=N)
+                dst_acc += np.bincount(b_opt[sel, o], weights=ws, minlength=N)
+                lca_acc += np.bincount(l_opt[sel, o], weights=ws, minlength=N)
+                src_cnt += np.bincount(a_opt[sel, o], minlength=N)
+                dst_cnt += np.bincount(b_opt[sel, o], minlength=N)
+                lca_cnt += np.bincount(l_opt[sel, o], minlength=N)
+                ko = s[sel] * A + i
+                ki = t[sel] * A + j
+                att_out += np.bincount(ko, weights=ws, minlength=n * A)
+                att_in += np.bincount(ki, weights=ws, minlength=n * A)
+                att_out_c += np.bincount(ko, minlength=n * A)
+                att_in_c += np.bincount(ki, minlength=n * A)
+            sel = chosen[:, -1]
+            if E and sel.any():
+                e = l_opt[sel, -1]
+                fwd = s[sel] < t[sel]
+                idx = np.where(fwd, e, E + e)
+                dir_load += np.bincount(idx, weights=share[sel], minlength=2 * E)
+                dir_cnt += np.bincount(idx, minlength=2 * E)
+        up = self._subtree(src_acc) - self._subtree(lca_acc)
+        down = self._subtree(dst_acc) - self._subtree(lca_acc)
+        up_c = self._subtree(src_cnt) - self._subtree(lca_cnt)
+        down_c = self._subtree(dst_cnt) - self._subtree(lca_cnt)
+        load = np.concatenate([up, down, att_out, att_in, dir_load])
+        cnt = np.concatenate([up_c, down_c, att_out_c, att_in_c, dir_cnt])
+        load = np.where(np.abs(load) < 1e-6 * max(1.0, float(nbytes.max(initial=0.0))), 0.0, load)
+        return LinkLoads(load, np.rint(cnt), best_t, best_b, best_g, best_lat)
+
+    def _subtree(self, acc: np.ndarray) -> np.ndarray:
+        """Sum of ``acc`` over each node's subtree, shape (N,)."""
+        out = acc.astype(np.float64, copy=True)
+        for nodes in self._by_depth_desc:
+            p = self.parent[nodes]
+            np.add.at(out, p, out[nodes])
+        return out
+
+    @property
+    def _by_depth_desc(self) -> list:
+        cached = self.__dict__.get("_levels")
+        if cached is None:
+            order = np.argsort(-self.depth, kind="stable")
+            d = self.depth[order]
+            cuts = np.flatnonzero(np.diff(d)) + 1
+            cached = [g for g in np.split(order, cuts) if g.size and self.depth[g[0]] > 0]
+            self.__dict__["_levels"] = cached
+        return cached
+
+
+# --------------------------------------------------------------------------- construction
+
+
+def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
+    """Merge non-GPU nodes with identical neighbour sets (ECMP twins), summing capacities.
+
+    ``adj[x]`` maps neighbour -> (GB/s, latency s).  Returns the new node list,
+    adjacency and a map merged representative -> member names.
+    """
+    groups: dict = {}
+    for x in nodes:
+        nb = adj[x]
+        if len(nb) >= 2:
+            groups.setdefault(frozenset(nb), []).append(x)
+    members = {x: [x] for x in nodes}
+    for _key, xs in groups.items():
+        if len(xs) < 2:
+            continue
+        rep = xs[0]
+        for y in xs[1:]:
+            for z, (c, lat) in adj[y].items():
+                c0, l0 = adj[rep][z]
+                adj[rep][z] = (c0 + c, max(l0, lat))
+                if z in adj:
+                    adj[z].pop(y)
+                    adj[z][rep] = adj[rep][z]
+            del adj[y]
+            members[rep].extend(members.pop(y))
+    kept = [x for x in nodes if x in adj]
+    return kept, adj, members
+
+
+def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
+    """Build the :class:`Fabric` of a validated cluster graph.
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        DESIGN §2 schema; ``bandwidth`` GB/s, optional ``latency_us``.  Parallel
+        edges of a multigraph are summed (parallel physical links).
+    devices : sequence
+        GPU node ids in device order (``Cluster.devices``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If the non-GPU nodes do not form a forest even after merging twins
+        (naming a node on a cycle), or a GPU has no link at all.
+    """
+    if graph.is_directed():
+        graph = nx.MultiGraph(graph) if graph.is_multigraph() else nx.Graph(graph)
+    gpu_set = set(devices)
+    dev_index = {d: i for i, d in enumerate(devices)}
+    # adjacency among all nodes with summed parallel capacities
+    non_gpu: list = []
+    adj: dict = {}
+    for x, data in graph.nodes(data=True):
+        if x not in gpu_set:
+            non_gpu.append(x)
+            adj[x] = {}
+    gpu_links: dict = {d: {} for d in devices}
+    direct: dict = {}
+    multi = graph.is_multigraph()
+    edges = graph.edges(keys=False, data=True) if multi else graph.edges(data=True)
+    for u, v, data in edges:
+        if u == v:
+            continue
+        c = float(data["bandwidth"])
+        lat = float(data.get("latency_us", 0.0) or 0.0) * 1e-6
+        ug, vg = u in gpu_set, v in gpu_set
+        if ug and vg:
+            i, j = dev_index[u], dev_index[v]
+            key = (min(i, j), max(i, j))
+            c0, l0 = direct.get(key, (0.0, 0.0))
+            direct[key] = (c0 + c, max(l0, lat))
+        elif ug or vg:
+            g, x = (u, v) if ug else (v, u)
+            c0, l0 = gpu_links[g].get(x, (0.0, 0.0))
+            gpu_links[g][x] = (c0 + c, max(l0, lat))
+        else:
+            c0, l0 = adj[u].get(v, (0.0, 0.0))
+            val = (c0 + c, max(l0, lat))
+            adj[u][v] = val
+            adj[v][u] = val
+    # twins: include GPU neighbours in the neighbourhood key
+    full_adj = {x: dict(nb) for x, nb in adj.items()}
+    for g, links in gpu_links.items():
+        for x, val in links.items():
+            full_adj[x][("__gpu__", g)] = val
+    members = {x: [x] for x in non_gpu}
+    if not _is_forest(non_gpu, adj):
+        nodes = list(non_gpu)
+        for _ in range(8):
+            nodes, full_adj, mem = _merge_twins(nodes, full_adj)
+            for rep, ms in mem.items():
+                if len(ms) > 1:
+                    members[rep] = [m for y in ms for m in members.get(y, [y])]
+            sub = {x: {y: v for y, v in full_adj[x].items() if not (isinstance(y, tuple) and y[:1] == ("__gpu__",))}
+                   for x in nodes}
+            if _is_forest(nodes, sub):
+                break
+        else:
+            sub = None
+        if sub is None or not _is_forest(nodes, sub):
+            cyc = _cycle_node(nodes, sub if sub is not None else adj)
+            raise InvalidArgumentError(
+                f"the switches/NICs of the cluster graph form a cycle through {cyc!r} that is not parallel "
+                f"spines (ECMP twins); rankmap needs the non-GPU links to be a tree once parallel switches are "
+                f"merged (describe an ECMP fabric as a tree with summed uplinks)",
+                "cluster.edges",
+            )
+        non_gpu = nodes
+        adj = sub
+        gpu_links = {d: {} for d in devices}
+        for x in nodes:
+            for y, val in full_adj[x].items():
+                if isinstance(y, tuple) and y[:1] == ("__gpu__",):
+                    gpu_links[y[1]][x] = val
+    # forest arrays
+    N = len(non_gpu)
+    idx = {x: i for i, x in enumerate(non_gpu)}
+    names = tuple(
+        str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
+            f"|…({len(members[x])})" if len(members[x]) > 3 else "")
+        for x in non_gpu
+    )
+    es, ed, ec, el = [], [], [], []
+    for x in non_gpu:
+        for y, (c, lat) in adj[x].items():
+            es.append(idx[x])
+            ed.append(idx[y])
+            ec.append(c)
+            el.append(lat)
+    es_a = np.asarray(es, dtype=np.int64)
+    ed_a = np.asarray(ed, dtype=np.int64)
+    parent, depth, up, uplat = _root_forest(N, es_a, ed_a, np.asarray(ec, dtype=float), np.asarray(el, dtype=float))
+    anc, pmin, plat = _ancestors(parent, depth, up, uplat)
+    n = len(devices)
+    A = max(1, max((len(v) for v in gpu_links.values()), default=1))
+    att_node = np.full((n, A), -1, dtype=np.int64)
+    att_gbps = np.zeros((n, A))
+    att_lat = np.zeros((n, A))
+    for g, links in gpu_links.items():
+        i = dev_index[g]
+        for k, (x, (c, lat)) in enumerate(sorted(links.items(), key=lambda kv: (-kv[1][0], str(kv[0])))):
+            att_node[i, k] = idx[x]
+            att_gbps[i, k] = c
+            att_lat[i, k] = lat
+    keys = np.array([i * n + j for (i, j) in direct], dtype=np.int64)
+    order = np.argsort(keys)
+    dvals = list(direct.values())
+    dg = np.array([v[0] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
+    dl = np.array([v[1] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
+    return Fabric(
+        node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
+        plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=keys[order],
+        direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices),
+    )
+
+
+def _is_forest(nodes: list, adj: dict) -> bool:
+    m = sum(len(adj[x]) for x in nodes) // 2
+    if not nodes:
+        return True
+    idx = {x: i for i, x in enumerate(nodes)}
+    src = [idx[x] for x in nodes for y in adj[x]]
+    dst = [idx[y] for x in nodes for y in adj[x]]
+    mat = coo_matrix((np.ones(len(src)), (src, dst)), shape=(len(nodes), len(nodes)))
+    ncomp, _ = connected_components(mat, directed=False)
+    return m == len(nodes) - ncomp
+
+
+def _cycle_node(nodes: list, adj: dict):
+    g = nx.Graph()
+    for x in nodes:
+        for y in adj[x]:
+            g.add_edge(x, y)
+    try:
+        cyc = nx.find_cycle(g)
+        return cyc[0][0]
+    except nx.NetworkXNoCycle:  # pragma: no cover - only called on a cycle
+        return nodes[0]
+
+
+def _root_forest(N, es, ed, ec, el):
+    """Parent, depth, up-capacity and up-latency of a forest rooted at each component's widest-degree node."""
+    parent = np.full(N, -1, dtype=np.int64)
+    depth = np.zeros(N, dtype=np.int64)
+    up = np.full(N, np.inf)
+    uplat = np.zeros(N)
+    if N == 0:
+        return parent, depth, up, uplat
+    deg = np.bincount(es, minlength=N)
+    mat = coo_matrix((np.ones(es.size), (es, ed)), shape=(N, N)).tocsr()
+    ncomp, comp = connected_components(mat, directed=False)
+    order = np.lexsort((np.arange(N), -deg, comp))
+    first = np.ones(N, dtype=bool)
+    first[1:] = comp[order][1:] != comp[order][:-1]
+    roots = order[first]
+    # one BFS from a virtual super-root joined to every component's root
+    vs = np.concatenate([es, np.full(roots.size, N), roots])
+    vd = np.concatenate([ed, roots, np.full(roots.size, N)])
+    vmat = coo_matrix((np.ones(vs.size), (vs, vd)), shape=(N + 1, N + 1)).tocsr()
+    _, pred = breadth_first_order(vmat, N, directed=False, return_predecessors=True)
+    par = pred[:N].astype(np.int64)
+    par = np.where(par == N, -1, par)
+    par = np.where(par < 0, -1, par)
+    parent[:] = par
+    # depth level by level from the roots
+    level = roots
+    cur_depth = 0
+    while level.size:
+        depth[level] = cur_depth
+        level = np.flatnonzero(np.isin(par, level))
+        cur_depth += 1
+    # capacities of parent edges
+    key_e = es * (N + 1) + ed
+    o = np.argsort(key_e)
+    key_e = key_e[o]
+    nonroot = np.flatnonzero(parent >= 0)
+    q = nonroot * (N + 1) + parent[nonroot]
+    pos = np.searchsorted(key_e, q)
+    up[nonroot] = ec[o][pos]
+    uplat[nonroot] = el[o][pos]
+    return parent, depth, up, uplat
+
+
+def _ancestors(parent, depth, up, uplat):
+    N = parent.size
+    D = int(depth.max()) if N else 0
+    anc = np.full((N, D + 1), -1, dtype=np.int64)
+    pmin = np.full((N, D + 1), np.inf)
+    plat = np.zeros((N, D + 1))
+    cur = np.arange(N)
+    m = np.full(N, np.inf)
+    lat = np.zeros(N)
+    for d in range(D, -1, -1):
+        move = depth[cur] > d
+        mv = np.flatnonzero(move)
+        m[mv] = np.minimum(m[mv], up[cur[mv]])
+        lat[mv] = lat[mv] + uplat[cur[mv]]
+        cur[mv] = parent[cur[mv]]
+        has = depth >= d
+        anc[:, d] = np.where(has, cur, -1)
+        pmin[:, d] = np.where(has, m, np.inf)
+        plat[:, d] = np.where(has, lat, 0.0)
+    return anc, pmin, plat

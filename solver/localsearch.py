@@ -1,0 +1,144 @@
+"""Local search on the real objective: swap moves scored by the time model (DESIGN §4–§5).
+
+The surrogate models of :mod:`.decompose` and :mod:`.polish` see widest-path
+bandwidths, not link sharing; this descent scores every move with
+:func:`~rankmap.solver.timemodel.layout_cost` (predicted time on shared links)
+and takes the first strictly improving one, in a fixed order, until no move
+improves or the evaluation budget is spent.  Moves keep the mode's structure:
+
+* host swaps: exchange the rank blocks of two hosts (launcher and free mode);
+* uniform local swaps: exchange two local GPU positions on every host at once
+  (launcher mode; keeps identical hosts identical);
+* single-host local swaps (launcher mode, up to ``SINGLE_HOST_SWAP_MAX_HOSTS`` hosts);
+* rank swaps between any two devices (free mode, up to ``RANK_SWAP_MAX_RANKS`` ranks).
+
+The budget is a number of evaluations (deterministic: same input, same
+budget, same answer whatever the machine's load); ``deadline`` is a wall-clock
+safety cap only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator, Mapping
+
+import numpy as np
+
+from .catalogue import ParallelConfig
+from .cluster import Cluster
+from .timemodel import layout_cost
+from .types import SolveCancelled
+
+__all__ = ["descend", "SINGLE_HOST_SWAP_MAX_HOSTS", "RANK_SWAP_MAX_RANKS"]
+
+SINGLE_HOST_SWAP_MAX_HOSTS = 16
+RANK_SWAP_MAX_RANKS = 128
+_REL = 1e-9
+
+
+def _host_blocks(cluster: Cluster, dev: np.ndarray) -> list[np.ndarray]:
+    """Ranks on each used host, in node-rank order (by lowest rank), local order by rank."""
+    host = cluster.host_of[dev]
+    order = np.argsort(host, kind="stable")
+    counts = np.bincount(host, minlength=len(cluster.hosts))
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    blocks = [order[starts[h]:starts[h + 1]] for h in range(len(cluster.hosts)) if counts[h]]
+    blocks.sort(key=lambda b: int(b[0]))
+    return blocks
+
+
+def _moves(cluster: Cluster, dev: np.ndarray, mode: str) -> Iterator[np.ndarray]:
+    blocks = _host_blocks(cluster, dev)
+    H = len(blocks)
+    sizes = {b.size for b in blocks}
+    if len(sizes) == 1:
+        for i in range(H):
+            for j in range(i + 1, H):
+                new = dev.copy()
+                new[blocks[i]], new[blocks[j]] = dev[blocks[j]], dev[blocks[i]]
+                yield new
+    G = blocks[0].size if blocks else 0
+    if len(sizes) == 1 and G > 1:
+        B = np.stack(blocks)  # (H, G) ranks
+        for p in range(G):
+            for q in range(p + 1, G):
+                new = dev.copy()
+                new[B[:, p]], new[B[:, q]] = dev[B[:, q]], dev[B[:, p]]
+                yield new
+        if H <= SINGLE_HOST_SWAP_MAX_HOSTS and H > 1:
+            for h in range(H):
+                for p in range(G):
+                    for q in range(p + 1, G):
+                        new = dev.copy()
+                        a, b = blocks[h][p], blocks[h][q]
+                        new[a], new[b] = dev[b], dev[a]
+                        yield new
+    if mode == "free" and dev.size <= RANK_SWAP_MAX_RANKS:
+        W = dev.size
+        host = cluster.host_of[dev]
+        for a in range(W):
+            for b in range(a + 1, W):
+                if host[a] != host[b]:
+                    new = dev.copy()
+                    new[a], new[b] = dev[b], dev[a]
+                    yield new
+
+
+def descend(
+    cluster: Cluster,
+    cfg: ParallelConfig,
+    traffic: Mapping[str, float],
+    start: np.ndarray,
+    mode: str,
+    max_evals: int,
+    groups=None,
+    exposure: Mapping[str, float] | None = None,
+    deadline: float | None = None,
+    cancel: threading.Event | None = None,
+    check: Callable[[np.ndarray], bool] | None = None,
+) -> tuple[np.ndarray, float, int]:
+    """First-improvement descent from ``start`` (device per rank) on the predicted time.
+
+    Parameters
+    ----------
+    mode : str
+        ``launcher`` or ``free`` (``fixed`` returns ``start``).
+    max_evals : int
+        Largest number of layouts scored.
+    deadline : float, optional
+        ``time.perf_counter()`` value after which the descent stops (safety cap).
+    check : callable, optional
+        Constraint check; moves it rejects are skipped.
+
+    Returns
+    -------
+    (device per rank, its predicted seconds, evaluations used)
+
+    Raises
+    ------
+    SolveCancelled
+        If ``cancel`` is set.
+    """
+    cur = np.asarray(start, dtype=np.int64).copy()
+    cur_cost = layout_cost(cluster, cfg, cur, traffic, groups, exposure).total_seconds
+    evals = 1
+    if mode == "fixed":
+        return cur, cur_cost, evals
+    improved = True
+    while improved and evals < max_evals:
+        improved = False
+        for new in _moves(cluster, cur, mode):
+            if cancel is not None and cancel.is_set():
+                raise SolveCancelled("solve cancelled")
+            if evals >= max_evals or (deadline is not None and time.perf_counter() > deadline):
+                return cur, cur_cost, evals
+            if check is not None and not check(new):
+                continue
+            c = layout_cost(cluster, cfg, new, traffic, groups, exposure).total_seconds
+            evals += 1
+            if c < cur_cost * (1 - _REL):
+                cur, cur_cost = new, c
+                improved = True
+                break
+    return cur, cur_cost, evals

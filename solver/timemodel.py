@@ -1,0 +1,309 @@
+"""Predicted communication time of a layout, and a lower bound on it (DESIGN §3–§4).
+
+Flows by collective shape (DESIGN §3).  A group's members are its ranks in
+ascending global rank, the order NCCL builds its ring in; for a payload of S
+bytes per rank per step:
+
+``all_reduce``   ring: a flow m_i → m_(i+1 mod n) of 2(n−1)/n·S per ring edge
+                 (NCCL's ring all-reduce is a reduce-scatter plus an all-gather,
+                 n−1 steps each moving S/n per edge; Patarasuk & Yuan, JPDC
+                 2009; NCCL ``ncclAllReduce`` ring algorithm).
+``all_gather``   ring: (n−1)/n·S per ring edge (also reduce-scatter).
+``all_to_all``   S/n for every ordered pair (NCCL's all-to-all is n−1 point-
+                 to-point sends of S/n per rank).
+``p2p_chain``    S between consecutive members, each direction (Megatron's
+                 ``send_forward``/``send_backward`` between pipeline stages).
+
+Time of one class, all its groups at once (DESIGN §4)::
+
+    T = max( max over flows bytes / B(route), max over directed links load / capacity )
+        + latency (per-hop latency_us summed along the route × the collective's steps)
+
+This is the phase time under max-min fair sharing when the most loaded link
+(or the slowest flow alone) is the bottleneck — SimGrid's flow-level model.
+Predicted communication time per step = Σ_c x_c · T_c.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from .catalogue import ParallelConfig, megatron_groups
+from .cluster import Cluster
+from .fabric import LinkLoads
+from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES
+from .types import Bottleneck, ClassCost, CostBreakdown
+
+__all__ = [
+    "flow_bytes",
+    "bytes_per_rank",
+    "collective_steps",
+    "class_flows",
+    "class_time",
+    "layout_cost",
+    "lower_bound",
+]
+
+#: Above this many flows an all-to-all class is routed one ring offset at a time.
+_A2A_BATCH = 4_000_000
+
+
+def flow_bytes(kind: str, payload_bytes: float, n: int) -> float:
+    """Bytes of one flow of a collective over ``n`` ranks with payload S (see module doc)."""
+    s = float(payload_bytes)
+    if n <= 1:
+        return 0.0
+    if kind == "all_reduce":
+        return 2.0 * (n - 1) / n * s
+    if kind == "all_gather":
+        return (n - 1) / n * s
+    if kind == "all_to_all":
+        return s / n
+    if kind == "p2p_chain":
+        return s
+    raise ValueError(f"unknown collective kind {kind!r}")
+
+
+def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
+    """Bytes the busiest rank puts on the wire per step (what papers publish).
+
+    Ring all-reduce 2(n−1)/n·S, all-gather/reduce-scatter and all-to-all
+    (n−1)/n·S, pipeline S to each neighbouring stage (2S for an inner stage).
+    """
+    if n <= 1:
+        return 0.0
+    if kind == "all_to_all":
+        return (n - 1) / n * float(payload_bytes)
+    if kind == "p2p_chain":
+        return (2.0 if n > 2 else 1.0) * float(payload_bytes)
+    return flow_bytes(kind, payload_bytes, n)
+
+
+def collective_steps(kind: str, n: int) -> int:
+    """Sequential communication steps (each pays the route latency once).
+
+    Ring all-reduce 2(n−1), ring all-gather n−1, all-to-all 1 (all sends at
+    once), pipeline send 1.
+    """
+    if n <= 1:
+        return 0
+    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1}.get(kind, 1)
+
+
+def class_flows(kind: str, groups: np.ndarray):
+    """Sender and receiver ranks of every flow of a class, as offset batches.
+
+    Parameters
+    ----------
+    kind : str
+        Collective kind (``traffic.CLASS_KIND``).
+    groups : numpy.ndarray of int, shape (g, n)
+        The class's groups (any member order; sorted here).
+
+    Yields
+    ------
+    (src, dst) : numpy.ndarray of int64, each shape (f,)
+        Ring kinds: one batch (n flows per group); all-to-all: one batch per
+        ring offset 1..n−1 (or one batch when small); pipeline: one batch of
+        both directions.
+    """
+    arr = np.sort(np.asarray(groups, dtype=np.int64), axis=1)
+    g, n = arr.shape
+    if n <= 1 or g == 0:
+        return
+    if kind == "p2p_chain":
+        a, b = arr[:, :-1].ravel(), arr[:, 1:].ravel()
+        yield np.concatenate([a, b]), np.concatenate([b, a])
+    elif kind == "all_to_all":
+        if g * n * (n - 1) <= _A2A_BATCH:
+            ii, jj = np.nonzero(~np.eye(n, dtype=bool))
+            yield arr[:, ii].ravel(), arr[:, jj].ravel()
+        else:
+            for k in range(1, n):
+                yield arr.ravel(), np.roll(arr, -k, axis=1).ravel()
+    else:
+        yield arr.ravel(), np.roll(arr, -1, axis=1).ravel()
+
+
+def _merge(a: LinkLoads | None, b: LinkLoads) -> LinkLoads:
+    if a is None:
+        return b
+    better = b.max_flow_seconds > a.max_flow_seconds
+    return LinkLoads(
+        a.load_bytes + b.load_bytes,
+        a.flows + b.flows,
+        b.max_flow_seconds if better else a.max_flow_seconds,
+        b.max_flow_bytes if better else a.max_flow_bytes,
+        b.max_flow_gbps if better else a.max_flow_gbps,
+        max(a.max_latency_seconds, b.max_latency_seconds),
+    )
+
+
+def class_time(
+    cluster: Cluster, kind: str, groups: np.ndarray, dev_of_rank: np.ndarray, payload_bytes: float,
+    exposure: float = 1.0,
+) -> ClassCost:
+    """Predicted time of one class with all its groups running at once (DESIGN §4).
+
+    Parameters
+    ----------
+    cluster : Cluster
+    kind : str
+        Collective kind.
+    groups : numpy.ndarray of int, shape (g, n)
+        Ranks (``rank_offset`` removed) of every group of the class.
+    dev_of_rank : numpy.ndarray of int, shape (world_size,)
+        Device index of each rank.
+    payload_bytes : float
+        S, bytes per rank per step.
+    exposure : float
+        x_c, recorded in the result (the caller weighs the total).
+
+    Returns
+    -------
+    ClassCost
+    """
+    groups = np.asarray(groups)
+    n = groups.shape[1] if groups.ndim == 2 else 1
+    fb = flow_bytes(kind, payload_bytes, n) if payload_bytes > 0 else 0.0
+    bpr = bytes_per_rank(kind, payload_bytes, n) if payload_bytes > 0 else 0.0
+    if fb <= 0 or groups.size == 0:
+        return ClassCost(0.0, exposure, bpr, float(payload_bytes))
+    fab = cluster.fabric
+    loads = None
+    for src, dst in class_flows(kind, groups):
+        loads = _merge(loads, fab.route_loads(dev_of_rank[src], dev_of_rank[dst], fb))
+    if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
+        return ClassCost(0.0, exposure, bpr, float(payload_bytes))
+    cap = fab.capacities_gbps()
+    ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
+    link = int(np.argmax(ratio))
+    link_t = float(ratio[link])
+    t = max(link_t, loads.max_flow_seconds)
+    latency = loads.max_latency_seconds * collective_steps(kind, n)
+    is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
+    bott = Bottleneck(
+        kind="link" if is_link else "per-flow",
+        link=tuple(str(x) for x in fab.link_name(link)),
+        load_bytes=float(loads.load_bytes[link]),
+        capacity_gbps=float(cap[link]),
+        utilization=float(link_t / t) if t > 0 else 0.0,
+        flows=int(loads.flows[link]),
+        flow_bytes=loads.max_flow_bytes,
+        flow_gbps=loads.max_flow_gbps,
+    )
+    return ClassCost(t + latency, exposure, bpr, float(payload_bytes), latency, bott)
+
+
+def class_groups(cfg: ParallelConfig, groups: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Group arrays (groups, size) of each traffic class for a configuration."""
+    groups = megatron_groups(cfg) if groups is None else groups
+    return {c: groups[CLASS_GROUP[c]] for c in TRAFFIC_CLASSES}
+
+
+def layout_cost(
+    cluster: Cluster,
+    cfg: ParallelConfig,
+    device_of_rank: np.ndarray,
+    traffic: Mapping[str, float],
+    groups: Mapping[str, np.ndarray] | None = None,
+    exposure: Mapping[str, float] | None = None,
+) -> CostBreakdown:
+    """Predicted communication time of placing global rank r on device ``device_of_rank[r]``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+    cfg : ParallelConfig
+        Sizes and order (the groups follow the order).
+    device_of_rank : numpy.ndarray of int, shape (world_size,)
+        Index into ``cluster.devices`` per global rank (rank_offset removed).
+    traffic : mapping class -> bytes per rank per step
+        Missing classes count as 0.
+    groups : optional precomputed ``megatron_groups(cfg)``.
+    exposure : mapping class -> x_c in [0, 1], optional
+        Missing classes are fully exposed (1).
+
+    Returns
+    -------
+    CostBreakdown
+        ``total_seconds = Σ_c x_c·T_c``; ``by_class`` = T_c (seconds);
+        ``classes`` with bytes per rank and bottleneck.
+    """
+    dev_of = np.asarray(device_of_rank, dtype=np.int64)
+    fam = class_groups(cfg, groups)
+    exposure = dict(exposure or {})
+    classes: dict[str, ClassCost] = {}
+    for c in TRAFFIC_CLASSES:
+        s = float(traffic.get(c, 0.0) or 0.0)
+        arr = fam[c] - cfg.rank_offset
+        classes[c] = class_time(cluster, CLASS_KIND[c], arr, dev_of, s, float(exposure.get(c, 1.0)))
+    total = float(sum(v.exposure * v.seconds for v in classes.values()))
+    return CostBreakdown(total_seconds=total, by_class={c: v.seconds for c, v in classes.items()}, classes=classes)
+
+
+def _class_sizes(cfg: ParallelConfig) -> dict[str, tuple[int, int]]:
+    """(number of groups, group size) per class."""
+    W = cfg.world_size
+    sizes = {
+        "tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp * cfg.cp, "pp": cfg.pp, "ep": cfg.ep, "etp": cfg.etp,
+        "edp": cfg.edp,
+    }
+    out = {c: (W // n, n) for c, n in sizes.items()}
+    out["embedding"] = (W // cfg.pp, 2) if cfg.pp > 1 else (W, 1)
+    return out
+
+
+def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
+    """A lower bound (seconds) on ``T_class`` over every layout, without latency.
+
+    * Per flow: a route's bottleneck never exceeds the widest-path bandwidth
+      between its GPUs (the nested levels of ``cluster.domains``).  A level-k
+      domain of D GPUs holds at most ⌊D/n⌋ whole groups; at the first level k*
+      where the domains can hold all ``num_groups`` groups, some group (if
+      k* > 0) is split across level k*−1 domains, and since ring, chain and
+      all-to-all flows connect all its members, one of its flows has
+      B ≤ b_{k*}.  So T ≥ flow bytes / b_{k*}.
+    * Per GPU: every rank sends its bytes per rank through its own GPU's links,
+      T ≥ bytes per rank / (the largest total outgoing capacity of any GPU).
+    """
+    fb = flow_bytes(kind, payload_bytes, n)
+    if fb <= 0 or num_groups <= 0:
+        return 0.0
+    b = cluster.levels_gbps * 1e9
+    K = b.size
+    kstar = K - 1
+    for k in range(K):
+        caps = np.bincount(cluster.domains[k])
+        if int((caps // n).sum()) >= num_groups:
+            kstar = k
+            break
+    per_flow = fb / b[kstar]
+    fab = cluster.fabric
+    out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
+    if fab.direct_key.size:
+        nd = fab.att_node.shape[0]
+        lo, hi = np.divmod(fab.direct_key, nd)
+        out_cap = out_cap + np.bincount(lo, weights=fab.direct_gbps, minlength=nd) + np.bincount(
+            hi, weights=fab.direct_gbps, minlength=nd)
+    port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
+    return max(per_flow, port)
+
+
+def lower_bound(
+    cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], exposure: Mapping[str, float] | None = None,
+) -> float:
+    """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout of ``cfg`` (any order with these sizes).
+
+    Classes are separate phases, so the bound is ``Σ_c x_c·LB_c`` with
+    :func:`class_lower_bound`; it depends on the sizes, not the order.
+    """
+    exposure = dict(exposure or {})
+    total = 0.0
+    for c, (g, n) in _class_sizes(cfg).items():
+        s = float(traffic.get(c, 0.0) or 0.0)
+        if s > 0 and n > 1:
+            total += float(exposure.get(c, 1.0)) * class_lower_bound(cluster, CLASS_KIND[c], g, n, s)
+    return total
