@@ -109,33 +109,47 @@ RANDOM_SEEDS = 5
 
 
 def _add_leaf_tree(g: nx.Graph, leaf_of_host: list[int], pod_of_leaf: list[int] | None,
-                   leaf_uplink: float, pod_uplink: float | None) -> None:
-    """Leaves ``switch:leaf{i}`` -> (pods ``switch:pod{j}`` ->) ``switch:spine``."""
+                   leaf_oversubscription: float, pod_oversubscription: float | None) -> None:
+    """Leaves ``switch:leaf{i}`` -> (pods ``switch:pod{j}`` ->) ``switch:spine``, physical links.
+
+    A leaf's uplink (one edge, all its uplink ports summed) has the capacity of the NIC links
+    into that leaf divided by ``leaf_oversubscription``; a pod's uplink, the summed uplinks of
+    its leaves divided by ``pod_oversubscription``.
+    """
     leaves = sorted(set(leaf_of_host))
+    up = {}
     for i in leaves:
-        g.add_node(f"switch:leaf{i}", kind="switch")
+        leaf = f"switch:leaf{i}"
+        g.add_node(leaf, kind="switch")
+        down = sum(d["bandwidth"] for _, d in g[leaf].items())
+        up[i] = down / float(leaf_oversubscription)
         if pod_of_leaf is None:
             g.add_node("switch:spine", kind="switch")
-            g.add_edge(f"switch:leaf{i}", "switch:spine", bandwidth=float(leaf_uplink))
+            g.add_edge(leaf, "switch:spine", bandwidth=up[i])
         else:
             p = pod_of_leaf[i]
             g.add_node(f"switch:pod{p}", kind="switch")
-            g.add_edge(f"switch:leaf{i}", f"switch:pod{p}", bandwidth=float(leaf_uplink))
+            g.add_edge(leaf, f"switch:pod{p}", bandwidth=up[i])
     if pod_of_leaf is not None:
         g.add_node("switch:spine", kind="switch")
         for p in sorted(set(pod_of_leaf)):
-            g.add_edge(f"switch:pod{p}", "switch:spine", bandwidth=float(pod_uplink))
+            down = sum(up[i] for i in leaves if pod_of_leaf[i] == p)
+            g.add_edge(f"switch:pod{p}", "switch:spine", bandwidth=down / float(pod_oversubscription))
 
 
 def scattered_cluster(leaf_counts: list[int], gpus_per_host: int = 8, nvswitch_gbps: float = 450.0,
-                      nic_gbps: float = 50.0, leaf_uplink: float = 12.5, pods: list[list[int]] | None = None,
-                      pod_uplink: float = 6.25, interleave: bool = True) -> nx.Graph:
+                      nic_gbps: float = 50.0, leaf_oversubscription: float = 4.0,
+                      pods: list[list[int]] | None = None, pod_oversubscription: float = 2.0,
+                      interleave: bool = True) -> nx.Graph:
     """A fragmented allocation: ``leaf_counts[i]`` hosts under leaf i (uneven).
 
     With ``interleave`` the hosts are listed (first appearance in the graph, hence
     the baseline device order) round-robin over the leaves: leaf 0, leaf 1, ...,
     leaf 0, ... so consecutive hosts sit under different leaves.  ``pods`` groups
-    leaves under pod switches (a second oversubscribed tier).
+    leaves under pod switches (a second oversubscribed tier).  Links are physical: a leaf's
+    uplink is its hosts' NIC links (here, in this graph) / ``leaf_oversubscription`` (4:1 by
+    default: 50 GB/s NICs, 8 per host), a pod's uplink its leaves' uplinks /
+    ``pod_oversubscription``.
     """
     queues = [[i] * c for i, c in enumerate(leaf_counts)]
     leaf_of_host: list[int] = []
@@ -165,7 +179,7 @@ def scattered_cluster(leaf_counts: list[int], gpus_per_host: int = 8, nvswitch_g
         for p, members in enumerate(pods):
             for i in members:
                 pod_of_leaf[i] = p
-    _add_leaf_tree(g, leaf_of_host, pod_of_leaf, leaf_uplink, pod_uplink if pods else None)
+    _add_leaf_tree(g, leaf_of_host, pod_of_leaf, leaf_oversubscription, pod_oversubscription if pods else None)
     return g
 
 
@@ -176,10 +190,11 @@ def load_example_host(name: str) -> nx.Graph:
 
 
 def replicate_host(template: nx.Graph, num_hosts: int, hosts_per_leaf: int, nic_gbps: float | None = None,
-                   leaf_uplink: float = 6.25, prefix: str = "n") -> nx.Graph:
-    """Copy a one-host graph ``num_hosts`` times; every NIC (``kind == "nic"``) of a
-    host links to its leaf switch (``hosts_per_leaf`` consecutive hosts per leaf) at
-    ``nic_gbps`` (default: the NIC's ``port_bandwidth``), leaves to one spine."""
+                   leaf_oversubscription: float = 2.0, prefix: str = "n") -> nx.Graph:
+    """Copy a one-host graph ``num_hosts`` times; every fabric NIC of a host (``kind == "nic"``,
+    unless ``fabric_port`` is False) links to its leaf switch (``hosts_per_leaf`` consecutive
+    hosts per leaf) at ``nic_gbps`` (default: the NIC's ``port_bandwidth``), leaves to one
+    spine by uplinks of (the leaf's NIC links) / ``leaf_oversubscription``."""
     hosts_in = {d.get("host") for _, d in template.nodes(data=True) if d.get("host") is not None}
     if len(hosts_in) != 1:
         raise ValueError(f"template must describe one host, got {sorted(hosts_in)}")
@@ -198,16 +213,17 @@ def replicate_host(template: nx.Graph, num_hosts: int, hosts_per_leaf: int, nic_
         for u, v, d in template.edges(data=True):
             g.add_edge(ren[u], ren[v], **d)
         for n, d in template.nodes(data=True):
-            if d.get("kind") == "nic":
+            if d.get("kind") == "nic" and d.get("fabric_port", True):
                 bw = nic_gbps if nic_gbps is not None else float(d.get("port_bandwidth", 12.5))
                 g.add_edge(ren[n], f"switch:leaf{leaf}", bandwidth=float(bw))
-    _add_leaf_tree(g, leaf_of_host, None, leaf_uplink, None)
+    _add_leaf_tree(g, leaf_of_host, None, leaf_oversubscription, None)
     return g
 
 
 def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, nvlink_gbps: float = 900.0,
-                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_uplink: float = 25.0) -> nx.Graph:
-    """NVL72-style racks: all GPUs of a rack on one NVLink switch domain, per-GPU NICs to leaves."""
+                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_oversubscription: float = 2.0) -> nx.Graph:
+    """NVL72-style racks: all GPUs of a rack on one NVLink switch domain, per-GPU NICs to leaves
+    (9 hosts x 4 NICs x 50 GB/s = 1800 GB/s into a leaf, 900 GB/s up at 2:1)."""
     g = nx.Graph(name=f"{racks} x NVL{hosts_per_rack * gpus_per_host}")
     leaf_of_host = []
     for r in range(racks):
@@ -226,7 +242,7 @@ def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, 
                 g.add_node(nic, kind="nic", host=host)
                 g.add_edge(gpu, nic, bandwidth=nic_gbps)
                 g.add_edge(nic, f"switch:leaf{leaf}", bandwidth=nic_gbps)
-    _add_leaf_tree(g, leaf_of_host, None, leaf_uplink, None)
+    _add_leaf_tree(g, leaf_of_host, None, leaf_oversubscription, None)
     return g
 
 
@@ -250,32 +266,32 @@ def cluster_suite() -> list[ClusterSpec]:
     def add(name, build, recipe, cases, quick=False):
         S.append(ClusterSpec(name, build, recipe, cases, quick))
 
-    # uniform (non-blocking) fat trees: uplink = NIC rate, one inter-host level
-    add("ft-uniform-2x8", lambda: ft(2, 8, tiers=[(8, 50.0)]), "fat_tree_cluster(2, 8, tiers=[(8, 50.0)])",
+    # uniform (non-blocking) fat trees: 1:1, one inter-host level
+    add("ft-uniform-2x8", lambda: ft(2, 8, tiers=[(8, 1.0)]), "fat_tree_cluster(2, 8, tiers=[(8, 1.0)])",
         [(dict(tp=4, pp=2), ["pp-heavy", GPT]), (dict(tp=2, cp=2, pp=2), ["pp-heavy", GPT])], quick=True)
-    add("ft-uniform-16x8", lambda: ft(16, 8, tiers=[(8, 50.0)]), "fat_tree_cluster(16, 8, tiers=[(8, 50.0)])",
+    add("ft-uniform-16x8", lambda: ft(16, 8, tiers=[(8, 1.0)]), "fat_tree_cluster(16, 8, tiers=[(8, 1.0)])",
         [(dict(tp=8, pp=4), [GPT]), (dict(tp=4, cp=2, pp=2), [GPT])])
-    add("ft-uniform-64x8", lambda: ft(64, 8, tiers=[(8, 50.0)]), "fat_tree_cluster(64, 8, tiers=[(8, 50.0)])",
+    add("ft-uniform-64x8", lambda: ft(64, 8, tiers=[(8, 1.0)]), "fat_tree_cluster(64, 8, tiers=[(8, 1.0)])",
         [(dict(tp=8, pp=8), [GPT]), (dict(tp=4, ep=8, pp=4, etp=1), [GPT, "moe-ep"])])
-    # oversubscribed leaves: 50 GB/s NICs, 12.5 GB/s leaf uplinks (4:1), 6.25 above
-    add("ft-oversub-8x8", lambda: ft(8, 8, tiers=[(2, 12.5)]), "fat_tree_cluster(8, 8, tiers=[(2, 12.5)])",
+    # oversubscribed leaves: 50 GB/s NICs, leaf uplinks at 4:1, 2:1 above
+    add("ft-oversub-8x8", lambda: ft(8, 8, tiers=[(2, 4.0)]), "fat_tree_cluster(8, 8, tiers=[(2, 4.0)])",
         [(dict(tp=4, pp=2), ["dp-heavy", "pp-heavy"]), (dict(tp=2, ep=8, etp=1), ["moe-ep", "dp-heavy", "pp-heavy"])],
         quick=True)
-    add("ft-oversub-4x8", lambda: ft(4, 8, tiers=[(2, 12.5)]), "fat_tree_cluster(4, 8, tiers=[(2, 12.5)])",
+    add("ft-oversub-4x8", lambda: ft(4, 8, tiers=[(2, 4.0)]), "fat_tree_cluster(4, 8, tiers=[(2, 4.0)])",
         [(dict(tp=2, cp=2, pp=2), ["dp-heavy", GPT])], quick=True)
-    add("ft-oversub-32x8", lambda: ft(32, 8, tiers=[(4, 12.5), (4, 6.25)]),
-        "fat_tree_cluster(32, 8, tiers=[(4, 12.5), (4, 6.25)])",
+    add("ft-oversub-32x8", lambda: ft(32, 8, tiers=[(4, 4.0), (4, 2.0)]),
+        "fat_tree_cluster(32, 8, tiers=[(4, 4.0), (4, 2.0)])",
         [(dict(tp=8, pp=4), ["pp-heavy"]), (dict(tp=4, cp=2, pp=4), [GPT])])
-    add("ft-oversub-64x8", lambda: ft(64, 8, tiers=[(4, 12.5), (4, 6.25)]),
-        "fat_tree_cluster(64, 8, tiers=[(4, 12.5), (4, 6.25)])",
+    add("ft-oversub-64x8", lambda: ft(64, 8, tiers=[(4, 4.0), (4, 2.0)]),
+        "fat_tree_cluster(64, 8, tiers=[(4, 4.0), (4, 2.0)])",
         [(dict(tp=8, pp=4), [GPT]), (dict(tp=2, ep=8, pp=2, etp=1), [GPT, "moe-ep"])])
     # fragmented allocations: uneven leaves, hosts listed interleaved
     add("frag-1lvl-16x8", lambda: scattered_cluster([3, 1, 4, 2, 5, 1]),
-        "scattered_cluster([3, 1, 4, 2, 5, 1])  # 8 GPUs/host on NVSwitch 450, NIC 50, leaf uplink 12.5, hosts "
+        "scattered_cluster([3, 1, 4, 2, 5, 1])  # 8 GPUs/host on NVSwitch 450, NIC 50, leaf uplinks 4:1, hosts "
         "listed round-robin over the leaves",
         [(dict(tp=8, pp=2), ["pp-heavy", GPT]), (dict(tp=2, ep=4, pp=2, etp=1), ["pp-heavy", "moe-ep"])], quick=True)
     add("frag-2lvl-16x8", lambda: scattered_cluster([2, 3, 1, 3, 1, 2, 4], pods=[[0, 1, 2], [3, 4, 5, 6]]),
-        "scattered_cluster([2, 3, 1, 3, 1, 2, 4], pods=[[0, 1, 2], [3, 4, 5, 6]])  # leaf uplink 12.5, pod uplink 6.25",
+        "scattered_cluster([2, 3, 1, 3, 1, 2, 4], pods=[[0, 1, 2], [3, 4, 5, 6]])  # leaf uplinks 4:1, pod uplinks 2:1",
         [(dict(tp=8, pp=4), ["pp-heavy", "dp-heavy"]), (dict(tp=4, cp=2, pp=2), ["pp-heavy", "dp-heavy"])])
     add("frag-1lvl-6x8", lambda: scattered_cluster([1, 3, 2]), "scattered_cluster([1, 3, 2])",
         [(dict(tp=2, pp=4), [GPT, "pp-heavy", "dp-heavy"]), (dict(tp=4, pp=2), ["pp-heavy", "dp-heavy", GPT]),
@@ -289,41 +305,41 @@ def cluster_suite() -> list[ClusterSpec]:
         "fat_tree_cluster(2, 8, intra='pcie', intra_bandwidth_gbps=32.0, nic_bandwidth_gbps=25.0)",
         [(dict(tp=4, pp=2), ["tp-heavy"]), (dict(tp=2, ep=4, etp=1, pp=2), ["moe-ep", "tp-heavy"])], quick=True)
     add("pcie-8x8", lambda: ft(8, 8, intra="pcie", intra_bandwidth_gbps=32.0, nic_bandwidth_gbps=25.0,
-                               tiers=[(4, 12.5)]),
-        "fat_tree_cluster(8, 8, intra='pcie', intra_bandwidth_gbps=32.0, nic_bandwidth_gbps=25.0, tiers=[(4, 12.5)])",
+                               tiers=[(4, 2.0)]),
+        "fat_tree_cluster(8, 8, intra='pcie', intra_bandwidth_gbps=32.0, nic_bandwidth_gbps=25.0, tiers=[(4, 2.0)])",
         [(dict(tp=8, pp=2), ["tp-heavy", GPT]), (dict(tp=2, pp=4), ["tp-heavy", GPT])])
     add("nvpairs-2x8", lambda: ft(2, 8, intra="nvlink-pairs", intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=25.0),
         "fat_tree_cluster(2, 8, intra='nvlink-pairs', intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=25.0)",
         [(dict(tp=2, pp=2), ["tp-heavy", GPT]), (dict(tp=4, pp=2), [GPT, "tp-heavy"]),
          (dict(tp=2, cp=2, pp=2), [GPT])], quick=True)
     add("nvpairs-8x8", lambda: ft(8, 8, intra="nvlink-pairs", intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=25.0,
-                                  tiers=[(4, 12.5)]),
+                                  tiers=[(4, 2.0)]),
         "fat_tree_cluster(8, 8, intra='nvlink-pairs', intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=25.0, "
-        "tiers=[(4, 12.5)])",
+        "tiers=[(4, 2.0)])",
         [(dict(tp=2, pp=4), ["tp-heavy", GPT]), (dict(tp=4, cp=2, pp=2), ["tp-heavy", GPT])])
     # real host types replicated under leaves
-    add("dgx1-hcm-4x8", lambda: replicate_host(dgx1, 4, 2, leaf_uplink=6.25),
-        "replicate_host(examples/clusters/dgx1-v100-hybridcube.json, 4, hosts_per_leaf=2, leaf_uplink=6.25)  "
+    add("dgx1-hcm-4x8", lambda: replicate_host(dgx1, 4, 2, leaf_oversubscription=2),
+        "replicate_host(examples/clusters/dgx1-v100-hybridcube.json, 4, hosts_per_leaf=2, leaf_oversubscription=2)  "
         "# 4 NICs/host at 12.5",
         [(dict(tp=8, pp=2), ["tp-heavy", "pp-heavy"]), (dict(tp=4, pp=2), ["pp-heavy", GPT])])
-    add("dgx1-hcm-16x8", lambda: replicate_host(dgx1, 16, 4, leaf_uplink=6.25),
-        "replicate_host(examples/clusters/dgx1-v100-hybridcube.json, 16, hosts_per_leaf=4, leaf_uplink=6.25)",
+    add("dgx1-hcm-16x8", lambda: replicate_host(dgx1, 16, 4, leaf_oversubscription=2),
+        "replicate_host(examples/clusters/dgx1-v100-hybridcube.json, 16, hosts_per_leaf=4, leaf_oversubscription=2)",
         [(dict(tp=4, pp=4, cp=2), [GPT])])
-    add("a30-pairs-4x4", lambda: replicate_host(a30, 4, 2, leaf_uplink=6.25),
-        "replicate_host(examples/clusters/a30-pcie-nvlink-pairs.json, 4, hosts_per_leaf=2, leaf_uplink=6.25)  "
+    add("a30-pairs-4x4", lambda: replicate_host(a30, 4, 2, leaf_oversubscription=2),
+        "replicate_host(examples/clusters/a30-pcie-nvlink-pairs.json, 4, hosts_per_leaf=2, leaf_oversubscription=2)  "
         "# 1 NIC/host at 12.5",
         [(dict(tp=4, pp=2), [GPT, "pp-heavy"]), (dict(tp=2, ep=2, pp=2, etp=1), ["moe-ep", "pp-heavy", GPT])],
         quick=True)
-    add("a30-pairs-16x4", lambda: replicate_host(a30, 16, 4, leaf_uplink=6.25),
-        "replicate_host(examples/clusters/a30-pcie-nvlink-pairs.json, 16, hosts_per_leaf=4, leaf_uplink=6.25)",
+    add("a30-pairs-16x4", lambda: replicate_host(a30, 16, 4, leaf_oversubscription=2),
+        "replicate_host(examples/clusters/a30-pcie-nvlink-pairs.json, 16, hosts_per_leaf=4, leaf_oversubscription=2)",
         [(dict(tp=2, pp=4), ["dp-heavy", GPT]), (dict(tp=4, cp=2, pp=2), ["tp-heavy", GPT])])
-    add("hgx-a100-4x8", lambda: replicate_host(hgx, 4, 2, leaf_uplink=6.25),
-        "replicate_host(examples/clusters/hgx-a100-8gpu.json, 4, hosts_per_leaf=2, leaf_uplink=6.25)  "
+    add("hgx-a100-4x8", lambda: replicate_host(hgx, 4, 2, leaf_oversubscription=2),
+        "replicate_host(examples/clusters/hgx-a100-8gpu.json, 4, hosts_per_leaf=2, leaf_oversubscription=2)  "
         "# 8 NICs/host at 12.5",
         [(dict(tp=8, pp=2), ["pp-heavy", GPT]), (dict(tp=4, ep=4, etp=1, pp=2), ["moe-ep", "pp-heavy", GPT])])
     # NVL72-style racks: 18 trays x 4 GPUs on one 900 GB/s NVLink domain per rack
     add("nvl72-2racks", lambda: nvl72_cluster(2), "nvl72_cluster(2)  # 2 racks x 18 hosts x 4 GPUs, NVLink 900 "
-        "per rack, NIC 50, leaves of 9 hosts, leaf uplink 25",
+        "per rack, NIC 50, leaves of 9 hosts, leaf uplinks 2:1",
         [(dict(tp=4, pp=4), [GPT]), (dict(tp=8, pp=2), [GPT]), (dict(tp=4, ep=8, etp=1, pp=2), ["moe-ep", GPT])],
         quick=True)
     add("nvl72-4racks", lambda: nvl72_cluster(4), "nvl72_cluster(4)",

@@ -9,8 +9,9 @@ Megatron default layout.
     python benchmarks/bench_solve.py --sizes 16384 --repeat 1
 
 Clusters: hosts of 8 GPUs on NVSwitch (450 GB/s), 50 GB/s per GPU NIC, leaves
-of 32 hosts with 25 GB/s uplinks, pods of 16 leaves at 12.5 GB/s, spines of 32
-pods at 6.25 GB/s (three switch levels above the host).
+of 32 hosts (12,800 GB/s of NIC links) with 6,400 GB/s of uplinks (2:1), pods of
+16 leaves with 51,200 GB/s of uplinks (2:1), spines of 32 pods (2:1): three switch
+levels above the host, every link a physical capacity.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rankmap.solver import SolveOptions, cluster_from_graph, fat_tree_cluster, p
 W, orders = int(sys.argv[1]), sys.argv[2]
 hosts = W // 8
 t0 = time.perf_counter()
-g = fat_tree_cluster(hosts, 8, tiers=[(32, 25.0), (16, 12.5), (32, 6.25)])
+g = fat_tree_cluster(hosts, 8, tiers=[(32, 2.0), (16, 2.0), (32, 2.0)])
 t1 = time.perf_counter()
 cl = cluster_from_graph(g)
 t2 = time.perf_counter()
