@@ -21,7 +21,7 @@ TRAFFIC = {"tp": 3e9, "cp": 1e9, "dp": 2e9, "pp": 5e9, "embedding": 4e8}
 
 
 def setup(hosts=6, per=4):
-    cl = cluster_from_graph(fat_tree_cluster(hosts, per, tiers=[(2, 12.5)]))
+    cl = cluster_from_graph(fat_tree_cluster(hosts, per, tiers=[(2, 4.0)]))
     cfg = parallel_config(hosts * per, tp=2, pp=3)
     return cl, cfg
 
