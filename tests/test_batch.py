@@ -141,3 +141,38 @@ def test_cli_entry_point_streams_lines(inputs):
     assert proc.returncode == 1
     assert len(_lines(proc.stdout)) == 3
     assert "3 jobs: 2 ok, 1 failed" in proc.stderr
+
+
+def test_exposure_key_in_batch_entries_in_process_and_on_server(inputs, capsys):
+    """``exposure:`` is read by the job normaliser for batch entries too, and reaches the cost both ways."""
+    (inputs / "exposed.yaml").write_text(
+        "- {name: map, cluster: clusters/c8.json, tp: 2, traffic: {tp: 4e9, dp: 1GB}, exposure: {dp: 0.2, tp: 0.5},"
+        " time_limit: 5}\n"
+        "- {name: text, cluster: clusters/c8.json, tp: 2, traffic: {tp: 4e9, dp: 1GB}, exposure: 'tp=0.5,dp=0.2',"
+        " time_limit: 5}\n"
+        "- {name: bad, cluster: clusters/c8.json, tp: 2, traffic: {dp: 1GB}, exposure: {dp: 1.5}}\n"
+        "- {name: unknown, cluster: clusters/c8.json, tp: 2, exposure: {xx: 0.5}}\n"
+    )
+    rc, out, err = _run(["batch", str(inputs / "exposed.yaml"), "--workers", "1", "--quiet"], capsys)
+    assert rc == 1
+    local = {d["index"]: d for d in _lines(out)}
+    for i in (0, 1):
+        cost = local[i]["result"]["cost"]
+        assert {c: cc["exposure"] for c, cc in cost["classes"].items() if cc["exposure"] != 1.0} == {
+            "tp": 0.5, "dp": 0.2
+        }
+        assert cost["total_seconds"] == pytest.approx(
+            sum(cc["exposure"] * cost["by_class"][c] for c, cc in cost["classes"].items())
+        )
+    assert _strip(local[0])["result"] == _strip(local[1])["result"]
+    assert local[2]["error"]["field"] == "exposure.dp" and "must be in [0, 1]" in local[2]["error"]["message"]
+    assert local[3]["error"]["field"] == "exposure.xx"
+    srv = serve(port=0, workers=2)
+    try:
+        rc, out, err = _run(["batch", str(inputs / "exposed.yaml"), "--server", srv.address, "--quiet"], capsys)
+    finally:
+        srv.stop(grace=None).wait(10)
+    assert rc == 1
+    remote = {d["index"]: d for d in _lines(out)}
+    for i in range(4):
+        assert _strip(remote[i]) == _strip(local[i]), i

@@ -22,6 +22,39 @@ def run(capsys, *argv):
     return code, out, err
 
 
+CLASS_COST_KEYS = {"seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck"}
+BOTTLENECK_KEYS = {"kind", "link", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes", "flow_gbps"}
+
+
+def assert_cost_document(cost, exposure=None):
+    """The JSON cost (DESIGN §4): total = Σ x_c·T_c, T_c per class, a ClassCost per class."""
+    exposure = exposure or {}
+    assert set(cost) == {"total_seconds", "by_class", "classes"}
+    assert set(cost["classes"]) == set(cost["by_class"])
+    for c, cc in cost["classes"].items():
+        assert set(cc) == CLASS_COST_KEYS, c
+        assert set(cc["bottleneck"]) == BOTTLENECK_KEYS, c
+        assert cc["bottleneck"]["kind"] in ("none", "link", "per-flow"), c
+        assert cc["seconds"] == cost["by_class"][c], c
+        assert cc["seconds"] >= 0 and cc["bytes_per_rank"] >= 0 and cc["latency_seconds"] >= 0, c
+        assert cc["exposure"] == exposure.get(c, 1.0), c
+        if cc["bottleneck"]["kind"] == "none":
+            assert cc["seconds"] == 0, c
+        else:
+            assert len(cc["bottleneck"]["link"]) == 2 and 0 <= cc["bottleneck"]["utilization"] <= 1 + 1e-9, c
+    assert cost["total_seconds"] == pytest.approx(
+        sum(cc["exposure"] * cost["by_class"][c] for c, cc in cost["classes"].items()), rel=1e-12, abs=1e-15
+    )
+
+
+def describe(bottleneck_doc) -> str:
+    from rankmap.solver.types import Bottleneck
+
+    d = dict(bottleneck_doc)
+    d["link"] = tuple(d["link"]) if d["link"] is not None else None
+    return Bottleneck(**d).describe()
+
+
 @pytest.fixture()
 def cluster_file(tmp_path):
     g = fat_tree_cluster(2, 8, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
@@ -76,7 +109,8 @@ def test_solve_json_contract(capsys, cluster_file):
                 "groups"):
         assert key in doc
     assert doc["order"] == "tp-cp-ep-pp-dp"
-    assert set(doc["cost"]) >= {"total_seconds", "by_class"}
+    assert_cost_document(doc["cost"])
+    assert_cost_document(doc["baseline"]["cost"])
     assert set(doc["baseline"]) == {"order", "assignment", "cost"}
     assert doc["apply"]["megatron_args"] == ["--use-tp-pp-dp-mapping"]
     assert len(doc["assignment"]) == 16 and len(set(doc["assignment"])) == 16
@@ -90,6 +124,22 @@ def test_solve_table_is_readable(capsys, cluster_file):
     assert code == 0, err
     assert "chosen order  tp-cp-ep-pp-dp" in out
     assert "CUDA_VISIBLE_DEVICES" in out and "improvement" in out and "status OPTIMAL" in out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("class "))
+    for col in ("bytes/rank", "time (chosen)", "time (baseline)", "bottleneck (chosen)"):
+        assert col in lines[header], col
+    assert "cost (chosen)" not in out and "est. time" not in out
+    # one row per class that moves bytes, ending with what limits it; then the total per step
+    code, js, _ = run(capsys, "solve", str(cluster_file), "--tp", "4", "--pp", "2", "--traffic",
+                      "tp=4e9,dp=1e8,pp=8e9", "--orders", "megatron-cli")
+    doc = json.loads(js)
+    rows = {line.split()[0]: line for line in lines[header + 1:] if line.strip()}
+    for c in ("tp", "dp", "pp"):
+        assert rows[c].endswith(describe(doc["cost"]["classes"][c]["bottleneck"])), rows[c]
+    assert any(("limited by " in rows[c] or "per-flow: " in rows[c]) for c in ("tp", "dp", "pp"))
+    assert "predicted communication time per step" in rows["total/step"]
+    assert lines[lines.index(rows["total/step"]) + 1].startswith("improvement ")
+    assert "lower bound" in lines[lines.index(rows["total/step"]) + 1]
 
 
 def test_job_file_flags_override_and_unknown_keys(capsys, cluster_file, tmp_path):
@@ -119,6 +169,132 @@ def test_evaluate_matches_solve(capsys, cluster_file, tmp_path):
                          "--tp", "4", "--pp", "2", "--traffic", "tp=4e9,dp=1e8,pp=8e9")
     assert code == 0, err
     assert json.loads(out)["cost"]["total_seconds"] == pytest.approx(doc["cost"]["total_seconds"], rel=1e-12)
+    assert json.loads(out)["cost"] == doc["cost"]
+    code, table, err = run(capsys, "evaluate", str(cluster_file), "--assignment", str(asg), "--tp", "4", "--pp", "2",
+                           "--traffic", "tp=4e9,dp=1e8,pp=8e9", "--format", "table")
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in table.splitlines() if line.strip()}
+    assert {"bytes/rank", "time", "bottleneck"} <= set(rows["class"].split())
+    for c in ("tp", "dp", "pp"):
+        assert rows[c].endswith(describe(doc["cost"]["classes"][c]["bottleneck"])), rows[c]
+    assert "predicted communication time per step" in rows["total/step"]
+
+
+def test_exposure_flag_job_key_and_evaluate(capsys, cluster_file, tmp_path):
+    """--exposure reaches the objective: x_c per class in the cost, total = Σ x_c·T_c."""
+    base = ["solve", str(cluster_file), "--tp", "4", "--pp", "2", "--traffic", "tp=4e9,dp=1e8,pp=8e9",
+            "--orders", "megatron-cli"]
+    code, out, err = run(capsys, *base, "--exposure", "DP=0.2, tp=0.5")
+    assert code == 0, err
+    flagged = json.loads(out)
+    want = {"tp": 0.5, "dp": 0.2}
+    assert_cost_document(flagged["cost"], want)
+    assert_cost_document(flagged["baseline"]["cost"], want)
+    code, out, err = run(capsys, *base)
+    plain = json.loads(out)
+    assert_cost_document(plain["cost"])
+    # T_c of the same layout does not depend on x_c; only the sum does
+    if plain["assignment"] == flagged["assignment"] and plain["order"] == flagged["order"]:
+        assert plain["cost"]["by_class"] == pytest.approx(flagged["cost"]["by_class"])
+    # the job-file key (a mapping, or the flag's string) gives the same result; the flag wins over the file
+    for value in ("{dp: 0.2, tp: 0.5}", "'tp=0.5,dp=0.2'"):
+        job = tmp_path / "job.yaml"
+        job.write_text(f"cluster: {cluster_file.name}\ntp: 4\npp: 2\ntraffic: {{tp: 4e9, dp: 1e8, pp: 8e9}}\n"
+                       f"orders: megatron-cli\nexposure: {value}\n")
+        code, out, err = run(capsys, "solve", str(job))
+        assert code == 0, err
+        from_job = json.loads(out)
+        assert from_job["cost"] == flagged["cost"] and from_job["assignment"] == flagged["assignment"]
+    code, out, err = run(capsys, "solve", str(job), "--exposure", "dp=1")
+    assert code == 0, err
+    assert_cost_document(json.loads(out)["cost"], {"dp": 1.0})
+    # evaluate takes the same flag: same layout, same exposure -> same cost as the solve
+    asg = tmp_path / "solve.json"
+    asg.write_text(json.dumps(flagged))
+    code, out, err = run(capsys, "evaluate", str(cluster_file), "--assignment", str(asg), "--tp", "4", "--pp", "2",
+                         "--traffic", "tp=4e9,dp=1e8,pp=8e9", "--exposure", "tp=0.5,dp=0.2")
+    assert code == 0, err
+    assert json.loads(out)["cost"] == flagged["cost"]
+    code, table, err = run(capsys, "evaluate", str(cluster_file), "--assignment", str(asg), "--tp", "4", "--pp",
+                           "2", "--traffic", "tp=4e9,dp=1e8,pp=8e9", "--exposure", "tp=0.5,dp=0.2",
+                           "--format", "table")
+    assert code == 0, err
+    total = next(line for line in table.splitlines() if line.startswith("total/step"))
+    assert "exposure tp 0.5, dp 0.2" in total
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("dp=1.5", "exposure dp = 1.5 must be in [0, 1] [exposure.dp]"),
+        ("dp=abc", "exposure dp = 'abc' is not a number [exposure.dp]"),
+        ("dp=-0.1", "[exposure.dp]"),
+        ("dp=nan", "[exposure.dp]"),
+        ("dp=0.1,dp=0.2", "given twice"),
+        ("xx=0.5", "exposure names unknown traffic class 'xx'"),
+        ("dp", "is not CLASS=X"),
+        ("", "exposure is empty"),
+    ],
+)
+@pytest.mark.parametrize("command", ["solve", "evaluate"])
+def test_bad_exposure_is_one_line_exit_2(capsys, cluster_file, tmp_path, command, value, needle):
+    extra = []
+    if command == "evaluate":
+        asg = tmp_path / "asg.json"
+        asg.write_text(json.dumps([f"node{h:03d}/gpu{i}" for h in range(2) for i in range(8)]))
+        extra = ["--assignment", str(asg)]
+    code, out, err = run(capsys, command, str(cluster_file), *extra, "--tp", "4", "--traffic", "dp=1e9",
+                         "--exposure", value)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("rankmap: error: ") and needle in err, err
+
+
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("{dp: 1.5}", "[exposure.dp]"),
+        ("{dp: abc}", "exposure dp = 'abc' is not a number [exposure.dp]"),
+        ("{dp: true}", "[exposure.dp]"),
+        ("{xx: 0.5}", "unknown traffic class 'xx'"),
+        ("[0.5]", "exposure must be a mapping"),
+        ("'dp=2'", "[exposure.dp]"),
+    ],
+)
+def test_bad_exposure_in_job_file(capsys, cluster_file, tmp_path, value, needle):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: {cluster_file.name}\ntp: 4\ntraffic: {{dp: 1e9}}\nexposure: {value}\n")
+    code, out, err = run(capsys, "solve", str(job))
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+
+
+def test_cost_table_rows_from_a_cost():
+    """The table from a cost alone (no solve): bytes per rank, T_c chosen/baseline, the bottleneck, the total."""
+    from rankmap.cli_solve import cost_table
+    from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
+
+    link = Bottleneck("link", ("leaf0", "spine"), 72e9, 400.0, 1.0, 32, 2.25e9, 50.0)
+    flow = Bottleneck("per-flow", ("h0g0", "h0-nvs"), 1e9, 450.0, 0.25, 1, 4e9, 450.0)
+    chosen = CostBreakdown(
+        total_seconds=0.5 * 0.0089 + 0.2 * 0.18,
+        by_class={"tp": 0.0089, "cp": 0.0, "dp": 0.18},
+        classes={
+            "tp": ClassCost(0.0089, 0.5, 3e9, 4e9, 0.0, flow),
+            "cp": ClassCost(0.0),
+            "dp": ClassCost(0.18, 0.2, 1.75e9, 1e9, 2e-6, link),
+        },
+    )
+    baseline = CostBreakdown(total_seconds=0.5 * 0.02 + 0.2 * 0.36, by_class={"tp": 0.02, "cp": 0.0, "dp": 0.36})
+    lines = cost_table(chosen, {"tp": 4e9, "cp": 0.0, "dp": 1e9}, baseline=baseline)
+    rows = {line.split()[0]: line for line in lines}
+    assert set(rows) == {"class", "tp", "dp", "total/step"}  # cp moves no bytes: no row
+    assert rows["dp"].split()[:7] == ["dp", "1.75", "GB", "180.0", "ms", "360.0", "ms"]
+    assert rows["dp"].endswith("limited by leaf0→spine at 100% (72 GB, 32 flows, 400 GB/s)")
+    assert rows["tp"].endswith(flow.describe()) and "per-flow: 4 GB at 450 GB/s" in rows["tp"]
+    assert rows["total/step"].split()[1:5] == ["40.45", "ms", "82.00", "ms"]
+    assert "predicted communication time per step" in rows["total/step"]
+    assert "exposure tp 0.5, dp 0.2" in rows["total/step"]
+    alone = cost_table(chosen, {"tp": 4e9, "dp": 1e9})
+    assert "time (baseline)" not in alone[0] and alone[0].split()[:4] == ["class", "bytes/rank", "time", "bottleneck"]
 
 
 def test_solve_bad_cluster_is_one_line(capsys, tmp_path):

@@ -45,6 +45,7 @@ from rankmap.solver import (
     solve,
 )
 from rankmap.solver.traffic import TRAFFIC_CLASSES, model_preset, traffic_from_model
+from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.v1 import rankmap_pb2_grpc
 
@@ -98,6 +99,31 @@ def assert_same_result(remote, local):
     assert json.loads(json.dumps(remote.apply)) == json.loads(json.dumps(local.apply))
     assert list(remote.apply) == list(local.apply)
     assert remote.solve_seconds > 0
+
+
+def assert_exposed(cost, exposure):
+    """total = Σ x_c·T_c, T_c = by_class = classes[c].seconds, x_c as asked (1 where not named)."""
+    assert set(cost.classes) == set(cost.by_class)
+    for c, cc in cost.classes.items():
+        assert cc.seconds == cost.by_class[c], c
+        assert cc.exposure == exposure.get(c, 1.0), c
+    assert cost.total_seconds == pytest.approx(
+        sum(cc.exposure * cost.by_class[c] for c, cc in cost.classes.items()), rel=1e-12, abs=1e-15
+    )
+
+
+def sample_cost() -> CostBreakdown:
+    """A cost with every field set (no solver needed)."""
+    link = Bottleneck("link", ("leaf0", "spine"), 72e9, 400.0, 1.0, 32, 2.25e9, 50.0)
+    flow = Bottleneck("per-flow", ("h0g0", "h0-nvs"), 1e9, 450.0, 0.25, 1, 4e9, 450.0)
+    classes = {
+        "tp": ClassCost(0.0089, 0.5, 3e9, 4e9, 1e-5, flow),
+        "cp": ClassCost(0.0),
+        "dp": ClassCost(0.18, 0.2, 1.75e9, 1e9, 2e-6, link),
+        "pp": ClassCost(0.0, 1.0, 0.0, 0.0, 0.0, Bottleneck()),
+    }
+    by_class = {c: cc.seconds for c, cc in classes.items()}
+    return CostBreakdown(sum(cc.exposure * cc.seconds for cc in classes.values()), by_class, classes)
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -263,8 +289,10 @@ class TestConvert:
     def test_options(self):
         req = pb.SolveRequest()
         convert.options_to_proto(
-            req, "free", "megatron-cli", ["tp within host", ("dp", "leaf")], ["h0g1"], ["h1"], 2.5, 7
+            req, "free", "megatron-cli", ["tp within host", ("dp", "leaf")], ["h0g1"], ["h1"], 2.5, 7,
+            {"dp": 0.2, "tp": 0},
         )
+        assert dict(req.exposure) == {"dp": 0.2, "tp": 0.0}
         opts = convert.options_from_proto(req)
         assert opts == SolveOptions(
             mode="free",
@@ -274,7 +302,9 @@ class TestConvert:
             exclude_hosts=("h1",),
             time_limit_seconds=2.5,
             seed=7,
+            exposure={"tp": 0.0, "dp": 0.2},
         )
+        assert list(opts.exposure) == ["tp", "dp"]  # report order
         req = pb.SolveRequest()
         convert.options_to_proto(req, orders="tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
         assert convert.options_from_proto(req).orders == ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
@@ -317,6 +347,89 @@ class TestConvert:
         g = make_cluster(2, 4)
         cost = evaluate(g, parallel_config(8, tp=2), [f"h{i // 4}g{i % 4}" for i in range(8)], TRAFFIC)
         assert convert.cost_from_proto(convert.cost_to_proto(cost)) == cost
+
+    def test_cost_fields_round_trip(self):
+        cost = sample_cost()
+        wire = pb.Cost.FromString(convert.cost_to_proto(cost).SerializeToString())
+        assert wire.total_seconds == cost.total_seconds
+        assert dict(wire.by_class_seconds) == dict(cost.by_class)
+        assert set(wire.classes) == set(cost.classes)
+        dp = wire.classes["dp"]
+        assert (dp.seconds, dp.exposure, dp.bytes_per_rank, dp.payload_bytes, dp.latency_seconds) == (
+            0.18, 0.2, 1.75e9, 1e9, 2e-6
+        )
+        b = dp.bottleneck
+        assert b.kind == pb.BOTTLENECK_KIND_LINK and (b.link_from, b.link_to) == ("leaf0", "spine")
+        assert (b.load_bytes, b.capacity_gbps, b.utilization, b.flows, b.flow_bytes, b.flow_gbps) == (
+            72e9, 400.0, 1.0, 32, 2.25e9, 50.0
+        )
+        assert wire.classes["tp"].bottleneck.kind == pb.BOTTLENECK_KIND_PER_FLOW
+        none = wire.classes["pp"].bottleneck
+        assert none.kind == pb.BOTTLENECK_KIND_NONE and none.link_from == none.link_to == ""
+        back = convert.cost_from_proto(wire)
+        assert back == cost
+        assert list(back.by_class) == ["tp", "cp", "dp", "pp"] and list(back.classes) == list(back.by_class)
+        assert back.classes["pp"].bottleneck.link is None
+        assert back.to_dict() == cost.to_dict()
+        assert_exposed(back, {"tp": 0.5, "dp": 0.2})
+
+    def test_cost_without_classes_gets_the_defaults(self):
+        wire = pb.Cost(total_seconds=0.3, by_class_seconds={"dp": 0.2, "tp": 0.1})
+        back = convert.cost_from_proto(wire)
+        assert list(back.by_class) == ["tp", "dp"]
+        assert back.classes == {"tp": ClassCost(0.1), "dp": ClassCost(0.2)}
+        assert back == CostBreakdown(0.3, {"tp": 0.1, "dp": 0.2})
+
+    def test_unknown_bottleneck_kind_is_a_bug_not_bad_input(self):
+        bad = CostBreakdown(1.0, {"dp": 1.0}, {"dp": ClassCost(1.0, bottleneck=Bottleneck(kind="sideways"))})
+        with pytest.raises(ValueError, match="sideways"):
+            convert.cost_to_proto(bad)
+
+    def test_exposure_on_requests(self):
+        g = make_cluster(1, 2)
+        req = convert.solve_request(g, exposure={"dp": 0.2, "tp": 0.5})
+        assert dict(req.exposure) == {"dp": 0.2, "tp": 0.5}
+        assert convert.options_from_proto(req).exposure == {"tp": 0.5, "dp": 0.2}
+        assert len(convert.solve_request(g).exposure) == 0
+        ev = convert.evaluate_request(g, ["h0g0", "h0g1"], exposure={"pp": 0.0})
+        assert dict(ev.exposure) == {"pp": 0.0}
+        assert convert.parse_evaluate_request(ev).exposure == {"pp": 0.0}
+        assert convert.parse_evaluate_request(convert.evaluate_request(g, ["h0g0", "h0g1"])).exposure == {}
+        # SolveOptions -> request (the CLI's --server path and batch) keeps it
+        req = convert.solve_request_from_config(g, parallel_config(2), {"dp": 1e9}, SolveOptions(exposure={"dp": 0.25}))
+        assert convert.parse_solve_request(req).options.exposure == {"dp": 0.25}
+
+    @pytest.mark.parametrize(
+        "exposure, argument, needle",
+        [
+            ({"dp": 1.5}, "exposure.dp", "must be in [0, 1]"),
+            ({"dp": "abc"}, "exposure.dp", "is not a number"),
+            ({"dp": True}, "exposure.dp", "is not a number"),
+            ({"dp": float("nan")}, "exposure.dp", "must be in [0, 1]"),
+            ({"xx": 0.5}, "exposure.xx", "unknown traffic class 'xx'"),
+            ("dp=0.2", "exposure", "must be a mapping"),
+        ],
+    )
+    def test_bad_exposure_client_side(self, exposure, argument, needle):
+        g = make_cluster(1, 2)
+        for build in (lambda: convert.solve_request(g, exposure=exposure),
+                      lambda: convert.evaluate_request(g, ["h0g0", "h0g1"], exposure=exposure)):
+            with pytest.raises(InvalidArgumentError) as err:
+                build()
+            assert err.value.field == argument and needle in err.value.message
+
+    @pytest.mark.parametrize("value", [1.5, -0.5, float("nan"), float("inf")])
+    def test_bad_exposure_server_side_names_the_field(self, value):
+        req = convert.solve_request(make_cluster(1, 2))
+        req.exposure["dp"] = value
+        with pytest.raises(InvalidArgumentError) as err:
+            convert.parse_solve_request(req)
+        assert convert.error_fields(err.value, "Solve") == ("exposure[dp]", "exposure.dp")
+        ev = convert.evaluate_request(make_cluster(1, 2), ["h0g0", "h0g1"])
+        ev.exposure["dp"] = value
+        with pytest.raises(InvalidArgumentError) as err:
+            convert.parse_evaluate_request(ev)
+        assert convert.error_fields(err.value, "Evaluate") == ("exposure[dp]", "exposure.dp")
 
 
 # --------------------------------------------------------------------------- the server
@@ -475,6 +588,109 @@ def test_infeasible_is_failed_precondition(client):
         solve(g, parallel_config(8, tp=8), TRAFFIC, SolveOptions(constraints=(parse_constraint("tp within host"),)))
     assert err.value.message == local.value.message
     assert err.value.field == local.value.field
+
+
+EXPOSURE = {"tp": 0.5, "dp": 0.2}
+
+
+def test_exposure_round_trips_through_solve_evaluate_and_batch(client, server):
+    g = make_cluster(2, 4)
+    cfg = parallel_config(8, tp=2, pp=2)
+    local = solve(g, cfg, TRAFFIC, SolveOptions(exposure=EXPOSURE, time_limit_seconds=5))
+    assert_exposed(local.cost, EXPOSURE)
+    remote = client.solve(g, tp=2, pp=2, traffic=TRAFFIC, exposure=EXPOSURE, time_limit_seconds=5)
+    assert_same_result(remote, local)
+    assert_exposed(remote.cost, EXPOSURE)
+    assert_exposed(remote.baseline.cost, EXPOSURE)
+    chosen = parallel_config(8, tp=2, pp=2, order=remote.order)
+    cost = client.evaluate(g, remote.assignment, order=remote.order, tp=2, pp=2, traffic=TRAFFIC, exposure=EXPOSURE)
+    assert cost == evaluate(g, chosen, remote.assignment, TRAFFIC, exposure=EXPOSURE)
+    assert cost == remote.cost
+    # without exposure every class counts fully; T_c of a layout does not depend on x_c
+    plain = client.evaluate(g, remote.assignment, order=remote.order, tp=2, pp=2, traffic=TRAFFIC)
+    assert_exposed(plain, {})
+    assert plain.by_class == pytest.approx(cost.by_class)
+    out = dict(client.batch_solve([dict(graph=g, tp=2, pp=2, traffic=TRAFFIC, exposure=EXPOSURE,
+                                        time_limit_seconds=5)]))
+    assert_same_result(out[0], local)
+
+    async def main():
+        async with AsyncRankmapClient(server.address, timeout=60) as c:
+            r = await c.solve(g, tp=2, pp=2, traffic=TRAFFIC, exposure=EXPOSURE, time_limit_seconds=5)
+            e = await c.evaluate(g, r.assignment, order=r.order, tp=2, pp=2, traffic=TRAFFIC, exposure=EXPOSURE)
+            return r, e
+
+    r, e = asyncio.run(main())
+    assert_same_result(r, local)
+    assert e == cost
+
+
+def _violation(err):
+    status = rpc_status.from_call(err)
+    br = error_details_pb2.BadRequest()
+    info = error_details_pb2.ErrorInfo()
+    for d in status.details:
+        if d.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            d.Unpack(br)
+        elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            d.Unpack(info)
+    return br.field_violations[0], info.metadata["argument"]
+
+
+@pytest.mark.parametrize("cls, value, needle", [("dp", 1.5, "must be in [0, 1]"), ("dp", float("nan"), "must be in"),
+                                                ("xx", 0.5, "unknown traffic class 'xx'")])
+def test_bad_exposure_is_invalid_argument_naming_the_class(channel, client, tmp_path, cls, value, needle):
+    from rankmap.solver.formats.graphfile import node_link_text
+
+    stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
+    g = make_cluster(2, 4)
+    req = convert.solve_request(g, tp=2, traffic=TRAFFIC)
+    req.exposure[cls] = value
+    ev = convert.evaluate_request(g, [f"h{i // 4}g{i % 4}" for i in range(8)], tp=2, traffic=TRAFFIC)
+    ev.exposure[cls] = value
+    descriptions = []
+    for call, msg in ((stub.Solve, req), (stub.Evaluate, ev)):
+        with pytest.raises(grpc.RpcError) as err:
+            call(msg, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        violation, argument = _violation(err.value)
+        assert violation.field == f"exposure[{cls}]" and argument == f"exposure.{cls}"
+        assert needle in violation.description
+        descriptions.append(violation.description)
+    # the message is the CLI's
+    path = tmp_path / "c8.json"
+    path.write_text(node_link_text(g))
+    text = "nan" if value != value else repr(value)
+    line = _cli_error_line(["solve", str(path), "--tp", "2", "--exposure", f"{cls}={text}"])
+    assert line == f"rankmap: error: {descriptions[0]} [exposure.{cls}]"
+    # a BatchSolve item fails alone, with the same field
+    good = convert.solve_request(g, tp=2, traffic=TRAFFIC, time_limit_seconds=5)
+    got = {r.index: r for r in stub.BatchSolve(pb.BatchSolveRequest(requests=[good, req]), timeout=60)}
+    assert got[1].WhichOneof("outcome") == "error"
+    assert (got[1].error.field, got[1].error.argument) == (f"exposure[{cls}]", f"exposure.{cls}")
+    assert got[1].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    # the client refuses it before sending, with the same message and argument
+    with pytest.raises(InvalidArgumentError) as e2:
+        client.solve(g, tp=2, traffic=TRAFFIC, exposure={cls: value})
+    assert (e2.value.field, e2.value.message) == (f"exposure.{cls}", descriptions[0])
+
+
+def test_cli_server_flag_carries_exposure(server, tmp_path, capsys):
+    from rankmap.cli import main
+    from rankmap.solver.formats.graphfile import node_link_text
+
+    path = tmp_path / "c8.json"
+    path.write_text(node_link_text(make_cluster(2, 4)))
+    argv = ["solve", str(path), "--tp", "2", "--pp", "2", "--traffic", "tp=4e9,dp=1e9,pp=1e8",
+            "--exposure", "tp=0.5,dp=0.2", "--time-limit", "5"]
+    docs = []
+    for extra in ([], ["--server", server.address]):
+        assert main(argv + extra) == 0
+        doc = json.loads(capsys.readouterr().out)
+        doc.pop("solve_seconds")
+        docs.append(doc)
+    assert docs[0] == docs[1]
+    assert {c: cc["exposure"] for c, cc in docs[1]["cost"]["classes"].items() if cc["exposure"] != 1} == EXPOSURE
 
 
 def slow_request_kwargs():
