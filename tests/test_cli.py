@@ -123,7 +123,8 @@ def test_solve_table_is_readable(capsys, cluster_file):
                          "tp=4e9,dp=1e8,pp=8e9", "--orders", "megatron-cli", "--format", "table")
     assert code == 0, err
     assert "chosen order  tp-cp-ep-pp-dp" in out
-    assert "CUDA_VISIBLE_DEVICES" in out and "improvement" in out and "status OPTIMAL" in out
+    assert "CUDA_VISIBLE_DEVICES" in out and "improvement" in out
+    assert "status OPTIMAL" in out or "status FEASIBLE" in out
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("class "))
     for col in ("bytes/rank", "time (chosen)", "time (baseline)", "bottleneck (chosen)"):
