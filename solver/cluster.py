@@ -60,10 +60,16 @@ class Cluster:
     local_index : numpy.ndarray of int64, shape (n,)
         CUDA device index of each device inside its host.
     levels_gbps : numpy.ndarray of float64, shape (K,)
-        Distinct widest-path bandwidths between GPUs, descending, GB/s.
+        Distinct widest-path bandwidths between GPUs, descending, GB/s, where
+        each switch link counts at its per-GPU fair share (capacity / GPUs
+        attached below it): the surrogate the decomposition searches over.
     domains : numpy.ndarray of int64, shape (K, n)
         ``domains[k, d]``: the level-``k`` domain of device ``d`` (labels in
         order of first appearance).  The last level is the whole cluster.
+    widest_levels_gbps, widest_domains : numpy.ndarray, shapes (K',), (K', n)
+        The same levels for the plain widest path over physical capacities
+        (no sharing): ``B(route) <= widest_levels_gbps[k]`` for GPUs first
+        joined at level k; used by the lower bound.
     fabric : Fabric
         The physical links (capacities, routes) used by the time model
         (:mod:`.fabric`); built by :func:`cluster_from_graph`.
@@ -84,6 +90,8 @@ class Cluster:
     domains: np.ndarray
     host_extra: dict = None  # type: ignore[assignment]
     fabric: "Fabric" = None  # type: ignore[assignment]
+    widest_levels_gbps: np.ndarray = None  # type: ignore[assignment]
+    widest_domains: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -346,29 +354,30 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         i += 1
     src, dst, bw = src[:i], dst[:i], bw[:i]
 
+    fabric = fabric_from_graph(graph, devices)
+    # Domains come from per-GPU fair shares of the switch links: a leaf uplink of 400 GB/s under 32
+    # GPUs counts as 12.5 GB/s, so leaves, pods and spines nest as bandwidth levels (DESIGN §2's
+    # capacities are shared; widest path alone would not see oversubscription).
+    share = fabric.fair_share_gbps()
+    raw_bw = bw.copy()
+    nodes_arr = nodes
+    gpu_set = set(devices)
+    for e in range(bw.size):
+        u, v = nodes_arr[src[e]], nodes_arr[dst[e]]
+        if u in gpu_set or v in gpu_set:
+            continue
+        iu, iv = fabric.node_index.get(u), fabric.node_index.get(v)
+        if iu is None or iv is None:
+            continue
+        if fabric.parent[iu] == iv:
+            bw[e] = min(bw[e], share[iu])
+        elif fabric.parent[iv] == iu:
+            bw[e] = min(bw[e], share[iv])
     gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
     n_nodes = len(nodes)
-    values = np.unique(bw)[::-1]  # descending
-    levels: list[float] = []
-    doms: list[np.ndarray] = []
-    prev = None
-    for b in values:
-        sel = bw >= b
-        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
-        _, comp = connected_components(mat, directed=False)
-        lab = _canonical_labels(comp[gpu_idx])
-        if prev is not None and np.unique(lab).size == np.unique(prev).size:
-            continue  # this bandwidth joins no further GPUs
-        if prev is None and np.unique(lab).size == len(devices) and len(devices) > 1:
-            prev_singletons = True
-        else:
-            prev_singletons = False
-        if prev_singletons:
-            # no two GPUs joined at this bandwidth yet: not a level
-            continue
-        levels.append(float(b))
-        doms.append(lab)
-        prev = lab
+    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes)
+    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes)
+    values = np.unique(bw)[::-1]
     if len(devices) == 1:
         levels, doms = [float(values[0]) if values.size else 1.0], [np.zeros(1, dtype=np.int64)]
     if not doms or np.unique(doms[-1]).size != 1:
@@ -389,11 +398,39 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         levels_gbps=np.asarray(levels, dtype=np.float64),
         domains=np.vstack(doms).astype(np.int64),
     )
+    if len(devices) > 1 and raw_doms:
+        object.__setattr__(cl, "widest_levels_gbps", np.asarray(raw_levels, dtype=np.float64))
+        object.__setattr__(cl, "widest_domains", np.vstack(raw_doms).astype(np.int64))
+    else:
+        object.__setattr__(cl, "widest_levels_gbps", cl.levels_gbps)
+        object.__setattr__(cl, "widest_domains", cl.domains)
     extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
-    object.__setattr__(cl, "fabric", fabric_from_graph(graph, devices))
+    object.__setattr__(cl, "fabric", fabric)
     return cl
+
+
+def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes):
+    """Nested GPU partitions by descending edge bandwidth (widest-path ultrametric levels)."""
+    values = np.unique(bw)[::-1]  # descending
+    n_dev = gpu_idx.size
+    levels: list[float] = []
+    doms: list[np.ndarray] = []
+    prev = None
+    for b in values:
+        sel = bw >= b
+        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
+        _, comp = connected_components(mat, directed=False)
+        lab = _canonical_labels(comp[gpu_idx])
+        if prev is not None and np.unique(lab).size == np.unique(prev).size:
+            continue  # this bandwidth joins no further GPUs
+        if prev is None and np.unique(lab).size == n_dev and n_dev > 1:
+            continue  # no two GPUs joined at this bandwidth yet: not a level
+        levels.append(float(b))
+        doms.append(lab)
+        prev = lab
+    return levels, doms
 
 
 def _non_relay_extra(cl: Cluster, gpu_idx, src, dst, bw, n_nodes) -> dict:

@@ -99,6 +99,8 @@ class Fabric:
     direct_gbps, direct_latency_s : numpy.ndarray of float64, shape (E,)
     gpu_names : tuple of str
         GPU node ids in device order, shape (n,).
+    node_index : dict
+        Graph node id -> forest node index (merged twins share one).
     """
 
     node_names: tuple
@@ -116,8 +118,21 @@ class Fabric:
     direct_gbps: np.ndarray
     direct_latency_s: np.ndarray
     gpu_names: tuple
+    node_index: dict = None  # type: ignore[assignment]
 
     # ----------------------------------------------------------------- link ids
+
+    def fair_share_gbps(self) -> np.ndarray:
+        """Capacity of each node's up-link divided by the GPUs attached below it, GB/s, shape (N,).
+
+        The per-GPU share of a link when every GPU below sends through it at
+        once (a leaf uplink of 400 GB/s over 32 GPUs: 12.5 GB/s).  Used to build
+        the nested domains of :mod:`.cluster` (surrogate bandwidth levels), not
+        by the time model.
+        """
+        count = np.bincount(self.att_node[self.att_node >= 0], minlength=self.parent.size).astype(float)
+        below = self._subtree(count)
+        return self.up_gbps / np.maximum(below, 1.0)
 
     @property
     def num_nodes(self) -> int:
@@ -441,6 +456,7 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
     # forest arrays
     N = len(non_gpu)
     idx = {x: i for i, x in enumerate(non_gpu)}
+    node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
     names = tuple(
         str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
             f"|…({len(members[x])})" if len(members[x]) > 3 else "")
@@ -476,7 +492,7 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
     return Fabric(
         node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
         plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=keys[order],
-        direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices),
+        direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices), node_index=node_index,
     )
 
 

@@ -3,8 +3,11 @@
 The surrogate models of :mod:`.decompose` and :mod:`.polish` see widest-path
 bandwidths, not link sharing; this descent scores every move with
 :func:`~rankmap.solver.timemodel.layout_cost` (predicted time on shared links)
-and takes the first strictly improving one, in a fixed order, until no move
-improves or the evaluation budget is spent.  Moves keep the mode's structure:
+and takes the first improving one, in a fixed order, until no move improves
+or the evaluation budget is spent.  The objective is a sum of maxima, flat
+under most single moves, so a move that keeps the time and lowers the sum of
+squared link times (``pressure``) also counts: the order (time, pressure)
+strictly decreases, so the descent never cycles.  Moves keep the mode's structure:
 
 * host swaps: exchange the rank blocks of two hosts (launcher and free mode);
 * uniform local swaps: exchange two local GPU positions on every host at once
@@ -120,8 +123,12 @@ def descend(
     SolveCancelled
         If ``cancel`` is set.
     """
+    def score(dev):
+        st: dict = {}
+        return layout_cost(cluster, cfg, dev, traffic, groups, exposure, st).total_seconds, st.get("pressure", 0.0)
+
     cur = np.asarray(start, dtype=np.int64).copy()
-    cur_cost = layout_cost(cluster, cfg, cur, traffic, groups, exposure).total_seconds
+    cur_cost, cur_p = score(cur)
     evals = 1
     if mode == "fixed":
         return cur, cur_cost, evals
@@ -135,10 +142,11 @@ def descend(
                 return cur, cur_cost, evals
             if check is not None and not check(new):
                 continue
-            c = layout_cost(cluster, cfg, new, traffic, groups, exposure).total_seconds
+            c, pr = score(new)
             evals += 1
-            if c < cur_cost * (1 - _REL):
-                cur, cur_cost = new, c
+            # strictly better time, or the same time with less squared link load (plateau move)
+            if c < cur_cost * (1 - _REL) or (c <= cur_cost * (1 + 1e-12) and pr < cur_p * (1 - _REL)):
+                cur, cur_cost, cur_p = new, c, pr
                 improved = True
                 break
     return cur, cur_cost, evals

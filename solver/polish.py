@@ -61,13 +61,19 @@ def faq_layout(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, floa
 
 
 def traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], groups=None) -> np.ndarray:
-    """``T[i, j]``: bytes global rank i sends rank j per step (W×W; small worlds only)."""
+    """Symmetrised flow bytes between global ranks per step, W×W (small worlds only).
+
+    ``T[i, j] = (F[i, j] + F[j, i]) / 2`` with ``F[i, j]`` the bytes of rank i's
+    flows to rank j (ring neighbours, all-to-all pairs, pipeline neighbours;
+    :func:`~rankmap.solver.objective.ordered_pairs`).  With a symmetric cost
+    matrix ``Σ F·C_p = Σ T·C_p``, and the swap-gain formula needs symmetric T.
+    """
     W = cfg.world_size
     T = np.zeros((W, W))
     for _c, kind, arr, pb in active_families(cfg, traffic, groups):
         a, b = ordered_pairs(arr, kind)
         np.add.at(T, (a, b), pb)
-    return T
+    return (T + T.T) / 2
 
 
 def inverse_bandwidth_matrix(cluster: Cluster) -> np.ndarray:
@@ -194,8 +200,9 @@ def block_traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], G: i
     """``T_B[x, y]``: bytes rank block x (ranks xG .. xG+G-1) sends block y per step, (W/G)×(W/G).
 
     Built from per-group block counts with sparse products (no rank-pair loop):
-    for an all-pairs class, ``T_B += pair_bytes · (NᵀN - diag)`` with N the
-    (groups × blocks) count matrix; for a chain, consecutive members only.
+    for an all-to-all class, ``T_B += flow_bytes · (NᵀN - diag)`` with N the
+    (groups × blocks) count matrix; for rings and chains, their neighbour
+    pairs.  Symmetrised like :func:`traffic_matrix`.
     """
     from scipy.sparse import coo_matrix
 
@@ -205,10 +212,10 @@ def block_traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], G: i
     for _c, kind, arr, pb in active_families(cfg, traffic, groups):
         g, n = arr.shape
         blk = arr // G
-        if kind == "p2p_chain":
-            a, b = blk[:, :-1].ravel(), blk[:, 1:].ravel()
-            np.add.at(TB, (a, b), pb)
-            np.add.at(TB, (b, a), pb)
+        if kind != "all_to_all":
+            a, b = ordered_pairs(blk, kind)
+            np.add.at(TB, (a, b), pb / 2)
+            np.add.at(TB, (b, a), pb / 2)
         else:
             N = coo_matrix((np.ones(g * n), (np.repeat(np.arange(g), n), blk.ravel())), shape=(g, B)).tocsr()
             NN = (N.T @ N).toarray()

@@ -144,6 +144,7 @@ def _merge(a: LinkLoads | None, b: LinkLoads) -> LinkLoads:
 def class_time(
     cluster: Cluster, kind: str, groups: np.ndarray, dev_of_rank: np.ndarray, payload_bytes: float,
     exposure: float = 1.0,
+    stats: dict | None = None,
 ) -> ClassCost:
     """Predicted time of one class with all its groups running at once (DESIGN §4).
 
@@ -179,6 +180,8 @@ def class_time(
         return ClassCost(0.0, exposure, bpr, float(payload_bytes))
     cap = fab.capacities_gbps()
     ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
+    if stats is not None:
+        stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
     link = int(np.argmax(ratio))
     link_t = float(ratio[link])
     t = max(link_t, loads.max_flow_seconds)
@@ -210,6 +213,7 @@ def layout_cost(
     traffic: Mapping[str, float],
     groups: Mapping[str, np.ndarray] | None = None,
     exposure: Mapping[str, float] | None = None,
+    stats: dict | None = None,
 ) -> CostBreakdown:
     """Predicted communication time of placing global rank r on device ``device_of_rank[r]``.
 
@@ -225,6 +229,8 @@ def layout_cost(
     groups : optional precomputed ``megatron_groups(cfg)``.
     exposure : mapping class -> x_c in [0, 1], optional
         Missing classes are fully exposed (1).
+    stats : dict, optional
+        Filled with ``pressure`` (see :func:`class_time`).
 
     Returns
     -------
@@ -239,7 +245,7 @@ def layout_cost(
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
         arr = fam[c] - cfg.rank_offset
-        classes[c] = class_time(cluster, CLASS_KIND[c], arr, dev_of, s, float(exposure.get(c, 1.0)))
+        classes[c] = class_time(cluster, CLASS_KIND[c], arr, dev_of, s, float(exposure.get(c, 1.0)), stats)
     total = float(sum(v.exposure * v.seconds for v in classes.values()))
     return CostBreakdown(total_seconds=total, by_class={c: v.seconds for c, v in classes.items()}, classes=classes)
 
@@ -260,7 +266,8 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
     """A lower bound (seconds) on ``T_class`` over every layout, without latency.
 
     * Per flow: a route's bottleneck never exceeds the widest-path bandwidth
-      between its GPUs (the nested levels of ``cluster.domains``).  A level-k
+      between its GPUs over physical capacities (the nested levels
+      ``cluster.widest_levels_gbps`` / ``cluster.widest_domains``).  A level-k
       domain of D GPUs holds at most ⌊D/n⌋ whole groups; at the first level k*
       where the domains can hold all ``num_groups`` groups, some group (if
       k* > 0) is split across level k*−1 domains, and since ring, chain and
@@ -272,11 +279,11 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
     fb = flow_bytes(kind, payload_bytes, n)
     if fb <= 0 or num_groups <= 0:
         return 0.0
-    b = cluster.levels_gbps * 1e9
+    b = cluster.widest_levels_gbps * 1e9
     K = b.size
     kstar = K - 1
     for k in range(K):
-        caps = np.bincount(cluster.domains[k])
+        caps = np.bincount(cluster.widest_domains[k])
         if int((caps // n).sum()) >= num_groups:
             kstar = k
             break
