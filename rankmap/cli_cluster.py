@@ -4,15 +4,19 @@
 
     rankmap cluster [--host-topology FILE] [--gpu GEN] [--fabric FILE] [--nodelist HOSTLIST]
                     [--topology-name NAME] [--gpus-per-node N] [--rate KEY=GBPS ...]
-                    [--format json|table] [-o FILE]
+                    [--oversubscription R] [--format json|table] [-o FILE]
 
 * ``--host-topology``: ``nvidia-smi topo -m`` output or NCCL topology XML (detected).
 * ``--gpu``: GPU generation (``h100``, ``a100``, ``v100``, ``a30``, ``b200`` ...) or a per-link
   NVLink rate in GB/s.
 * ``--fabric``: Slurm ``topology.conf`` or ``topology.yaml`` (``--topology-name`` picks one
   topology of a YAML file); ``--nodelist``: the hosts to include, a Slurm hostlist.
-* ``--rate KEY=GBPS``: override a link rate (keys ``nvlink pcie pix pxb phb node sys nic
-  fabric taper``), repeatable or comma-separated.
+* ``--rate KEY=GBPS``: override a link rate (keys ``nvlink pcie pix pxb phb node sys nic``),
+  repeatable or comma-separated.
+* ``--oversubscription R``: the fabric's oversubscription ratio, downlink : uplink capacity of
+  a switch whose uplinks the fabric file does not give (``2`` or ``2:1``; ``2,1`` = leaves 2:1,
+  higher levels 1:1).  Default 1: non-blocking.  Every edge of the output is a physical link
+  whose ``bandwidth`` is its capacity in GB/s per direction (DESIGN §2).
 
 Output: node-link JSON (``networkx.node_link_data(G, edges="edges")``) on stdout or in
 ``-o FILE`` (``*.graphml`` writes GraphML), or with ``--format table`` a summary.  Bad
@@ -33,7 +37,7 @@ __all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "par
 
 
 def parse_rates(items: list[str] | None) -> dict[str, float]:
-    """``["nic=50", "sys=22,taper=1"]`` -> ``{"nic": 50.0, "sys": 22.0, "taper": 1.0}``."""
+    """``["nic=50", "sys=22,pcie=63"]`` -> ``{"nic": 50.0, "sys": 22.0, "pcie": 63.0}``."""
     out: dict[str, float] = {}
     for item in items or []:
         for part in str(item).split(","):
@@ -66,6 +70,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    help="without --host-topology: synthetic hosts of N GPUs of --gpu")
     p.add_argument("--rate", metavar="KEY=GBPS", action="append", default=None,
                    help=f"override a link rate in GB/s ({', '.join(RATE_KEYS)}); repeatable")
+    p.add_argument("--oversubscription", metavar="R", default=None,
+                   help="fabric oversubscription, a switch's downlink:uplink capacity where the fabric file gives no "
+                        "LinkSpeed: 2 or 2:1, or per level leaf first (2,1); default 1 (non-blocking)")
 
 
 def cluster_from_args(args: argparse.Namespace):
@@ -77,6 +84,7 @@ def cluster_from_args(args: argparse.Namespace):
         nodelist=args.nodelist,
         topology_name=args.topology_name,
         gpus_per_node=args.gpus_per_node,
+        oversubscription=getattr(args, "oversubscription", None),
         **parse_rates(args.rate),
     )
 

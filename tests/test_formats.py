@@ -1,7 +1,9 @@
 """Real-world topology formats -> cluster graph (rankmap.solver.formats, ``rankmap cluster``).
 
 The inputs under ``tests/data/real-inputs`` are public dumps (see their README); the
-expected counts and NVLink pairs below were read off those files by hand.
+expected counts and NVLink pairs below were read off those files by hand.  Every edge is a
+physical link whose ``bandwidth`` is its capacity in GB/s per direction (DESIGN §2); the
+expected capacities are derived by hand in the comments (rates: bandwidths.md).
 """
 
 from __future__ import annotations
@@ -58,6 +60,39 @@ def widest(G: nx.Graph, u, v) -> float:
     return min(T[a][b]["bandwidth"] for a, b in zip(path, path[1:]))
 
 
+def route_bw(G: nx.Graph, u, v) -> float:
+    """B(u, v) of DESIGN §2, computed independently: the widest path with the other GPUs removed."""
+    others = {n for n, d in G.nodes(data=True) if d.get("kind", "gpu") == "gpu"} - {u, v}
+    return widest(G.subgraph(set(G) - others), u, v)
+
+
+def forest_after_twins(G: nx.Graph) -> bool:
+    """The non-GPU nodes form a forest once twins (same neighbours, GPUs included) are merged."""
+    H = nx.Graph(G)
+
+    def non_gpu():
+        return [n for n, d in H.nodes(data=True) if d.get("kind", "gpu") != "gpu"]
+
+    for _ in range(8):
+        if nx.is_forest(H.subgraph(non_gpu())):
+            return True
+        groups = {}
+        for x in non_gpu():
+            if H.degree(x) >= 2:
+                groups.setdefault(frozenset(H[x]), []).append(x)
+        merged = False
+        for xs in groups.values():
+            for y in xs[1:]:
+                if y in H and xs[0] in H:
+                    for z, d in list(H[y].items()):
+                        H[xs[0]][z]["bandwidth"] += d["bandwidth"]
+                    H.remove_node(y)
+                    merged = True
+        if not merged:
+            break
+    return nx.is_forest(H.subgraph(non_gpu()))
+
+
 def kinds(G, kind):
     return [n for n, d in G.nodes(data=True) if d.get("kind") == kind]
 
@@ -76,7 +111,8 @@ def nvlink_edges(G) -> dict[frozenset, int]:
 
 
 def pcie_islands(G) -> list[set[str]]:
-    """Device groups that reach each other without going through a CPU (PIX/PXB)."""
+    """Device groups that reach each other without going through a CPU (PIX/PXB); a NIC moved
+    next to its GPUs (GPU - NIC edges) joins their island."""
     keep = [n for n, d in G.nodes(data=True) if d["kind"] in ("gpu", "nic", "pcie_switch")]
     H = G.edge_subgraph([(u, v) for u, v, d in G.edges(data=True) if d["link"] == "pcie"]).subgraph(keep)
     out = []
@@ -124,27 +160,36 @@ def test_dgx1_v100_hybrid_cube_mesh():
     assert len(none) == 12 and frozenset((0, 5)) in none and frozenset((3, 4)) in none
     for u, v, d in G.edges(data=True):
         if d["link"] == "nvlink":
-            assert d["bandwidth"] == 25.0 * d["nvlinks"]  # NVLink 2: 50 GB/s bidir per link
-    # NICs out of column order, each on the PCIe switch of a GPU pair
+            assert d["bandwidth"] == 25.0 * d["nvlinks"]  # NVLink 2: 25 GB/s per link per direction
+    # NICs out of column order, each on the PCIe switch of a GPU pair; with 4 NICs in use the
+    # GPUs link to their own NIC: min(PIX path 15.75 (Gen3 x16), EDR port 100 Gb/s = 12.5)
     assert pcie_islands(G) == [{"gpu0", "gpu1", "nic:mlx5_0"}, {"gpu2", "gpu3", "nic:mlx5_1"},
                                {"gpu4", "gpu5", "nic:mlx5_2"}, {"gpu6", "gpu7", "nic:mlx5_3"}]
+    assert set(G["dgx1/nic:mlx5_0"]) == {"dgx1/gpu0", "dgx1/gpu1"}
+    assert G["dgx1/gpu0"]["dgx1/nic:mlx5_0"]["bandwidth"] == 12.5
+    assert G.nodes["dgx1/nic:mlx5_0"]["fabric_port"] is True
     # identical CPU affinity on all GPUs does not merge the two sockets
     assert len(kinds(G, "cpu")) == 2
-    # the NV2 links form a Hamiltonian cycle: every pair reaches 50 GB/s through other GPUs
-    assert {w for w, _, _ in bandwidth_levels(G)} == {50.0}
+    # routes do not relay through a third GPU: NV2 pairs 50, NV1 pairs 25, the 12 pairs without
+    # NVLink go over PCIe and the socket link (all cross-socket: SYS, NCCL BDW_QPI_BW 6)
+    assert [(w, c) for w, c, _ in bandwidth_levels(G)] == [(50.0, 8), (25.0, 8), (6.0, 12)]
+    assert route_bw(G, "dgx1/gpu0", "dgx1/gpu5") == 6.0
+    assert widest(G, "dgx1/gpu0", "dgx1/gpu5") == 50.0  # only by relaying through other GPUs
     H = G.copy()
     H.remove_edges_from([(u, v) for u, v, d in G.edges(data=True) if d["link"] == "nvlink"])
-    assert widest(H, "dgx1/gpu0", "dgx1/gpu1") == 15.75  # PIX, PCIe Gen3 x16
-    assert widest(H, "dgx1/gpu0", "dgx1/gpu2") == 15.75  # PHB
-    assert widest(H, "dgx1/gpu0", "dgx1/gpu4") == 6.0  # SYS: NCCL BDW_QPI_BW
+    assert route_bw(H, "dgx1/gpu0", "dgx1/gpu1") == 15.75  # PIX, PCIe Gen3 x16
+    assert route_bw(H, "dgx1/gpu0", "dgx1/gpu2") == 15.75  # PHB
+    assert route_bw(H, "dgx1/gpu0", "dgx1/gpu4") == 6.0  # SYS: NCCL BDW_QPI_BW
+    assert forest_after_twins(G)
 
 
 def test_hgx_a100_nvswitch_and_nic_pairs():
     G = read_nvsmi(A100, gpu="a100")
     assert len(gpus(G)) == 8 and len(kinds(G, "nic")) == 8
     sw = kinds(G, "nvswitch")
-    assert len(sw) == 1
-    assert sorted(G.degree(sw[0], weight=None) for _ in [0]) == [8]
+    assert len(sw) == 1 and G.degree(sw[0]) == 8
+    # NV12 on every pair of 8 GPUs: 12 x 7 links is more than a GPU has, so an NVSwitch board;
+    # each GPU's 12 NVLink 3 links x 25 GB/s = 300 GB/s on one edge to the NVSwitch node
     assert all(G[g][sw[0]]["bandwidth"] == 300.0 and G[g][sw[0]]["nvlinks"] == 12 for g in gpus(G))
     assert nvlink_edges(G) == {}
     assert pcie_islands(G) == [
@@ -153,12 +198,17 @@ def test_hgx_a100_nvswitch_and_nic_pairs():
         {"gpu4", "gpu5", "nic:mlx5_4", "nic:mlx5_5"},
         {"gpu6", "gpu7", "nic:mlx5_6", "nic:mlx5_7"},
     ]
-    # the two NICs of a pair share a PIX switch, below the PXB switch of the GPUs
+    # GPU0 and GPU1 are PXB to both NICs of their pair: both are nearest (tie), so each GPU
+    # links to both, min(PXB path 31.5 (Gen4 x16), HDR port 200 Gb/s = 25) = 25 GB/s, and the
+    # NICs leave the PCIe tree (their PIX switch, now empty, goes with them)
     nic0 = "host0/nic:mlx5_0"
-    (sw0,) = list(G[nic0])
-    assert G.nodes[sw0]["level"] == "PIX" and set(G[sw0]) >= {nic0, "host0/nic:mlx5_1"}
+    assert set(G[nic0]) == {"host0/gpu0", "host0/gpu1"}
+    assert G["host0/gpu0"][nic0]["bandwidth"] == 25.0 and G["host0/gpu0"][nic0]["pcie_hops"] == 3
+    assert G.nodes[nic0]["port_bandwidth"] == 25.0
     assert len(kinds(G, "cpu")) == 2 and {G.nodes[c]["numa"] for c in kinds(G, "cpu")} == {0, 1}
+    assert G["host0/cpu0"]["host0/cpu1"]["bandwidth"] == 16.0  # EPYC Rome socket link (AMD_ZEN12_BW)
     assert [(w, c) for w, c, _ in bandwidth_levels(G)] == [(300.0, 28)]
+    assert forest_after_twins(G)
 
 
 def test_a30_nvlink_only_within_pairs():
@@ -183,6 +233,12 @@ def test_hopper_12_nics_three_on_gpu0():
     assert {"gpu0", "nic:mlx5_0", "nic:mlx5_1", "nic:mlx5_2"} in islands
     assert {"gpu1", "nic:mlx5_3"} in islands and {"gpu4", "nic:mlx5_6", "nic:mlx5_7", "nic:mlx5_8"} in islands
     assert all(any(f"gpu{i}" in s and any(x.startswith("nic:") for x in s) for s in islands) for i in range(8))
+    # GPU0 has three NICs on its PIX switch, all equally near: linked to all three (NCCL may
+    # spread its channels over them), each at min(PCIe Gen5 x16 63, NDR 400 Gb/s = 50) = 50
+    assert {x for x in G["host0/gpu0"] if "nic" in x} == {f"host0/nic:mlx5_{i}" for i in range(3)}
+    assert {G["host0/gpu0"][f"host0/nic:mlx5_{i}"]["bandwidth"] for i in range(3)} == {50.0}
+    assert {x for x in G["host0/gpu1"] if "nic" in x} == {"host0/nic:mlx5_3"}
+    assert forest_after_twins(G)
     # Blackwell shows the same NV18 label at twice the link rate
     B = read_nvsmi(HOPPER, gpu="b200")
     assert {B[g]["host0/nvswitch"]["bandwidth"] for g in gpus(B)} == {900.0}
@@ -197,41 +253,63 @@ def test_rtx4090_tabs_all_sys():
     assert sorted(G.nodes[n]["name"] for n in kinds(G, "nic")) == ["NIC0", "NIC1"]  # no NIC legend
     assert nvlink_edges(G) == {} and kinds(G, "nvswitch") == []
     levels = bandwidth_levels(G)
-    assert [(w, c) for w, c, _ in levels] == [(10.0, 28)]  # every pair SYS
-    # only GPU6 is near the NICs: PHB, i.e. on the same host bridge, the NICs PIX to each other
-    assert {"nic:NIC0", "nic:NIC1"} in pcie_islands(G)
+    assert [(w, c) for w, c, _ in levels] == [(10.0, 28)]  # every pair SYS: SKL_QPI_BW 10
+    # only GPU6 is near the NICs (PHB); both NICs are every GPU's nearest (a tie), so every GPU
+    # links to both: GPU6 at min(PHB path 31.5, port 12.5) = 12.5, the others through the
+    # socket link at 10 GB/s
+    for i in range(8):
+        for nic in ("host0/nic:NIC0", "host0/nic:NIC1"):
+            assert G[f"host0/gpu{i}"][nic]["bandwidth"] == (12.5 if i == 6 else 10.0)
+    assert G["host0/gpu6"]["host0/nic:NIC0"]["via"].startswith("hostbridge0")
     (hb,) = kinds(G, "host_bridge")
-    assert "host0/gpu6" in G[hb] and any(G.nodes[x]["kind"] == "pcie_switch" for x in G[hb])
+    assert "host0/gpu6" in G[hb]
     assert {G.nodes[c].get("numa") for c in kinds(G, "cpu")} == {0, 1}
+    assert forest_after_twins(G)
 
 
 @pytest.mark.parametrize("path", [DGX1, A100, A30, HOPPER, RTX], ids=lambda p: p.name[:30])
-def test_pcie_widest_paths_equal_matrix_classes(path):
-    """Without NVLink edges, B(a, b) is exactly the rate of the matrix class of (a, b)."""
+def test_pcie_routes_equal_matrix_classes(path):
+    """Without NVLink edges, B(a, b) of two GPUs is exactly the rate of their matrix class, and
+    each GPU is linked to the NICs of its closest class (NCCL's nearest NIC) at
+    min(that class's rate, the NIC port)."""
     G = read_nvsmi(path)
     rates = G.graph["rates"]
     H = G.copy()
     H.remove_edges_from([(u, v) for u, v, d in G.edges(data=True) if d["link"] == "nvlink"])
-    T = nx.maximum_spanning_tree(H, weight="bandwidth")
-    legend = {}
-    m = re.findall(r"^\s*(NIC\d+):\s*(\S+)", path.read_text(), re.M)
-    legend.update(m)
+    legend = dict(re.findall(r"^\s*(NIC\d+):\s*(\S+)", path.read_text(), re.M))
     devs, cells = read_matrix(path)
 
     def node(d):
         return f"host0/gpu{d[3:]}" if d.startswith("GPU") else f"host0/nic:{legend.get(d, d)}"
 
     rate = {"PIX": rates["pix"], "PXB": rates["pxb"], "PHB": rates["phb"], "NODE": rates["node"], "SYS": rates["sys"]}
+    order = ["PIX", "PXB", "PHB", "NODE", "SYS"]
     checked = 0
-    for a, b in itertools.combinations(devs, 2):
+    gpu_cols = [d for d in devs if d.startswith("GPU")]
+    nic_cols = [d for d in devs if not d.startswith("GPU")]
+    for a, b in itertools.combinations(gpu_cols, 2):
         c = cells.get((a, b))
         if c is None or c.startswith("NV"):
             continue
-        path_ = nx.shortest_path(T, node(a), node(b))
-        w = min(T[x][y]["bandwidth"] for x, y in zip(path_, path_[1:]))
-        assert w == rate[c], (a, b, c)
+        assert route_bw(H, node(a), node(b)) == rate[c], (a, b, c)
+        checked += 1
+    many = len(nic_cols) > 1
+    for a in gpu_cols:
+        if not nic_cols:
+            break
+        closest = min(order.index(cells[(a, n)]) for n in nic_cols)
+        near = {node(n) for n in nic_cols if order.index(cells[(a, n)]) == closest}
+        linked = {x for x in G[node(a)] if G.nodes[x]["kind"] == "nic"}
+        if many:
+            assert linked == near, a
+            for n in near:
+                port = G.nodes[n]["port_bandwidth"]
+                assert G[node(a)][n]["bandwidth"] == min(rate[order[closest]], port)
+        else:  # one NIC stays in the PCIe tree
+            assert route_bw(H, node(a), node(nic_cols[0])) == rate[cells[(a, nic_cols[0])]]
         checked += 1
     assert checked > 0
+    assert forest_after_twins(G)
 
 
 def test_nvsmi_generation_inference_and_rates():
@@ -239,12 +317,33 @@ def test_nvsmi_generation_inference_and_rates():
     assert read_nvsmi(DGX1).graph["gpu"] == "v100"
     G = read_nvsmi(A100, gpu="20.6")  # an explicit per-link rate (NCCL's SM90 constant)
     assert {d["bandwidth"] for _, _, d in G.edges(data=True) if d["link"] == "nvlink"} == {12 * 20.6}
-    G = read_nvsmi(A100, gpu="a100", pcie=15.75, sys=10)
-    assert widest(G, "host0/nic:mlx5_0", "host0/gpu0") == 15.75
-    # NIC to NIC across sockets: SYS on PCIe, but the widest path hops over NVLink (PXN-like)
-    assert widest(G, "host0/nic:mlx5_0", "host0/nic:mlx5_7") == 15.75
-    G.remove_node("host0/nvswitch")
-    assert widest(G, "host0/nic:mlx5_0", "host0/nic:mlx5_7") == 10.0
+    G = read_nvsmi(A100, gpu="a100", pcie=15.75, sys=10, nic=50)
+    # GPU -> nearest NIC: the PCIe path (15.75) is narrower than the 400 Gb/s port
+    assert G["host0/gpu0"]["host0/nic:mlx5_0"]["bandwidth"] == 15.75
+    assert G["host0/cpu0"]["host0/cpu1"]["bandwidth"] == 10.0
+    for bad, msg in [("taper", "oversubscription"), ("fabric", "oversubscription")]:
+        with pytest.raises(InvalidArgumentError, match=f"rate '{bad}' was removed.*{msg}"):
+            read_nvsmi(A100, **{bad: 2})
+
+
+def test_nvsmi_full_mesh_is_not_an_nvswitch():
+    """4 GPUs with NV4 on every pair: 3 x 4 = 12 links fit an A100 (12 links), so direct links
+    of 4 x 25 = 100 GB/s each (a mesh), not one 100 GB/s port to an NVSwitch."""
+    text = ("        GPU0    GPU1    GPU2    GPU3    CPU Affinity    NUMA Affinity\n"
+            "GPU0     X      NV4     NV4     NV4     0-31            0\n"
+            "GPU1    NV4      X      NV4     NV4     0-31            0\n"
+            "GPU2    NV4     NV4      X      NV4     0-31            0\n"
+            "GPU3    NV4     NV4     NV4      X      0-31            0\n")
+    from rankmap.solver.formats.nvsmi import parse_topo_matrix
+
+    G = parse_topo_matrix(text, gpu="a100").to_graph("h")
+    assert kinds(G, "nvswitch") == []
+    assert nvlink_edges(G) == {frozenset(p): 4 for p in itertools.combinations(range(4), 2)}
+    assert {d["bandwidth"] for _, _, d in G.edges(data=True) if d["link"] == "nvlink"} == {100.0}
+    # the same matrix for H100 (18 links per GPU) is also a mesh; NV8 on 4 A100s is not possible
+    # as a mesh (3 x 8 = 24 > 12): an NVSwitch with 8 x 25 = 200 GB/s per GPU
+    G8 = parse_topo_matrix(text.replace("NV4", "NV8"), gpu="a100").to_graph("h")
+    assert {G8[g]["h/nvswitch"]["bandwidth"] for g in gpus(G8)} == {200.0}
 
 
 def test_nvsmi_errors_name_the_line(tmp_path):
@@ -294,6 +393,11 @@ def test_ibm_h100_vm_dump():
     assert G["host0/gpu0"]["host0/pci:0000:a1:00.0"]["bandwidth"] == pytest.approx(63.04)
     assert G["host0/cpu0"]["host0/pci:0000:a1:00.0"]["bandwidth"] == 0.25
     assert G["host0/cpu0"]["host0/cpu1"]["bandwidth"] == 22.0  # Sapphire Rapids (modelid 143): SRP_QPI_BW
+    # 8 NICs in use: each GPU links to the NIC behind its bridge, min(63.04, port 25) = 25
+    assert G["host0/gpu0"]["host0/nic:mlx5_7"]["bandwidth"] == 25.0
+    assert {x for x in G["host0/nic:mlx5_7"]} == {"host0/gpu0"}
+    assert G.nodes["host0/nic:mlx5_7"]["pcie_parent"] == "pci:0000:a1:00.0"
+    assert forest_after_twins(G)
 
 
 def test_p4d_handwritten_with_comments():
@@ -304,9 +408,12 @@ def test_p4d_handwritten_with_comments():
     assert G.nodes["host0/gpu7"]["pci_bus_id"] == "0000:a0:1d.0"
     assert pcie_islands(G) == [{"gpu0", "gpu1", "nic:nic0"}, {"gpu2", "gpu3", "nic:nic1"},
                                {"gpu4", "gpu5", "nic:nic2"}, {"gpu6", "gpu7", "nic:nic3"}]
-    assert widest(G, "host0/gpu0", "host0/gpu1") == pytest.approx(0.985 * 16)  # 8 GT/s x16
-    assert widest(G, "host0/gpu0", "host0/gpu4") == 10.0  # Skylake (modelid 85): SKL_QPI_BW
+    assert route_bw(G, "host0/gpu0", "host0/gpu1") == pytest.approx(0.985 * 16)  # 8 GT/s x16
+    assert route_bw(G, "host0/gpu0", "host0/gpu4") == 10.0  # Skylake (modelid 85): SKL_QPI_BW
     assert nvlink_edges(G) == {} and any("no <nvlink>" in w for w in G.graph["warnings"])
+    # one EFA NIC per GPU pair: both GPUs link to it at min(15.76, 100 Gb/s = 12.5)
+    assert {G["host0/gpu0"]["host0/nic:nic0"]["bandwidth"], G["host0/gpu1"]["host0/nic:nic0"]["bandwidth"]} == {12.5}
+    assert forest_after_twins(G)
 
 
 def test_nccl_xml_nvlink_forms_and_errors(tmp_path):
@@ -335,6 +442,25 @@ def test_nccl_xml_nvlink_forms_and_errors(tmp_path):
                              'count="x" tclass="0x030200"/></gpu>\n    </pci>\n    <pci', 1))
     with pytest.raises(InvalidArgumentError, match=r"line 5: <nvlink count='x'>"):
         read_nccl_xml(f)
+
+
+def test_nccl_xml_parallel_links_and_three_sockets(tmp_path):
+    """A GPU whose PCIe link and NVLink-C2C both end at its CPU: two parallel links, one edge of
+    the summed capacity.  Three sockets: a star through one ``sys`` node (a tree)."""
+    cpu = '<cpu numaid="{n}" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">{body}</cpu>'
+    gpu0 = ('<pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">'
+            '<gpu dev="0" sm="90"><nvlink target="0000:00:00.0" count="10" tclass="0x068001"/></gpu></pci>')
+    gpu1 = '<pci busid="0000:02:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="1" sm="90"/></pci>'
+    xml = "<system>" + cpu.format(n=0, body=gpu0) + cpu.format(n=1, body=gpu1) + cpu.format(n=2, body="") + "</system>"
+    f = tmp_path / "gh.xml"
+    f.write_text(xml)
+    G = read_nccl_xml(f)
+    e = G["host0/gpu0"]["host0/cpu0"]
+    # PCIe Gen5 x16 = 16 x 3.94 = 63.04, plus 10 NVLink 4 links x 25 = 250: 313.04 GB/s
+    assert e["bandwidth"] == pytest.approx(63.04 + 250.0) and e["link"] == "pcie+nvlink"
+    assert {G["host0/sys"][f"host0/cpu{i}"]["bandwidth"] for i in range(3)} == {22.0}  # SRP_QPI_BW
+    assert not G.has_edge("host0/cpu0", "host0/cpu1") and forest_after_twins(G)
+    assert route_bw(G, "host0/gpu0", "host0/gpu1") == 22.0
 
 
 def test_pcie_rate_table():
@@ -367,13 +493,26 @@ def test_slurm_block_sizes():
     groups32 = [n for n, d in G.nodes(data=True) if d.get("block_size") == 32]
     assert len(groups16) == 6 and len(groups32) == 3
     assert "switch:root" in G  # 3 groups of 32 have no common block
-    bw = {w for w, _, _ in bandwidth_levels(G)}
-    # NVSwitch > NIC (block) > 16-group > 32-group > root
-    assert sorted(bw, reverse=True) == [450.0, 50.0, 25.0, 12.5, 6.25]
-    assert widest(G, "srv1101/gpu0", "srv1102/gpu0") == 50.0
-    assert widest(G, "srv1101/gpu0", "srv1201/gpu0") == 25.0  # rack11 + rack12 = one 16-block
-    assert widest(G, "srv1101/gpu0", "srv2101/gpu0") == 12.5  # same 32-block
-    assert widest(G, "srv1101/gpu0", "srv3101/gpu0") == 6.25
+    # a block's hosts link every NIC at its port: H100 ConnectX-7 400 Gb/s = 50 GB/s
+    assert {d["bandwidth"] for u, v, d in G.edges("switch:rack11", data=True) if "nic" in u + v} == {50.0}
+    assert len([1 for u, v in G.edges("switch:rack11") if "nic" in u + v]) == 8 * 4
+    # non-blocking by default: a block has 8 hosts x 4 NICs x 50 = 1600 GB/s of downlinks, so a
+    # 1600 GB/s uplink to its 16-group; a 16-group 2 x 1600 = 3200 down and up; a 32-group
+    # 2 x 3200 = 6400, linked to the synthetic root at 6400
+    assert G["switch:rack11"]["switch:block16:0"]["bandwidth"] == 1600.0
+    assert G["switch:block16:0"]["switch:block32:0"]["bandwidth"] == 3200.0
+    assert G["switch:block32:0"]["switch:root"]["bandwidth"] == 6400.0
+    # 2:1 at every level: 800, (2 x 800) / 2 = 800, (2 x 800) / 2 = 800
+    G2 = build_cluster(gpus_per_node=4, gpu="h100", fabric=BLOCK, oversubscription=2)
+    assert G2["switch:rack11"]["switch:block16:0"]["bandwidth"] == 800.0
+    assert G2["switch:block16:0"]["switch:block32:0"]["bandwidth"] == 800.0
+    assert G2["switch:block32:0"]["switch:root"]["bandwidth"] == 800.0
+    assert G2.graph["fabric"]["oversubscription"] == 2.0
+    # one flow alone gets the narrowest link of its route: NVSwitch 18 x 25 = 450 inside a host,
+    # the 50 GB/s NIC port everywhere else (uplinks are far wider)
+    assert sorted({w for w, _, _ in bandwidth_levels(G2)}, reverse=True) == [450.0, 50.0]
+    assert route_bw(G2, "srv1101/gpu0", "srv3101/gpu0") == 50.0
+    assert forest_after_twins(G2)
 
 
 def test_slurm_yaml_topologies():
@@ -401,14 +540,29 @@ def test_slurm_conf_oddities_and_errors(tmp_path):
     assert fab.parents()["l1"] == ["s1", "s2"] and fab.switches["s1"].link_speed == 200.0
     G = build_cluster(A100, gpu="a100", fabric=f)
     assert "switch:root" not in G  # s1 and s2 are joined through the leaves
-    assert G["n1/nic:mlx5_0"]["switch:l1"]["bandwidth"] == 12.5  # capped by LinkSpeed=100 (Gb/s)
-    assert G["switch:l1"]["switch:s1"]["bandwidth"] == 25.0  # LinkSpeed=200 Gb/s
-    assert G["switch:l1"]["switch:s2"]["bandwidth"] == 12.5  # default: HDR 25 / taper 2
-    # missing root: two leaves, no spine
+    # LinkSpeed=100 (Gb/s) caps each NIC port under l1: min(HDR 25, 12.5) = 12.5
+    assert G["n1/nic:mlx5_0"]["switch:l1"]["bandwidth"] == 12.5
+    assert G["n3/nic:mlx5_0"]["switch:l2"]["bandwidth"] == 25.0
+    # s1's LinkSpeed=200 Gb/s is the whole trunk from each leaf: 25 GB/s
+    assert G["switch:l1"]["switch:s1"]["bandwidth"] == G["switch:l2"]["switch:s1"]["bandwidth"] == 25.0
+    # s2 has no LinkSpeed: the leaf's downlinks / 1 (non-blocking), split over its 2 parents:
+    # l1: 2 hosts x 8 NICs x 12.5 = 200 -> 100; l2: 2 x 8 x 25 = 400 -> 200
+    assert G["switch:l1"]["switch:s2"]["bandwidth"] == 100.0
+    assert G["switch:l2"]["switch:s2"]["bandwidth"] == 200.0
+    # s1 and s2 are wired to the same leaves: twins, merged by the fabric model (ECMP)
+    assert forest_after_twins(G)
+    # missing root: two leaves, no spine; each joins the synthetic root by its downlinks / r
     f.write_text("SwitchName=l1 Nodes=n[1-2]\nSwitchName=l2 Nodes=n[3-4]\n")
-    G = build_cluster(A100, gpu="a100", fabric=f)
+    G = build_cluster(A100, gpu="a100", fabric=f, oversubscription="4:1")
     assert "switch:root" in G and any("no common root" in w for w in G.graph["warnings"])
-    assert widest(G, "n1/gpu0", "n2/gpu0") == 25.0 and widest(G, "n1/gpu0", "n3/gpu0") == 12.5
+    assert G["switch:l1"]["switch:root"]["bandwidth"] == 100.0  # 2 x 8 x 25 / 4
+    assert route_bw(G, "n1/gpu0", "n2/gpu0") == route_bw(G, "n1/gpu0", "n3/gpu0") == 25.0
+    # a host under two switches spreads its NICs over them (NIC i -> i-th switch)
+    f.write_text("SwitchName=l1 Nodes=n[1-2]\nSwitchName=l2 Nodes=n[2-3]\nSwitchName=s Switches=l[1-2]\n")
+    G = build_cluster(A100, gpu="a100", fabric=f)
+    assert set(G["n2/nic:mlx5_0"]) >= {"switch:l1"} and set(G["n2/nic:mlx5_1"]) >= {"switch:l2"}
+    assert G["switch:l1"]["switch:s"]["bandwidth"] == 8 * 25 + 4 * 25  # n1's 8 NICs + half of n2's
+    assert any("several switches" in w for w in G.graph["warnings"]) and forest_after_twins(G)
     cases = [
         ("SwitchName=a Nodes=n1 Foo=3\n", r"topology.conf line 1: unknown key 'foo'"),
         ("SwitchName=a Nodes=n1\n# c\nSwitchName=b Switches=c\n", r"line 3: switch 'c' listed in Switches= of 'b'"),
@@ -428,6 +582,9 @@ def test_slurm_conf_oddities_and_errors(tmp_path):
     y.write_text("- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: [n1\n")
     with pytest.raises(InvalidArgumentError, match=r"topology.yaml line \d+: malformed YAML"):
         read_fabric(y)
+    for bad in ("0", "-1", "x", "2:0", [1, "nan"]):
+        with pytest.raises(InvalidArgumentError, match="oversubscription"):
+            build_cluster(A100, nodelist="a,b", oversubscription=bad)
 
 
 # ---------------------------------------------------------------- composed clusters
@@ -450,33 +607,50 @@ def test_composed_cluster_two_leaves(two_leaf_fabric):
     assert all(len(gpus(G, h)) == 8 for h in hosts) and len(gpus(G)) == 32
     assert set(kinds(G, "switch")) == {"switch:leafA", "switch:leafB", "switch:spine"}
     assert all(G.nodes[n]["host"] in hosts for n in kinds(G, "nic"))
-    same_leaf = widest(G, "node1/gpu0", "node3/gpu5")
-    other_leaf = widest(G, "node1/gpu0", "node2/gpu5")
-    inside = widest(G, "node1/gpu0", "node1/gpu5")
-    assert inside > same_leaf > other_leaf
-    assert (inside, same_leaf, other_leaf) == (300.0, 25.0, 12.5)  # NVSwitch, HDR NIC, 2:1 taper
-    assert [(w, c) for w, c, _ in bandwidth_levels(G)] == [(300.0, 4 * 28), (25.0, 2 * 64), (12.5, 4 * 64)]
-    # nodelist picks (and orders) a subset; unknown hosts are named
+    # physical capacities: NIC ports HDR 200 Gb/s = 25 GB/s; a leaf has 2 hosts x 8 NICs x 25 =
+    # 400 GB/s of downlinks and, non-blocking by default, a 400 GB/s uplink
+    assert {G[n]["switch:leafA"]["bandwidth"] for n in G["switch:leafA"] if G.nodes[n]["kind"] == "nic"} == {25.0}
+    assert G["switch:leafA"]["switch:spine"]["bandwidth"] == 400.0
+    assert G.nodes["switch:leafA"]["downlink_gbps"] == 400.0
+    # B: NVSwitch 12 x 25 = 300 inside a host, the 25 GB/s NIC path between hosts (one flow)
+    assert route_bw(G, "node1/gpu0", "node1/gpu5") == 300.0
+    assert route_bw(G, "node1/gpu0", "node3/gpu5") == route_bw(G, "node1/gpu0", "node2/gpu5") == 25.0
+    assert [(w, c) for w, c, _ in bandwidth_levels(G)] == [(300.0, 4 * 28), (25.0, 6 * 64)]
+    assert forest_after_twins(G)
+    # 2:1 leaves: 400 / 2 = 200 GB/s up (8 GPUs' worth of NIC ports for 16 GPUs)
+    G2 = build_cluster(A100, gpu="a100", fabric=two_leaf_fabric, oversubscription=2)
+    assert G2["switch:leafB"]["switch:spine"]["bandwidth"] == 200.0
+    # nodelist picks (and orders) a subset; the leaves keep the capacity of all their hosts
     G2 = build_cluster(A100, gpu="a100", fabric=two_leaf_fabric, nodelist="node[2,1]")
     assert list(dict.fromkeys(G2.nodes[n]["host"] for n in gpus(G2))) == ["node2", "node1"]
-    assert widest(G2, "node1/gpu0", "node2/gpu0") == 12.5
+    assert G2["switch:leafA"]["switch:spine"]["bandwidth"] == 400.0
     with pytest.raises(InvalidArgumentError, match=r"nodelist hosts node\[5,7\] are not in the fabric"):
         build_cluster(A100, fabric=two_leaf_fabric, nodelist="node[1,5,7]")
     with pytest.raises(InvalidArgumentError, match=r"lists node1 more than once"):
         build_cluster(A100, fabric=two_leaf_fabric, nodelist="node[1,1]")
-    # rate overrides
-    G3 = build_cluster(A100, gpu="a100", fabric=two_leaf_fabric, nic=50, taper=1)
-    assert widest(G3, "node1/gpu0", "node3/gpu0") == widest(G3, "node1/gpu0", "node2/gpu0") == 31.5  # PCIe-bound
+    # rate overrides: 400 Gb/s NICs make the GPU's PCIe path (PXB, Gen4 x16 31.5) the narrower
+    G3 = build_cluster(A100, gpu="a100", fabric=two_leaf_fabric, nic=50)
+    assert G3["node1/gpu0"]["node1/nic:mlx5_0"]["bandwidth"] == 31.5
+    assert G3["switch:leafA"]["switch:spine"]["bandwidth"] == 2 * 8 * 50
+    assert route_bw(G3, "node1/gpu0", "node3/gpu0") == route_bw(G3, "node1/gpu0", "node2/gpu0") == 31.5
     with pytest.raises(InvalidArgumentError, match="unknown rate 'nics'"):
         build_cluster(A100, fabric=two_leaf_fabric, nics=5)
+    with pytest.raises(InvalidArgumentError, match="rate 'taper' was removed"):
+        build_cluster(A100, fabric=two_leaf_fabric, taper=1)
 
 
 def test_composed_real_tree_and_nodelist_only():
-    G = build_cluster(A100, gpu="a100", fabric=TREE, nodelist="srv[1101-1102,1201,2101]")
-    levels = [w for w, _, _ in bandwidth_levels(G)]
-    assert levels == [300.0, 25.0, 12.5, 6.25]  # host, leaf, spine, core
+    G = build_cluster(A100, gpu="a100", fabric=TREE, nodelist="srv[1101-1102,1201,2101]", oversubscription=[2, 1])
     assert {"switch:switch.1.1", "switch:switch.2.1", "switch:switch.3.1"} <= set(kinds(G, "switch"))
     assert "switch:switch.1.5" not in G  # pruned: none of its hosts is in the nodelist
+    # capacities come from the whole file: a leaf has 8 hosts x 8 NICs x 25 = 1600 GB/s of
+    # downlinks, 2:1 -> 800 up; a spine 2 leaves x 800 = 1600, 1:1 -> 1600 up to the core
+    assert G["switch:switch.1.1"]["switch:switch.2.1"]["bandwidth"] == 800.0
+    assert G["switch:switch.2.1"]["switch:switch.3.1"]["bandwidth"] == 1600.0
+    assert G["switch:switch.1.3"]["switch:switch.2.2"]["bandwidth"] == 800.0
+    assert G.nodes["switch:switch.3.1"]["downlink_gbps"] == 6 * 1600.0
+    assert [w for w, _, _ in bandwidth_levels(G)] == [300.0, 25.0]  # NVSwitch; one NIC port
+    assert forest_after_twins(G)
     F = build_cluster(RTX, nodelist="gpu[01-03]")
     assert len(gpus(F)) == 24 and "switch:fabric" in F
     one = build_cluster(A30, nodelist="box7")
@@ -500,9 +674,97 @@ def test_summary_table():
     text = summarize(G)
     assert "hosts 2  GPUs 16  NICs 16" in text
     assert re.search(r"^\s+300\s+56\s", text, re.M) and re.search(r"^\s+25\s+64\s", text, re.M)
+    # link table: 16 GPU ports into the two NVSwitches, 16 NIC ports into the flat switch,
+    # each GPU linked to the 2 NICs of its pair (32 GPU-NIC links) at min(PXB 31.5, HDR 25)
+    assert re.search(r"^\s+gpu-nvswitch\s+300\s+16$", text, re.M)
+    assert re.search(r"^\s+nic-switch\s+25\s+16$", text, re.M) and re.search(r"^\s+gpu-nic\s+25\s+32$", text, re.M)
+
+
+@pytest.mark.parametrize("host", [DGX1, A100, A30, HOPPER, RTX, IBM_XML, P4D_XML], ids=lambda p: p.name[:24])
+@pytest.mark.parametrize("fabric", [None, TREE, BLOCK, YAML], ids=["flat", "tree", "block", "yaml"])
+def test_every_import_is_a_tree_of_switches(host, fabric):
+    """Importers emit non-GPU nodes that form a forest once twins are merged (the fabric model's
+    input), and every edge a finite positive capacity."""
+    nodelist = "n[1-3]" if fabric is None else ("srv[1101-1102,1201,2101,3101]" if fabric in (TREE, BLOCK) else None)
+    G = build_cluster(host, fabric=fabric, nodelist=nodelist)
+    assert forest_after_twins(G)
+    assert all(d["bandwidth"] > 0 and d["bandwidth"] < float("inf") for _, _, d in G.edges(data=True))
+    # every GPU reaches every other without relaying through a GPU
+    a, b = gpus(G)[0], gpus(G)[-1]
+    assert route_bw(G, a, b) > 0
+
+
+# ---------------------------------------------------------------- builders
+
+
+def test_fat_tree_cluster_physical_uplinks():
+    from rankmap.solver import fat_tree_cluster
+    from rankmap.solver.builders import FatTreeTier
+
+    # 8 hosts x 8 GPUs, one 50 GB/s rail NIC per GPU; 4 hosts per leaf at 2:1, 2 leaves per pod 1:1
+    g = fat_tree_cluster(8, 8, tiers=[(4, 2.0), (2, 1.0)])
+    # a leaf: 4 hosts x 8 NICs x 50 = 1600 GB/s of downlinks, 2:1 -> one 800 GB/s uplink edge
+    assert g["switch:t0.0"]["switch:t1.0"]["bandwidth"] == 800.0
+    assert g.nodes["switch:t0.0"]["downlink_gbps"] == 1600.0 and g.nodes["switch:t0.0"]["oversubscription"] == 2.0
+    # a pod: 2 leaves x 800 = 1600 down, 1:1 -> 1600 up to the root (the spine layer)
+    assert g["switch:t1.0"]["switch:root"]["bandwidth"] == 1600.0
+    # the NIC and NVSwitch links: 50 GB/s ports; 18 NVLink 4 links x 25 = 450 per GPU
+    assert g["node000/gpu3"]["node000/nic3"]["bandwidth"] == g["node000/nic3"]["switch:t0.0"]["bandwidth"] == 50.0
+    assert g["node000/gpu3"]["node000/nvswitch"]["bandwidth"] == 450.0
+    assert forest_after_twins(g)
+    # explicit uplink capacity, and nominal fan-in: the half-full last leaf keeps its 4-host uplink
+    g = fat_tree_cluster(6, 8, tiers=[FatTreeTier(4, uplink_gbps=400.0)])
+    assert g["switch:t0.1"]["switch:root"]["bandwidth"] == 400.0
+    assert g.nodes["switch:t0.1"]["oversubscription"] == 4.0  # 1600 / 400
+    g = fat_tree_cluster(6, 8, tiers=[(4, 4.0)])
+    assert g["switch:t0.1"]["switch:root"]["bandwidth"] == 400.0  # 4 x 8 x 50 / 4, 2 hosts attached
+    # one shared NIC per host: GPUs on a PCIe switch (32 GB/s links) with the NIC
+    g = fat_tree_cluster(4, 8, nics_per_host=1, tiers=[(4, 2.0)])
+    assert [n for n in g if n.startswith("node000/nic")] == ["node000/nic0"]
+    assert {g[f"node000/gpu{i}"]["node000/pcie0"]["bandwidth"] for i in range(8)} == {32.0}
+    assert g["node000/pcie0"]["node000/nic0"]["bandwidth"] == 32.0
+    assert g["switch:t0.0"]["switch:root"]["bandwidth"] == 4 * 1 * 50 / 2  # 100
+    # 2 NICs per host: GPUs 0-3 on NIC 0, 4-7 on NIC 1
+    g = fat_tree_cluster(2, 8, nics_per_host=2)
+    assert set(g["node000/pcie1"]) == {f"node000/gpu{i}" for i in range(4, 8)} | {"node000/nic1"}
+    assert forest_after_twins(g)
+    # NVSwitch ports per GPU: A100 12 x 25 = 300, B200 18 x 50 = 900
+    g = fat_tree_cluster(1, 8, nvlink_ports=12)
+    assert g["node000/gpu0"]["node000/nvswitch"]["bandwidth"] == 300.0
+    assert g["node000/gpu0"]["node000/nvswitch"]["nvlinks"] == 12
+    g = fat_tree_cluster(1, 8, nvlink_ports=18, nvlink_port_gbps=50.0)
+    assert g["node000/gpu0"]["node000/nvswitch"]["bandwidth"] == 900.0
+    # NVLink-bridge pairs and PCIe boxes with a shared NIC on the host's PCIe switch
+    g = fat_tree_cluster(2, 4, intra="nvlink-pairs", nvlink_ports=4, nics_per_host=1)
+    assert g["node000/gpu0"]["node000/gpu1"]["bandwidth"] == 100.0 and g["node000/pcie"]["node000/nic0"]
+    assert forest_after_twins(g)
+    for kw, msg in [(dict(tiers=[(0, 2.0)]), "fan_in"), (dict(tiers=[(4, 0)]), "oversubscription"),
+                    (dict(tiers=[(4, 2.0, -1)]), "uplink_gbps"), (dict(tiers=[4]), "tiers"),
+                    (dict(nics_per_host=9), "nics_per_host"), (dict(nvlink_ports=18, intra_bandwidth_gbps=450), "not both"),
+                    (dict(intra="pcie", nvlink_ports=2), "no NVLink"), (dict(intra="x"), "intra")]:
+        with pytest.raises(InvalidArgumentError, match=msg):
+            fat_tree_cluster(2, 8, **kw)
 
 
 # ---------------------------------------------------------------- graph files and CLI
+
+
+def test_multigraph_parallel_links_are_summed(tmp_path):
+    M = nx.MultiGraph()
+    M.add_node("g0", kind="gpu", host="h", local_index=0)
+    M.add_node("sw", kind="nvswitch", host="h")
+    for _ in range(18):  # 18 NVLink 4 links, 25 GB/s each, listed one by one
+        M.add_edge("g0", "sw", bandwidth=25.0)
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(nx.node_link_data(M, edges="edges")))
+    assert load_graph(f)["g0"]["sw"]["bandwidth"] == 450.0
+    D = nx.DiGraph()
+    D.add_edge("a", "b", bandwidth=50.0)
+    D.add_edge("b", "a", bandwidth=50.0)  # the other direction of the same link
+    f.write_text(json.dumps(nx.node_link_data(D, edges="edges")))
+    assert load_graph(f)["a"]["b"]["bandwidth"] == 50.0
+
+
 
 
 def test_graph_file_round_trip(tmp_path):
@@ -558,11 +820,22 @@ def test_cli_cluster(tmp_path, capsys, two_leaf_fabric):
     assert len(gpus(G)) == 4
     out_file = tmp_path / "c.json"
     assert main(["cluster", "--host-topology", str(A100), "--fabric", str(two_leaf_fabric),
-                 "--rate", "nic=50,taper=4", "-o", str(out_file)]) == 0
+                 "--rate", "nic=50", "--oversubscription", "4", "-o", str(out_file)]) == 0
     H = load_graph(out_file)
-    assert len(gpus(H)) == 32 and widest(H, "node1/gpu0", "node2/gpu0") == 12.5  # 50 / 4
+    # a leaf: 2 hosts x 8 NICs x 50 GB/s = 800 GB/s down, 4:1 -> 200 GB/s up
+    assert len(gpus(H)) == 32 and H["switch:leafA"]["switch:spine"]["bandwidth"] == 200.0
+    assert H.graph["fabric"]["oversubscription"] == 4.0
+    assert main(["cluster", "--host-topology", str(A100), "--fabric", str(two_leaf_fabric),
+                 "--oversubscription", "2,1", "-o", str(out_file)]) == 0
+    assert load_graph(out_file)["switch:leafB"]["switch:spine"]["bandwidth"] == 200.0  # 2 x 8 x 25 / 2
+    assert main(["cluster", "--host-topology", str(A100), "--nodelist", "a,b", "--rate", "taper=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "was removed" in err and "--oversubscription" in err
+    assert main(["cluster", "--host-topology", str(A100), "--nodelist", "a,b", "--oversubscription", "fast"]) == 2
+    assert "oversubscription" in capsys.readouterr().err
     assert main(["cluster", "--host-topology", str(A100), "--format", "table"]) == 0
-    assert "GPU-GPU bandwidth levels" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "GPU-GPU route bandwidths" in out and re.search(r"^\s+gpu-nvswitch\s+300\s+8$", out, re.M)
     assert main(["cluster", "--host-topology", str(A100), "--fabric", str(two_leaf_fabric),
                  "--nodelist", "node[1,9]"]) == 2
     io = capsys.readouterr()

@@ -5,22 +5,47 @@ figures collected in ``tests/data/real-inputs/bandwidths.md`` (a copy of
 ``/work/shared/real-inputs/bandwidths.md``).  The section of that file is cited next to
 each number as ``[bw §N]``; its numbered sources as ``[src N]``.
 
+Every edge the readers write is one **physical link** (parallel links between the same two
+nodes summed into one edge) and its ``bandwidth`` is the link's capacity, shared by all the
+flows routed over it: an NVSwitch port bundle of 18 NVLink 4 links is 18 x 25 = 450 GB/s, a
+ConnectX-7 port 400 Gb/s = 50 GB/s, a PCIe Gen5 x16 link 63 GB/s.  No edge carries a per-GPU
+or per-pair share of something else.
+
 Rate keys (all overridable, ``build_cluster(..., nic=50)`` or ``--rate nic=50``):
 
 ========  =====================================================================
 key       meaning
 ========  =====================================================================
-nvlink    one NVLink, GB/s per direction (an ``NV#`` pair gets ``# * nvlink``)
+nvlink    one NVLink, GB/s per direction (an ``NV#`` bundle gets ``# * nvlink``)
 pcie      a PCIe x16 link (sets ``pix pxb phb node`` unless those are given)
 pix       GPU/NIC to its own PCIe switch (``PIX``)
 pxb       PCIe switch to PCIe switch (``PXB``)
 phb       PCIe switch to host bridge (``PHB``)
 node      host bridge to host bridge inside one NUMA node (``NODE``)
 sys       socket to socket (``SYS``: QPI / UPI / xGMI)
-nic       one NIC port to its leaf switch
-fabric    leaf to spine link, per GPU share (higher tiers: ``fabric / taper**k``)
-taper     per-tier oversubscription of the switch fabric (default 2)
+nic       one NIC port (its link to the leaf switch)
 ========  =====================================================================
+
+Switch uplinks are not a rate: they follow from the links below a switch and the fabric's
+oversubscription ratio (``build_cluster(oversubscription=R)``, default 1 = non-blocking; see
+:mod:`.compose`).  The former ``fabric`` and ``taper`` keys (per-GPU shares of an uplink) are
+gone and rejected with a message saying so.
+
+Hosts with several NICs
+-----------------------
+A host's PCIe tree joins all its NICs; linking each NIC to a leaf switch as well would close
+a cycle (leaf - NIC a - PCIe - CPU - PCIe - NIC b - leaf), and the fabric model needs the
+non-GPU nodes to form a tree.  So :meth:`HostTemplate.finish`, when two or more NICs carry GPU
+traffic, takes those NICs out of the PCIe tree and links each GPU directly to its nearest NIC
+(or NICs, on a tie): NCCL's choice, the NIC(s) with the widest path then the fewest PCIe
+hops (``ncclTopoGetLocalNet``).  That GPU - NIC edge stands for the GPU's PCIe path to the NIC;
+its capacity is the narrowest PCIe link on that path, capped at the NIC's port rate (the NIC
+moves no more than its port between PCIe and the network, and every route over the edge also
+crosses the NIC's port link, so the cap changes no inter-host route).  The path's PCIe nodes
+are kept in ``via`` and the NIC's former PCIe parent in ``pcie_parent``.  What is lost: PCIe
+links shared between a GPU's path to its NIC and other traffic inside the host.  NICs that
+are no GPU's nearest stay in the PCIe tree with ``fabric_port=False`` and are not linked to
+the fabric.  A host with a single NIC in use keeps it in the PCIe tree (no cycle arises).
 """
 
 from __future__ import annotations
@@ -46,6 +71,8 @@ __all__ = [
     "pcie_rate",
     "nccl_inter_cpu_rate",
     "fmt_gbps",
+    "link_sockets",
+    "merge_parallel_edges",
 ]
 
 # ---------------------------------------------------------------- PCIe
@@ -299,7 +326,15 @@ def resolve_generation(gpu: Any, field_name: str = "gpu") -> GpuGeneration | Non
                          sys=base.sys, nic=base.nic, note=f"explicit NVLink rate {rate:g} GB/s per link; " + base.note)
 
 
-RATE_KEYS = ("nvlink", "pcie", "pix", "pxb", "phb", "node", "sys", "nic", "fabric", "taper")
+RATE_KEYS = ("nvlink", "pcie", "pix", "pxb", "phb", "node", "sys", "nic")
+
+#: Removed keys and what replaces them.
+_REMOVED_RATE_KEYS = {
+    "taper": "links are physical capacities now; give the fabric's oversubscription ratio instead "
+             "(oversubscription=R, --oversubscription R; 1 = non-blocking)",
+    "fabric": "links are physical capacities now: a switch's uplink capacity is its downlink capacity / "
+              "oversubscription (oversubscription=R, --oversubscription R), or LinkSpeed in topology.conf",
+}
 
 
 def check_rate_overrides(overrides: Mapping[str, Any] | None) -> dict[str, float]:
@@ -307,6 +342,8 @@ def check_rate_overrides(overrides: Mapping[str, Any] | None) -> dict[str, float
     out: dict[str, float] = {}
     for key, value in (overrides or {}).items():
         k = str(key).strip().lower()
+        if k in _REMOVED_RATE_KEYS:
+            raise InvalidArgumentError(f"rate {key!r} was removed: {_REMOVED_RATE_KEYS[k]}", f"rate.{key}")
         if k not in RATE_KEYS:
             raise InvalidArgumentError(
                 f"unknown rate {key!r} (known: {', '.join(RATE_KEYS)})", f"rate.{key}"
@@ -319,8 +356,6 @@ def check_rate_overrides(overrides: Mapping[str, Any] | None) -> dict[str, float
             raise InvalidArgumentError(f"rate {key}={value!r} is not a number", f"rate.{key}") from None
         if not math.isfinite(v) or v <= 0:
             raise InvalidArgumentError(f"rate {key}={value!r} must be finite and > 0", f"rate.{key}")
-        if k == "taper" and v < 1:
-            raise InvalidArgumentError(f"rate taper={value!r} must be >= 1", f"rate.{key}")
         out[k] = v
     return out
 
@@ -345,10 +380,7 @@ def default_rates(gen: GpuGeneration | None, overrides: Mapping[str, float] | No
         "node": o.get("node", pcie),
         "sys": o.get("sys", g.sys),
         "nic": o.get("nic", g.nic),
-        "taper": o.get("taper", 2.0),
     }
-    if "fabric" in o:
-        r["fabric"] = o["fabric"]
     r["pxb"] = min(r["pxb"], r["pix"])
     r["phb"] = min(r["phb"], r["pxb"])
     r["node"] = min(r["node"], r["phb"])
@@ -362,6 +394,76 @@ def fmt_gbps(x: float) -> str:
 
 
 # ---------------------------------------------------------------- host templates
+
+
+def merge_parallel_edges(edges: list[tuple[str, str, dict]]) -> list[tuple[str, str, dict]]:
+    """Parallel links between the same two nodes -> one edge with the summed capacity.
+
+    The first edge's attributes are kept; ``bandwidth`` (and ``nvlinks`` when both have it)
+    are summed; different ``link`` kinds are joined with ``+`` (e.g. a GPU's PCIe link and
+    its NVLink-C2C to the same CPU: ``"pcie+nvlink"``).
+    """
+    merged: dict[tuple[str, str], tuple[str, str, dict]] = {}
+    for u, v, a in edges:
+        key = (u, v) if u <= v else (v, u)
+        if key not in merged:
+            merged[key] = (u, v, dict(a))
+            continue
+        m = merged[key][2]
+        m["bandwidth"] = float(m["bandwidth"]) + float(a["bandwidth"])
+        if "nvlinks" in m and "nvlinks" in a:
+            m["nvlinks"] = m["nvlinks"] + a["nvlinks"]
+        if a.get("link") and a.get("link") not in str(m.get("link", "")).split("+"):
+            m["link"] = f"{m['link']}+{a['link']}" if m.get("link") else a["link"]
+    return list(merged.values())
+
+
+def _widest_fewest_hops(src: str, adj: Mapping[str, Mapping[str, float]], kind: Mapping[str, str]):
+    """From ``src``: per node, (widest bottleneck GB/s, fewest hops at that width) and a predecessor.
+
+    Paths do not pass through GPUs or NICs (they are reached, never crossed): NVLink and
+    NICs do not forward through a third device (DESIGN §2).
+    """
+    import heapq
+
+    best: dict[str, tuple[float, int]] = {src: (math.inf, 0)}
+    prev: dict[str, str] = {}
+    heap = [(-math.inf, 0, src)]
+    while heap:
+        negw, hops, x = heapq.heappop(heap)
+        if best.get(x) != (-negw, hops):
+            continue
+        if x != src and kind.get(x, "gpu") in ("gpu", "nic"):
+            continue
+        for y, bw in adj[x].items():
+            w = min(-negw, bw)
+            cur = best.get(y)
+            if cur is None or w > cur[0] or (w == cur[0] and hops + 1 < cur[1]):
+                best[y] = (w, hops + 1)
+                prev[y] = x
+                heapq.heappush(heap, (-w, hops + 1, y))
+    return best, prev
+
+
+def link_sockets(t: "HostTemplate", cpus: list[tuple[str, float]], **attrs: Any) -> None:
+    """Join a host's CPU sockets: ``cpus`` = [(suffix, GB/s of its socket link)].
+
+    Two sockets: one edge at the lower rate.  Three or more: each socket links to one
+    ``sys`` node (kind ``socket_interconnect``) at its rate, a star that keeps the non-GPU
+    part of the graph a tree (a full mesh of socket links would be a cycle); a pair's
+    bottleneck is still the lower of the two sockets' rates.
+    """
+    if len(cpus) < 2:
+        return
+    if len(cpus) == 2:
+        (a, ra), (b, rb) = cpus
+        t.add_edge(a, b, min(ra, rb), **attrs)
+        return
+    hub = t.add_node("sys", kind="socket_interconnect")
+    for c, r in cpus:
+        t.add_edge(c, hub, r, **attrs)
+
+
 
 
 @dataclass
@@ -394,22 +496,90 @@ class HostTemplate:
         self.edges.append((u, v, attrs))
 
     def finish(self) -> "HostTemplate":
-        """Order nodes GPUs first by local_index, keep the rest in insertion order; merge parallel edges."""
+        """Order nodes GPUs first by local_index (the rest in insertion order), sum parallel
+        links into one edge, and attach the NICs (see the module docstring)."""
         gpus = [n for n in self.nodes if n[1].get("kind") == "gpu"]
         rest = [n for n in self.nodes if n[1].get("kind") != "gpu"]
         gpus.sort(key=lambda n: n[1]["local_index"])
         self.nodes = gpus + rest
-        merged: dict[tuple[str, str], dict] = {}
-        for u, v, a in self.edges:
-            key = (u, v) if u <= v else (v, u)
-            if key in merged:
-                if a["bandwidth"] > merged[key][2]["bandwidth"]:
-                    merged[key] = (u, v, a)
-            else:
-                merged[key] = (u, v, a)
-        self.edges = list(merged.values())
+        self.edges = merge_parallel_edges(self.edges)
+        self._attach_nics()
         return self
 
+    def _attach_nics(self) -> None:
+        """Mark fabric NICs; with two or more, link GPUs to their nearest NICs (module docstring)."""
+        kind = {s: a.get("kind", "gpu") for s, a in self.nodes}
+        attrs_of = {s: a for s, a in self.nodes}
+        nics = [s for s, k in kind.items() if k == "nic"]
+        if not nics:
+            return
+        adj: dict[str, dict[str, float]] = {s: {} for s in kind}
+        for u, v, a in self.edges:
+            adj[u][v] = a["bandwidth"]
+            adj[v][u] = a["bandwidth"]
+        port = {n: float(attrs_of[n].get("port_bandwidth", self.rates.get("nic", 12.5))) for n in nics}
+        chosen: dict[str, list[tuple[str, float, int, list[str]]]] = {}
+        for g in (s for s, k in kind.items() if k == "gpu"):
+            best, prev = _widest_fewest_hops(g, adj, kind)
+            cands = [(min(best[n][0], port[n]), -best[n][1], n) for n in nics if n in best]
+            if not cands:
+                continue
+            top = max((w, h) for w, h, _ in cands)
+            picks = []
+            for w, h, n in cands:
+                if (w, h) != top:
+                    continue
+                path, x = [], prev.get(n)
+                while x is not None and x != g:
+                    path.append(x)
+                    x = prev.get(x)
+                picks.append((n, best[n][0], best[n][1], path[::-1]))
+            chosen[g] = picks
+        used = list(dict.fromkeys(n for picks in chosen.values() for n, *_ in picks))
+        for n in nics:
+            attrs_of[n]["fabric_port"] = n in used
+        if len(used) < 2:
+            return
+        movable = []
+        for n in used:
+            parents = [y for y in adj[n] if kind[y] != "gpu"]
+            if len(parents) > 1:
+                attrs_of[n]["fabric_port"] = False
+                self.warnings.append(f"NIC {n} links to several PCIe nodes ({', '.join(parents)}); it is not linked "
+                                     "to the fabric")
+                continue
+            if parents:
+                attrs_of[n]["pcie_parent"] = parents[0]
+            movable.append(n)
+        moved = set(movable)
+        self.edges = [(u, v, a) for u, v, a in self.edges
+                      if not ((u in moved and kind[v] != "gpu") or (v in moved and kind[u] != "gpu"))]
+        existing = {(u, v) for u, v, _ in self.edges} | {(v, u) for u, v, _ in self.edges}
+        for g, picks in chosen.items():
+            for n, width, hops, path in picks:
+                if n not in moved or (g, n) in existing:
+                    continue
+                self.edges.append((g, n, {"bandwidth": float(min(width, port[n])), "link": "pcie",
+                                          "pcie_hops": hops, "via": ",".join(path)}))
+        # PCIe switches / host bridges left with nothing below them
+        while True:
+            deg: dict[str, int] = {s: 0 for s in kind}
+            for u, v, _ in self.edges:
+                deg[u] += 1
+                deg[v] += 1
+            dead = {s for s, k in kind.items() if k in ("pcie_switch", "host_bridge") and deg[s] <= 1}
+            if not dead:
+                break
+            self.edges = [(u, v, a) for u, v, a in self.edges if u not in dead and v not in dead]
+            self.nodes = [(s, a) for s, a in self.nodes if s not in dead]
+            for s in dead:
+                del kind[s]
+        unused = [n for n in nics if n not in used]
+        if unused:
+            self.warnings.append(
+                f"NICs {', '.join(x.removeprefix('nic:') for x in unused)} are no GPU's nearest NIC: kept on their "
+                "PCIe switch, not linked to the fabric")
+    
     # -- queries
     @property
     def gpu_count(self) -> int:
@@ -419,9 +589,9 @@ class HostTemplate:
         return [s for s, a in self.nodes if a.get("kind") == kind]
 
     def nic_rates(self) -> dict[str, float]:
-        """NIC suffix -> port GB/s."""
+        """Fabric NIC suffix -> port GB/s (NICs with ``fabric_port=False`` are left out)."""
         return {s: float(a.get("port_bandwidth", self.rates.get("nic", 12.5))) for s, a in self.nodes
-                if a.get("kind") == "nic"}
+                if a.get("kind") == "nic" and a.get("fabric_port", True)}
 
     # -- output
     def instantiate(self, G: nx.Graph, host: str) -> None:

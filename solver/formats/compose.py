@@ -14,26 +14,46 @@
 Without a host topology file, ``gpus_per_node`` + ``gpu`` describe a synthetic host (see
 :func:`synthetic_host`); with neither, composing is refused - a GPU count cannot be guessed.
 
-Fabric link rates (GB/s, one direction, per GPU share)
+Fabric links: physical capacities (GB/s per direction)
 ------------------------------------------------------
-* NIC -> leaf switch: the NIC's port rate (NCCL XML ``speed``, else the ``nic`` default of
-  the GPU generation), capped by the leaf's ``LinkSpeed`` read as Gb/s.
-* switch -> parent at tier ``t`` (``t`` = height of the parent above the leaves, 1 for a
-  spine over leaves): the parent's ``LinkSpeed`` (Gb/s / 8) when given; else
-  ``fabric / taper**(t-1)`` when a ``fabric`` rate is given; else
-  ``nic / taper**t``.  ``taper`` (default 2, i.e. 2:1 oversubscription per tier) makes the
-  bandwidth levels nest as leaf > spine > core, which is how Slurm's tree plugin treats
-  switch hops (fewer is better); ``taper=1`` models a non-blocking fat tree (then all
-  inter-host pairs are equal).
-* Blocks: hosts -> block switch at the NIC rate; a block level of size ``k x base`` is a
-  switch over ``k`` consecutive base blocks at tier ``log2(k)``.
-* Top-level switches with no common parent (a "missing root") are joined by a synthetic
-  ``switch:root`` one tier up, so every GPU pair has a finite bandwidth; the graph's
-  ``warnings`` say so.
+Every edge is one physical link, or the bundle of parallel links between two nodes summed
+into one edge, and all flows routed over it share its capacity (DESIGN §2).  No edge carries
+a per-GPU or per-pair share.
+
+* NIC -> leaf switch (``link="net"``): the NIC's port rate (NCCL XML ``speed``, else the
+  ``nic`` default of the GPU generation: ConnectX-7 NDR 400 Gb/s = 50 GB/s for H100/B200,
+  HDR 200 Gb/s = 25 GB/s for A100), capped by the leaf's ``LinkSpeed`` read as Gb/s per
+  port.  Only the host's fabric NICs are linked (``fabric_port``; see :mod:`.common`).
+* Switch -> parent (``link="fabric"``): one edge standing for all the child's uplink ports
+  to that parent.  Its capacity is the parent's ``LinkSpeed`` (Gb/s / 8) when the file gives
+  one, else the child's **downlink capacity / r**, where the downlink capacity is the sum of
+  the child's links below it (NIC ports of its hosts, uplinks of its child switches) over
+  the *whole* fabric file, not just the hosts of ``nodelist`` (a switch's cabling does not
+  change with the job), and r is the **oversubscription ratio** of the child's level
+  (``oversubscription``: default **1.0, non-blocking**; one number for every level, or one
+  per level leaf first, e.g. ``[2, 1]`` = leaves 2:1, spines and above 1:1).  A child with
+  several parents (the spines of a two-level Clos) splits that capacity evenly over them;
+  parallel spines wired to the same switches are "twins" that the fabric model merges into
+  one switch with the summed capacity (ECMP).
+  Example: a leaf of 4 hosts x 8 GPUs with one 50 GB/s NIC each has 4 x 8 x 50 = 1600 GB/s
+  of downlinks; at 2:1 its uplink is 800 GB/s.
+* Blocks (topology/block): a block's hosts link their NICs at the NIC rate to the block
+  switch; a block level of size ``k x base`` is a switch over ``k`` consecutive base blocks,
+  each block (group) linked to it by its downlink capacity / r of its level.
+* Top-level switches with no common parent (a "missing root"), rings and top-level block
+  groups are joined by a synthetic ``switch:root``, each by its downlink capacity / r; the
+  graph's ``warnings`` say so.
+* A host listed under several switches spreads its fabric NICs over them (NIC i to the
+  i-th switch, modulo their number).
+
+``LinkSpeed`` ("arbitrary units, currently not used" by Slurm) is read as **Gb/s per link
+below that switch**: it caps each NIC port of a host directly below, and it *is* the
+capacity of the whole trunk from each child switch.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 import networkx as nx
@@ -54,7 +74,8 @@ from .nccl_xml import looks_like_nccl_xml, parse_nccl_xml
 from .nvsmi import looks_like_nvsmi, parse_topo_matrix
 from .slurm import Fabric, read_fabric
 
-__all__ = ["build_cluster", "load_host_template", "synthetic_host", "summarize", "bandwidth_levels"]
+__all__ = ["build_cluster", "load_host_template", "synthetic_host", "summarize", "bandwidth_levels",
+           "link_capacities", "parse_oversubscription"]
 
 DEFAULT_HOST = "host0"
 
@@ -111,16 +132,20 @@ def _template_from_graph(path: str, gpu: Any, overrides: dict) -> HostTemplate:
 
 
 def synthetic_host(gpus_per_node: int, gpu: Any, **rate_overrides: Any) -> HostTemplate:
-    """A DGX/HGX-like host of ``gpus_per_node`` GPUs of generation ``gpu``.
+    """A DGX/HGX-like host of ``gpus_per_node`` GPUs of generation ``gpu``, physical links.
 
-    * NVSwitch generations (V100 .. B300): every GPU -> one ``nvswitch`` node at
-      ``links x nvlink`` (A100 12 x 25 = 300, H100 18 x 25 = 450, B200 18 x 50 = 900 GB/s),
-      one NIC per GPU on the GPU's own PCIe switch (rail-optimised, as on DGX systems).
+    * NVSwitch generations (V100 .. B300): every GPU -> one ``nvswitch`` node by one edge of
+      all its NVLink ports, ``links x nvlink`` (A100 12 x 25 = 300, H100 18 x 25 = 450,
+      B200 18 x 50 = 900 GB/s), one NIC per GPU on the GPU's own PCIe switch (rail-optimised,
+      as on DGX systems; port = the generation's NIC, e.g. H100 ConnectX-7 400 Gb/s = 50 GB/s).
+      With several NICs each GPU ends up linked to its own NIC (:mod:`.common`).
     * NVLink-bridge generations (A30, GA102): GPUs bridged in pairs (0-1, 2-3, ...) at
-      ``links x nvlink``, one NIC for the host.
-    * PCIe-only generations (Ada): no NVLink, one NIC for the host.
+      ``links x nvlink``, one NIC for the host on ``cpu0``.
+    * PCIe-only generations (Ada): no NVLink, one NIC for the host on ``cpu0``.
 
-    GPUs are split over two sockets (first half on ``cpu0``) when the count is even and > 1.
+    Every GPU and NIC has its PCIe link (``pix``: the generation's x16 rate, e.g. Gen5 63 GB/s)
+    to its switch, each switch its link to the CPU (``node``).  GPUs are split over two sockets
+    (first half on ``cpu0``), joined by the ``sys`` link, when the count is even and > 1.
     """
     overrides = check_rate_overrides(rate_overrides)
     try:
@@ -168,14 +193,45 @@ def synthetic_host(gpus_per_node: int, gpu: Any, **rate_overrides: Any) -> HostT
 
 
 def _with_default_nic(t: HostTemplate) -> HostTemplate:
-    """Give a NIC-less host one synthetic NIC on each CPU (else on each GPU)."""
-    cpus = t.suffixes("cpu") or t.suffixes("gpu")
-    t.add_node("nic:default", kind="nic", name="default", nic_index=0, synthetic=True,
+    """Give a host without a fabric NIC one synthetic NIC: on its first CPU (else on each GPU).
+
+    One NIC, so it can stay in the host's PCIe tree without closing a cycle through the
+    fabric.  Its PCIe link is ``phb``, its port the ``nic`` rate of the generation.
+    """
+    cpus = t.suffixes("cpu")
+    t.add_node("nic:default", kind="nic", name="default", nic_index=0, synthetic=True, fabric_port=True,
                port_bandwidth=t.rates.get("nic", GENERATIONS["generic"].nic))
-    for c in cpus:
+    for c in (cpus[:1] or t.suffixes("gpu")):
         t.add_edge("nic:default", c, t.rates.get("phb", GENERATIONS["generic"].pcie), link="pcie")
-    t.warnings.append("the host topology lists no NIC; a synthetic NIC 'nic:default' carries inter-host traffic")
+    t.warnings.append("the host topology lists no NIC that GPUs reach; a synthetic NIC 'nic:default' carries "
+                      "inter-host traffic")
     return t
+
+
+def parse_oversubscription(value: Any) -> list[float]:
+    """``2`` / ``"2"`` / ``"2,1"`` / ``[2, 1]`` -> ratios per level, leaf first (last one repeats)."""
+    if value is None:
+        return [1.0]
+    items = value.split(",") if isinstance(value, str) else (list(value) if isinstance(value, (list, tuple))
+                                                             else [value])
+    out = []
+    for x in items:
+        try:
+            if isinstance(x, str) and ":" in x:  # "2:1"
+                a, _, b = x.partition(":")
+                r = float(a) / float(b)
+            else:
+                r = float(x)
+        except (TypeError, ValueError, ZeroDivisionError):
+            r = float("nan")
+        if isinstance(x, bool) or not (0 < r < float("inf")):
+            raise InvalidArgumentError(
+                f"oversubscription {value!r}: {x!r} is not a positive ratio (e.g. 1 for non-blocking, 2 for 2:1)",
+                "oversubscription")
+        out.append(r)
+    if not out:
+        raise InvalidArgumentError(f"oversubscription {value!r} is empty", "oversubscription")
+    return out
 
 
 # ---------------------------------------------------------------- fabric
@@ -190,45 +246,46 @@ def _unique_id(G: nx.Graph, wanted: str) -> str:
 
 
 class _FabricBuilder:
-    def __init__(self, G: nx.Graph, hosts: list[str], nics: dict[str, float], rates: dict, overrides: dict):
+    """Adds the fabric's switches and links (physical capacities) to a graph of hosts."""
+
+    def __init__(self, G: nx.Graph, hosts: list[str], nics: dict[str, float], ratios: list[float]):
         self.G = G
         self.hosts = hosts
-        self.nics = nics  # NIC suffix -> port GB/s
-        self.rates = rates
-        self.overrides = overrides
-        self.taper = rates.get("taper", 2.0)
-        self.base = max(nics.values()) if nics else rates["nic"]
+        self.nics = nics  # fabric NIC suffix -> port GB/s
+        self.ratios = ratios
         self.warnings: list[str] = []
-        self.fabric_rates: dict[str, float] = {}
 
-    def tier_rate(self, tier: int) -> float:
-        tier = max(tier, 1)
-        if "fabric" in self.overrides:
-            r = self.overrides["fabric"] / self.taper ** (tier - 1)
-        else:
-            r = self.base / self.taper ** tier
-        self.fabric_rates[f"tier{tier}"] = r
-        return r
+    def ratio(self, level: int) -> float:
+        """Oversubscription of a switch's uplinks at ``level`` (0 = leaves)."""
+        return self.ratios[min(level, len(self.ratios) - 1)]
 
     def switch(self, sid: str, **attrs: Any) -> str:
         self.G.add_node(sid, kind="switch", **attrs)
         return sid
 
-    def attach_host(self, host: str, sid: str, cap_gbps: float | None = None) -> None:
-        for nic, port in self.nics.items():
-            bw = port if cap_gbps is None else min(port, cap_gbps / 8.0)
+    def ports(self, cap_gbps: float | None, share: tuple[int, int] = (0, 1)) -> list[tuple[str, float]]:
+        """The (NIC, GB/s) links a host puts under one switch: NIC i when i % m == k of share (k, m)."""
+        k, m = share
+        return [(nic, port if cap_gbps is None else min(port, cap_gbps / 8.0))
+                for i, (nic, port) in enumerate(self.nics.items()) if i % m == k]
+
+    def attach_host(self, host: str, sid: str, cap_gbps: float | None = None, share: tuple[int, int] = (0, 1)) -> None:
+        for nic, bw in self.ports(cap_gbps, share):
             self.G.add_edge(f"{host}/{nic}", sid, bandwidth=bw, link="net")
 
     def link(self, child: str, parent: str, bw: float) -> None:
-        self.G.add_edge(child, parent, bandwidth=bw, link="fabric")
+        self.G.add_edge(child, parent, bandwidth=float(bw), link="fabric")
 
-    def root_over(self, tops: list[str], tier: int, why: str) -> None:
+    def root_over(self, tops: list[tuple[str, float, int]], why: str) -> None:
+        """Join ``tops`` = [(switch id, its downlink GB/s, its level)] under a synthetic root."""
         if len(tops) <= 1:
             return
-        rid = self.switch(_unique_id(self.G, "switch:root"), name="root", synthetic=True, tier=tier)
-        bw = self.tier_rate(tier)
-        for t in tops:
-            self.link(t, rid, bw)
+        level = max(t[2] for t in tops) + 1
+        rid = self.switch(_unique_id(self.G, "switch:root"), name="root", synthetic=True, tier=level)
+        for sid, down, lvl in tops:
+            up = down / self.ratio(lvl)
+            self.G.nodes[sid]["uplink_gbps"] = up
+            self.link(sid, rid, up)
         self.warnings.append(why)
 
     # -- flat
@@ -241,6 +298,18 @@ class _FabricBuilder:
     def tree(self, fab: Fabric) -> None:
         selected = set(self.hosts)
         sw = fab.switches
+        parents = fab.parents()
+        homes = fab.leaves_of()
+        multi = sorted(h for h, ss in homes.items() if len(ss) > 1)
+        if multi:
+            self.warnings.append(
+                f"{fab.source}: hosts {compress(multi)} are listed under several switches; their NICs are spread "
+                "over those switches")
+
+        def share(host: str, name: str) -> tuple[int, int]:
+            ss = homes[host]
+            return (ss.index(name), len(ss))
+
         keep: dict[str, bool] = {}
 
         def kept(name: str) -> bool:
@@ -256,66 +325,91 @@ class _FabricBuilder:
 
         def h(name: str) -> int:
             if name not in height:
-                kids = [c for c in sw[name].switches if keep[c]]
+                kids = sw[name].switches
                 height[name] = 1 + max(h(c) for c in kids) if kids else 0
             return height[name]
+
+        # capacities over the whole file (the cabling does not depend on the job's hosts)
+        down: dict[str, float] = {}
+
+        def trunk(child: str, parent: str) -> float:
+            p = sw[parent]
+            if p.link_speed:
+                return p.link_speed / 8.0
+            return down_of(child) / self.ratio(h(child)) / len(parents[child])
+
+        def down_of(name: str) -> float:
+            if name not in down:
+                s = sw[name]
+                down[name] = (sum(bw for n in s.nodes for _, bw in self.ports(s.link_speed, share(n, name)))
+                              + sum(trunk(c, name) for c in s.switches))
+            return down[name]
 
         ids = {}
         for name, s in sw.items():
             if keep[name]:
                 ids[name] = self.switch(_unique_id(self.G, f"switch:{name}"), name=name, tier=h(name),
+                                        downlink_gbps=down_of(name),
                                         **({"link_speed": s.link_speed} if s.link_speed else {}))
         for name, s in sw.items():
             if not keep[name]:
                 continue
             for n in s.nodes:
                 if n in selected:
-                    self.attach_host(n, ids[name], s.link_speed)
+                    self.attach_host(n, ids[name], s.link_speed, share(n, name))
             for c in s.switches:
                 if keep[c]:
-                    bw = s.link_speed / 8.0 if s.link_speed else self.tier_rate(h(name))
-                    self.link(ids[c], ids[name], bw)
+                    self.link(ids[c], ids[name], trunk(c, name))
         has_parent = {c for name, s in sw.items() if keep[name] for c in s.switches if keep[c]}
-        tops = [ids[n] for n in sw if keep[n] and n not in has_parent]
+        tops = [n for n in sw if keep[n] and n not in has_parent]
         comps = list(nx.connected_components(self.G.subgraph(ids.values())))
         if len(comps) > 1:
             heads = []
             for comp in comps:
-                heads += [t for t in tops if t in comp]
-            self.root_over(heads, max(height.values(), default=0) + 1,
-                           f"{fab.source}: {len(comps)} switch trees have no common root; joined by a synthetic "
-                           "switch:root")
+                heads += [(ids[t], down_of(t), h(t)) for t in tops if ids[t] in comp]
+            self.root_over(heads, f"{fab.source}: {len(comps)} switch trees have no common root; joined by a "
+                                  "synthetic switch:root")
 
     # -- block / ring
     def blocks(self, fab: Fabric) -> None:
         selected = set(self.hosts)
         prefix = "ring" if fab.kind == "ring" else "block"
-        level: dict[int, str] = {}  # group index at the current level -> switch id
-        for j, b in enumerate(fab.switches.values()):
+        host_down = sum(bw for _, bw in self.ports(None))
+        blocks = list(fab.switches.values())
+        # level 0: base blocks (all of the file: the capacities do not depend on the job's hosts)
+        down = {j: host_down * len(b.nodes) for j, b in enumerate(blocks)}
+        level: dict[int, str] = {}  # group index at the current level -> switch id (kept groups only)
+        for j, b in enumerate(blocks):
             if any(n in selected for n in b.nodes):
-                level[j] = self.switch(_unique_id(self.G, f"switch:{b.name}"), name=b.name, role=b.role, tier=0)
+                level[j] = self.switch(_unique_id(self.G, f"switch:{b.name}"), name=b.name, role=b.role, tier=0,
+                                       downlink_gbps=down[j])
                 for n in b.nodes:
                     if n in selected:
                         self.attach_host(n, level[j])
         if fab.kind == "ring":
-            self.root_over(list(level.values()), 1, f"{fab.source}: rings joined by a synthetic switch:root")
+            self.root_over([(sid, down[j], 0) for j, sid in level.items()],
+                           f"{fab.source}: rings joined by a synthetic switch:root")
             return
         base = fab.block_sizes[0]
-        prev_k, tier = 1, 0
-        for tier, size in enumerate(fab.block_sizes[1:], 1):
+        prev_k, lvl = 1, 0
+        for lvl, size in enumerate(fab.block_sizes[1:], 1):
             k = size // base  # base blocks per group at this level
             ratio = max(1, k // prev_k)
-            bw = self.tier_rate(tier)
+            r = self.ratio(lvl - 1)
+            nxt_down: dict[int, float] = {}
+            for g in sorted(down):
+                nxt_down[g // ratio] = nxt_down.get(g // ratio, 0.0) + down[g] / r
             nxt: dict[int, str] = {}
             for g in sorted(level):
                 c = g // ratio
                 if c not in nxt:
                     name = f"{prefix}{size}:{c}"
                     nxt[c] = self.switch(_unique_id(self.G, f"switch:{name}"), name=name, role="block_group",
-                                         block_size=size, tier=tier)
-                self.link(level[g], nxt[c], bw)
-            level, prev_k = nxt, k
-        self.root_over(list(level.values()), tier + 1,
+                                         block_size=size, tier=lvl, downlink_gbps=nxt_down[c])
+                self.G.nodes[level[g]]["uplink_gbps"] = down[g] / r
+                self.link(level[g], nxt[c], down[g] / r)
+            level, down, prev_k = nxt, nxt_down, k
+        self.root_over([(sid, down[g], lvl) for g, sid in level.items()],
                        f"{fab.source}: {len(level)} top-level block groups joined by a synthetic switch:root")
 
 
@@ -324,7 +418,7 @@ class _FabricBuilder:
 
 def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None, nodelist: Any = None,
                   topology_name: str | None = None, gpus_per_node: int | None = None,
-                  **rate_overrides: Any) -> nx.Graph:
+                  oversubscription: Any = None, **rate_overrides: Any) -> nx.Graph:
     """Build the cluster graph (DESIGN §2) from real-world inputs.
 
     Parameters
@@ -345,9 +439,13 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         the first).
     gpus_per_node : int, optional
         Without a host topology file: a synthetic host (:func:`synthetic_host`).
+    oversubscription : float, str or sequence of float, optional
+        Ratio of a switch's downlink to uplink capacity, for switches whose uplinks the fabric
+        file does not give (no ``LinkSpeed``): one number for every level or one per level,
+        leaf first (``2``, ``"2:1"``, ``[2, 1]``, ``"2,1"``).  Default 1: non-blocking.
     **rate_overrides
-        GB/s: ``nvlink pcie pix pxb phb node sys nic fabric``, and ``taper`` (see
-        :mod:`.common` and this module's docstring).
+        GB/s: ``nvlink pcie pix pxb phb node sys nic`` (see :mod:`.common` and this module's
+        docstring).
 
     Returns
     -------
@@ -357,6 +455,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         ``warnings`` (when any).
     """
     overrides = check_rate_overrides(rate_overrides)
+    ratios = parse_oversubscription(oversubscription)
     if topology_name is not None and fabric is None:
         raise InvalidArgumentError(f"topology name {topology_name!r} given without a fabric file", "topology_name")
     if host_topology is not None and gpus_per_node is not None:
@@ -401,7 +500,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         hosts = [DEFAULT_HOST]
 
     multi = fab is not None or len(hosts) > 1
-    if multi and not template.suffixes("nic"):
+    if multi and not template.nic_rates():
         template = _with_default_nic(template)
     for h in hosts:
         if "/" in h:
@@ -416,7 +515,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     sources = [template.source]
     fabric_info: dict[str, Any] = {"kind": "none"}
     if multi:
-        fb = _FabricBuilder(G, hosts, template.nic_rates(), rates, overrides)
+        fb = _FabricBuilder(G, hosts, template.nic_rates(), ratios)
         if fab is None:
             fb.flat("fabric")
             fabric_info = {"kind": "flat"}
@@ -433,7 +532,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                     fabric_info["block_sizes"] = list(fab.block_sizes)
                 fb.blocks(fab)
         warnings += fb.warnings
-        rates.update({f"fabric_{k}": v for k, v in sorted(fb.fabric_rates.items())})
+        fabric_info["oversubscription"] = ratios[0] if len(ratios) == 1 else list(ratios)
 
     ngpu = template.gpu_count * len(hosts)
     if len(hosts) == 1:
@@ -459,46 +558,81 @@ def _short(hosts: Iterable[str], limit: int = 160) -> str:
 # ---------------------------------------------------------------- summary
 
 
-def bandwidth_levels(G: nx.Graph) -> list[tuple[float, int, tuple[Any, Any]]]:
-    """Distinct GPU-GPU widest-path bandwidths: ``[(GB/s, number of GPU pairs, example pair)]``.
+def _route_widths(G: nx.Graph, src: Any, is_gpu: dict) -> dict:
+    """Bottleneck GB/s of the widest path from ``src`` to every node, not relaying through GPUs."""
+    import heapq
 
-    Kruskal on edges by decreasing bandwidth: when two components holding ``a`` and ``b``
-    GPUs merge over an edge of bandwidth ``w``, ``a x b`` GPU pairs have widest-path
-    bandwidth ``w`` (the maximum spanning tree gives every pair's bottleneck).  O(E log E),
-    no n x n matrix.  Pairs in different connected components are not listed.
-    """
-    parent: dict[Any, Any] = {}
-    gpus: dict[Any, int] = {}
-    rep: dict[Any, Any] = {}
-    for n, d in G.nodes(data=True):
-        parent[n] = n
-        is_gpu = d.get("kind", "gpu") == "gpu"
-        gpus[n] = 1 if is_gpu else 0
-        rep[n] = n if is_gpu else None
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    levels: dict[float, list] = {}
-    for u, v, d in sorted(G.edges(data=True), key=lambda e: -float(e[2]["bandwidth"])):
-        ru, rv = find(u), find(v)
-        if ru == rv:
+    best = {src: math.inf}
+    heap = [(-math.inf, 0, src)]
+    tie = 0
+    while heap:
+        negw, _, x = heapq.heappop(heap)
+        w = -negw
+        if best.get(x, -1.0) > w:
             continue
-        if gpus[ru] and gpus[rv]:
-            w = float(d["bandwidth"])
-            ent = levels.setdefault(w, [0, (rep[ru], rep[rv])])
-            ent[0] += gpus[ru] * gpus[rv]
-        parent[rv] = ru
-        gpus[ru] += gpus[rv]
-        rep[ru] = rep[ru] if rep[ru] is not None else rep[rv]
+        if x != src and is_gpu[x]:
+            continue  # reached, never crossed
+        for y, d in G[x].items():
+            nw = min(w, float(d["bandwidth"]))
+            if nw > best.get(y, -1.0):
+                best[y] = nw
+                tie += 1
+                heapq.heappush(heap, (-nw, tie, y))
+    return best
+
+
+def bandwidth_levels(G: nx.Graph, max_sources: int = 1024) -> list[tuple[float, int, tuple[Any, Any]]]:
+    """Distinct GPU-GPU route bandwidths B(u, v): ``[(GB/s, number of GPU pairs, example pair)]``.
+
+    B(u, v) is the bottleneck capacity of the widest path whose interior nodes are not GPUs
+    (DESIGN §2: NVLink and NICs do not forward through a third GPU); only when no such path
+    exists, the widest path through GPUs.  It is the most one flow alone can get, not what
+    it gets when links are shared.  One widest-path search per source GPU; above
+    ``max_sources`` GPUs only that many evenly spaced sources are searched and the counts are
+    those of their pairs.  Pairs in different connected components are not listed.
+    """
+    is_gpu = {n: d.get("kind", "gpu") == "gpu" for n, d in G.nodes(data=True)}
+    gpus = [n for n in G.nodes if is_gpu[n]]
+    pos = {n: i for i, n in enumerate(gpus)}
+    if len(gpus) <= max_sources:
+        sources = gpus
+    else:
+        step = len(gpus) / max_sources
+        sources = [gpus[int(i * step)] for i in range(max_sources)]
+    mst = None
+    levels: dict[float, list] = {}
+    for u in sources:
+        widths = _route_widths(G, u, is_gpu)
+        missing = [v for v in gpus if pos[v] > pos[u] and v not in widths]
+        if missing:  # no GPU-free path: the widest path through GPUs
+            if mst is None:
+                mst = nx.maximum_spanning_tree(G, weight="bandwidth")
+            for v in missing:
+                if nx.has_path(mst, u, v):
+                    path = nx.shortest_path(mst, u, v)
+                    widths[v] = min(float(mst[a][b]["bandwidth"]) for a, b in zip(path, path[1:]))
+        for v in (gpus[pos[u] + 1:] if len(sources) == len(gpus) else gpus):
+            if v == u or v not in widths:
+                continue
+            ent = levels.setdefault(widths[v], [0, (u, v)])
+            ent[0] += 1
     return [(w, c, ex) for w, (c, ex) in sorted(levels.items(), key=lambda kv: -kv[0])]
 
 
+def link_capacities(G: nx.Graph) -> list[tuple[str, float, int]]:
+    """Physical links by kind: ``[("gpu-nvswitch", GB/s, count), ...]``, widest first."""
+    kinds = {n: d.get("kind", "gpu") for n, d in G.nodes(data=True)}
+    out: dict[tuple[str, float], int] = {}
+    for u, v, d in G.edges(data=True):
+        a, b = sorted((kinds[u], kinds[v]))
+        key = (f"{a}-{b}", float(d["bandwidth"]))
+        out[key] = out.get(key, 0) + 1
+    return [(k, w, c) for (k, w), c in sorted(out.items(), key=lambda kv: (-kv[0][1], kv[0][0]))]
+
+
 def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
-    """A text table: hosts with their GPU and NIC counts, then the distinct bandwidth levels."""
+    """A text table: hosts with their GPU and NIC counts, the links by kind and capacity, then
+    the distinct GPU-GPU route bandwidths (:func:`bandwidth_levels`)."""
     hosts: dict[str, dict[str, Any]] = {}
     switches = 0
     for n, d in G.nodes(data=True):
@@ -535,8 +669,21 @@ def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
     if len(hosts) > max_hosts:
         lines.append(f"... {len(hosts) - max_hosts} more hosts")
     lines.append("")
-    lines.append("GPU-GPU bandwidth levels (widest path, GB/s per direction):")
-    lev = bandwidth_levels(G)
+    lines.append("Links (physical capacity, GB/s per direction, shared by the flows crossing them):")
+    rows = [("link", "GB/s", "count")]
+    for k, w, c in link_capacities(G):
+        rows.append((k, fmt_gbps(w), str(c)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for i, r in enumerate(rows):
+        lines.append("  " + "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+    lines.append("")
+    lines.append("GPU-GPU route bandwidths (bottleneck of the widest path not relaying through a GPU; "
+                 "what one flow alone gets, GB/s per direction):")
+    max_sources = 1024
+    lev = bandwidth_levels(G, max_sources=max_sources)
+    sampled = ngpu > max_sources
+    if sampled:
+        lines.append(f"  (searched from {max_sources} evenly spaced source GPUs of {ngpu}; counts are their pairs)")
     rows = [("GB/s", "GPU pairs", "example")]
     total = 0
     for w, c, (a, b) in lev:
@@ -546,7 +693,7 @@ def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
     for i, r in enumerate(rows):
         lines.append("  " + "  ".join(c.rjust(w) if j < 2 else c for j, (c, w) in enumerate(zip(r, widths))).rstrip())
     all_pairs = ngpu * (ngpu - 1) // 2
-    if total < all_pairs:
+    if total < all_pairs and not sampled:
         lines.append(f"  unreachable GPU pairs: {all_pairs - total}")
     warnings = G.graph.get("warnings") or []
     if warnings:

@@ -64,12 +64,24 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
 
 
 def _simple_undirected(G: nx.Graph) -> nx.Graph:
+    """A simple undirected graph: parallel edges of a multigraph are parallel physical links
+    and become one edge with the summed ``bandwidth`` (DESIGN §2; the other attributes are the
+    first edge's).  In a directed graph ``u -> v`` and ``v -> u`` are the two directions of one
+    link (``bandwidth`` is per direction): the edge gets the larger of the two."""
     if not G.is_directed() and not G.is_multigraph():
         return G
+    summed: dict = {}
+    for u, v, d in G.edges(data=True):
+        key = (u, v) if G.is_directed() else frozenset((u, v)) if u != v else (u, u)
+        if key in summed:
+            a = summed[key][2]
+            a["bandwidth"] = (_num(a.get("bandwidth")) or 0.0) + (_num(d.get("bandwidth")) or 0.0)
+        else:
+            summed[key] = (u, v, dict(d))
     H = nx.Graph()
     H.graph.update(G.graph)
     H.add_nodes_from(G.nodes(data=True))
-    for u, v, d in G.edges(data=True):
+    for u, v, d in summed.values():
         if H.has_edge(u, v):
             old = _num(H[u][v].get("bandwidth")) or 0.0
             new = _num(d.get("bandwidth")) or 0.0

@@ -1,25 +1,35 @@
 """NCCL topology XML (``NCCL_TOPO_DUMP_FILE`` dumps and hand-written ``NCCL_TOPO_FILE``s).
 
-Read as NCCL reads it (``src/graph/topo.cc``, ``ncclTopoGetSystemFromXml``):
+Read as NCCL reads it (``src/graph/topo.cc``, ``ncclTopoGetSystemFromXml``); every edge is
+one physical link with its capacity in GB/s per direction (DESIGN §2):
 
-* ``<cpu numaid=...>`` -> a ``cpu`` node; all CPUs of the file are joined pairwise at the
-  socket rate NCCL picks from ``arch``/``vendor``/``familyid``/``modelid`` (BDW 6, SKL 10,
+* ``<cpu numaid=...>`` -> a ``cpu`` node; the CPUs of the file are joined by socket links at
+  the rate NCCL picks from ``arch``/``vendor``/``familyid``/``modelid`` (BDW 6, SKL 10,
   SRP 22, ERP 40, AMD Zen1/2 16, Zen3/4 24, Zen5 32 GB/s, ``src/graph/topo.h``), else the
-  ``sys`` default.
+  ``sys`` default (three or more sockets: a star through one ``sys`` node, see
+  :func:`~.common.link_sockets`).
 * ``<pci class="0x0604..">`` (bridge) -> a ``pcie_switch`` node.  Every ``<pci>`` is
-  linked to its parent at the rate of its own ``link_speed`` x ``link_width`` (per-lane
-  rates of bandwidths.md §4); ``link_width="0"`` counts as x16, as in NCCL.
+  linked to its parent by one PCIe link of its own ``link_speed`` x ``link_width`` (per-lane
+  rates of bandwidths.md §4: Gen4 x16 = 31.5, Gen5 x16 = 63 GB/s); ``link_width="0"`` counts
+  as x16, as in NCCL.
 * ``<pci class="0x03....">`` -> a GPU; ``local_index`` is ``<gpu dev=...>`` or, in
   hand-written files without ``<gpu>``, the order of appearance.
 * ``<pci class="0x02....">`` and ``<nic>`` -> one ``nic`` node per ``<net>`` (or one per
-  NIC device when there is no ``<net>``); ``speed`` is Mb/s, so GB/s = speed / 8000
-  (bandwidths.md §3); a missing or non-positive speed gives the ``nic`` default.
+  NIC device when there is no ``<net>``); its port rate ``port_bandwidth`` is ``speed`` in
+  Mb/s / 8000 (``speed="400000"``: ConnectX-7 400 Gb/s = 50 GB/s; bandwidths.md §3); a
+  missing or non-positive speed gives the ``nic`` default.  That port is the NIC's link to
+  the leaf switch when hosts are placed in a fabric.  With two or more NICs in use, GPUs are
+  linked to their nearest NICs (module docstring of :mod:`.common`).
 * ``<nvlink target=... count=N tclass=...>``: to a GPU (``tclass 0x03..``) -> a direct
-  GPU-GPU edge of ``N x nvlink``; to an NVSwitch (``0x068000``, or an unknown target) ->
-  all such links of a GPU are summed onto one ``nvswitch`` node (as NCCL does); to a CPU
-  (``0x068001`` / ``0x06..``) -> an edge to the GPU's ``cpu`` node.
+  GPU-GPU edge of ``N x nvlink`` (both ends list the same bundle: the larger count is
+  used); to an NVSwitch (``0x068000``, or an unknown target) -> all such links of a GPU are
+  summed onto one edge to one ``nvswitch`` node, as NCCL does (H100: 5 + 5 + 4 + 4 = 18
+  links to four NVSwitch chips, 18 x 25 = 450 GB/s); to a CPU (``0x068001`` / ``0x06..``)
+  -> an edge to the GPU's ``cpu`` node (summed with the GPU's PCIe link when that also ends
+  at the CPU: parallel links are one edge).
 * The per-link NVLink rate comes from ``gpu=`` or else from ``<gpu sm=...>`` (sm60 P100,
-  sm70 V100, sm80 A100, sm86 GA102, sm90 Hopper, sm100 Blackwell).
+  sm70 V100, sm80 A100, sm86 GA102, sm90 Hopper, sm100 Blackwell): NVLink 2/3/4 25 GB/s,
+  NVLink 5 50 GB/s per link per direction.
 
 XML comments are ignored.  Virtual machines report odd PCIe values (the IBM H100 dump
 has ``2.5 GT/s`` x1 bridges): they are kept as written, so such uplinks are slow, but no
@@ -41,6 +51,7 @@ from .common import (
     check_rate_overrides,
     default_rates,
     generation_from_sm,
+    link_sockets,
     nccl_inter_cpu_rate,
     pcie_rate,
     read_text,
@@ -235,14 +246,12 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
         raise InvalidArgumentError(f"{source}: no GPU found (no <pci class=\"0x03....\"> or <gpu> element)",
                                    "host_topology")
 
-    for i, (a, ra) in enumerate(cpu_nodes):
-        for b, rb in cpu_nodes[i + 1:]:
-            known = [r for r in (ra, rb) if r is not None]
-            bw = overrides.get("sys", min(known) if known else rates["sys"])
-            t.add_edge(a, b, bw, link="sys")
+    known = [r for _, r in cpu_nodes if r is not None]
+    fallback = min(known) if known else rates["sys"]
+    link_sockets(t, [(c, overrides.get("sys", r if r is not None else fallback)) for c, r in cpu_nodes], link="sys")
 
     # NVLinks
-    direct: dict[tuple[str, str], int] = {}
+    direct_side: dict[tuple[str, str], int] = {}  # (GPU, peer GPU) -> links as listed by GPU
     to_switch: dict[str, int] = {}
     to_cpu: dict[str, int] = {}
     for key, nv, line in nvlinks:
@@ -260,12 +269,16 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
             if other is None:
                 warnings.append(f"line {line}: NVLink from {key} to unknown GPU {target}; ignored")
                 continue
-            pair = (key, other) if key <= other else (other, key)
-            direct[pair] = max(direct.get(pair, 0), count)
+            direct_side[(key, other)] = direct_side.get((key, other), 0) + count
         elif tclass in ("0x068001",) or tclass.startswith("0x0600") or tclass.startswith("0x0b"):
             to_cpu[key] = to_cpu.get(key, 0) + count
         else:
             to_switch[key] = to_switch.get(key, 0) + count
+    # both ends list the same bundle: a pair's links = the larger of the two ends' counts
+    direct: dict[tuple[str, str], int] = {}
+    for (a, b), c in direct_side.items():
+        pair = (a, b) if a <= b else (b, a)
+        direct[pair] = max(direct.get(pair, 0), c)
     nvrate = rates["nvlink"]
     for (a, b), c in direct.items():
         t.add_edge(a, b, c * nvrate, link="nvlink", nvlinks=c)

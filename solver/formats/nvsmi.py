@@ -13,23 +13,30 @@ How the matrix becomes a graph
 < ``NODE`` (4) < ``SYS`` (5).  Devices (GPUs and NICs) are clustered by single linkage at
 each level; a cluster first formed at level 1 or 2 becomes a ``pcie_switch`` node, at
 level 3 a ``host_bridge`` node, and every level-4 cluster (devices within one NUMA node)
-a ``cpu`` node.  The edge from a child to the node where it first joins others gets the
-rate of that level (``pix``, ``pxb``, ``phb``, ``node``), and ``cpu`` nodes are joined
-pairwise at ``sys``, so the widest path between two devices is exactly the rate of their
-class.  When the matrix puts GPUs of one ``NUMA Affinity`` into different level-4
-clusters (every pair ``SYS`` on some PCIe-only boxes), those clusters hang off one ``cpu``
-node of that NUMA node through ``sys``-rate links instead (same widest paths, one ``cpu``
-per NUMA node).  ``CPU Affinity`` alone is not trusted for this (the DGX-1 dump shows the
-same CPU list on both sockets).  A pair shown as ``NV#`` says nothing about its PCIe class; two GPUs in that case
-are assumed to share a NUMA node when their ``NUMA Affinity`` (else ``CPU Affinity``)
-agree and no other pair of their clusters is ``SYS``.
+a ``cpu`` node.  Each edge is one PCIe link: from a child to the node where it first joins
+others, at the rate of that level (``pix``, ``pxb``, ``phb``, ``node``: the x16 rate of the
+GPU's PCIe generation unless overridden, e.g. Gen4 x16 = 31.5 GB/s), so the narrowest link
+between two devices is the rate of their class.  ``cpu`` nodes are joined by the socket link
+at ``sys`` (NCCL's constant for the CPU, e.g. Sapphire Rapids 22 GB/s); three or more
+sockets hang off one ``sys`` node (:func:`~.common.link_sockets`).  When the matrix puts
+GPUs of one ``NUMA Affinity`` into different level-4 clusters (every pair ``SYS`` on some
+PCIe-only boxes), those clusters hang off one ``cpu`` node of that NUMA node through
+``sys``-rate links instead (one ``cpu`` per NUMA node).  ``CPU Affinity`` alone is not
+trusted for this (the DGX-1 dump shows the same CPU list on both sockets).  A pair shown as
+``NV#`` says nothing about its PCIe class; two GPUs in that case are assumed to share a NUMA
+node when their ``NUMA Affinity`` (else ``CPU Affinity``) agree and no other pair of their
+clusters is ``SYS``.  With two or more NICs, GPUs are then linked to their nearest NICs
+(:class:`~.common.HostTemplate`, module docstring of :mod:`.common`).
 
-*NVLink.*  ``NV#`` is the number of bonded links, so its bandwidth is ``# x nvlink`` with
-the per-link rate of the GPU generation (``gpu=``; see :mod:`.common`).  When every GPU
-pair shows the same ``NV#`` (an NVSwitch board, or a 4-GPU full mesh - the two give the
-same widest paths), the GPUs hang off one ``nvswitch`` node with that bandwidth;
-otherwise each ``NV#`` pair gets a direct GPU-GPU edge (DGX-1 hybrid cube mesh, NVLink
-bridges).  Widest paths may then run through an intermediate GPU (NCCL's ``NVB`` path).
+*NVLink.*  ``NV#`` is the number of bonded links, so the bundle's capacity is ``# x nvlink``
+with the per-link rate of the GPU generation (``gpu=``; NVLink 2/3/4: 25 GB/s per link per
+direction, NVLink 5: 50; see :mod:`.common`).  When every GPU pair of three or more shows the
+same ``NV#`` and ``# x (GPUs - 1)`` exceeds the links a GPU has (the generation's count, 18
+when unknown), the links cannot be direct: it is an NVSwitch board, where nvidia-smi shows
+each GPU's full link count on every pair (A100 NV12: 12 x 25 = 300 GB/s; H100 NV18: 18 x 25 =
+450 GB/s), and every GPU gets one edge of that capacity to one ``nvswitch`` node.
+Otherwise each ``NV#`` pair gets a direct GPU-GPU edge of ``# x nvlink`` (a 4-GPU NV4 full
+mesh, DGX-1 hybrid cube mesh, NVLink bridges); routes do not relay through a third GPU.
 
 *Generation.*  Without ``gpu=``, the generation is guessed from the largest ``NV#``:
 NV18 -> Hopper (use ``gpu="b200"`` for Blackwell, which also shows NV18), NV12 -> A100,
@@ -50,6 +57,7 @@ from .common import (
     HostTemplate,
     check_rate_overrides,
     default_rates,
+    link_sockets,
     read_text,
     resolve_generation,
 )
@@ -66,6 +74,9 @@ _AFFINITY = re.compile(r"GPU\s+NUMA\s+ID|CPU\s+Affinity|NUMA\s+Affinity|Affinity
 _GPU = re.compile(r"^GPU(\d+)$")
 _NV = re.compile(r"^NV(\d+)$")
 _LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+
+#: NVLinks per GPU when the generation is unknown: the most any GPU has (NVLink 4 and 5: 18).
+MAX_NVLINKS_PER_GPU = 18
 
 
 def looks_like_nvsmi(text: str) -> bool:
@@ -401,17 +412,17 @@ def parse_topo_matrix(text: str, gpu: Any = None, source: str = "nvidia-smi topo
         t.add_node(names[node], **attrs)
     for a, b, rate, link, cls in edges:
         t.add_edge(names[a], names[b], rate, link=link, pcie_class=cls)
-    for i, a in enumerate(cpu_nodes):
-        for b in cpu_nodes[i + 1:]:
-            t.add_edge(names[a], names[b], rates["sys"], link="sys", pcie_class="SYS")
+    link_sockets(t, [(names[c], rates["sys"]) for c in cpu_nodes], link="sys", pcie_class="SYS")
 
     # ---- NVLink
     if nvl:
         ordered = sorted(gpu_names, key=idx.get)
         all_pairs = [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:]]
         counts = {nvl.get((a, b), nvl.get((b, a))) for a, b in all_pairs}
-        if len(ordered) >= 3 and len(counts) == 1 and None not in counts:
-            c = counts.pop()
+        per_gpu = gen.links if gen is not None and gen.links > 0 else MAX_NVLINKS_PER_GPU
+        c = next(iter(counts)) if len(counts) == 1 else None
+        if len(ordered) >= 3 and c is not None and c * (len(ordered) - 1) > per_gpu:
+            # NV# on every pair, more links than a GPU has if they were direct: an NVSwitch board
             t.add_node("nvswitch", kind="nvswitch")
             for g in ordered:
                 t.add_edge(suffix[g], "nvswitch", c * rates["nvlink"], link="nvlink", nvlinks=c)

@@ -6,8 +6,11 @@ keys case-insensitive, ``#`` starts a comment, a trailing ``\\`` continues the l
 * topology/tree: ``SwitchName=s Switches=<hostlist> Nodes=<hostlist> [LinkSpeed=N]``.
   A switch may be listed under several parents; several top-level switches (no common
   root) are allowed.  ``LinkSpeed`` is "arbitrary units, currently not used" by Slurm;
-  rankmap reads it as **Gb/s** of the links below that switch (per-GPU share), divided by 8
-  for GB/s.
+  rankmap reads it as **Gb/s per physical link below that switch** (divided by 8 for GB/s):
+  the cap of each NIC port of a host listed in ``Nodes=``, and the capacity of the whole
+  trunk (all cables, summed) from each switch listed in ``Switches=``.  Without it, a
+  switch's uplink capacity is its downlink capacity / the oversubscription ratio
+  (:mod:`.compose`).
 * topology/block: ``BlockName=b Nodes=<hostlist>`` and ``BlockSizes=8,16,32`` (base block
   size, then higher-level sizes that are the base times a power of two: a level of size
   ``k x base`` groups ``k`` consecutive base blocks, in file order).  Default sizes: the
@@ -41,7 +44,8 @@ class Switch:
     """One switch, block or ring of the fabric file.
 
     ``switches`` are child switch names, ``nodes`` host names directly below it,
-    ``link_speed`` the LinkSpeed value as written (None when absent), ``line`` its line.
+    ``link_speed`` the LinkSpeed value as written, read as Gb/s per link below the switch
+    (None when absent), ``line`` its line.
     """
 
     name: str
