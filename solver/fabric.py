@@ -182,7 +182,7 @@ class Fabric:
         a_opt = np.full((F, O), -1, dtype=np.int64)
         b_opt = np.full((F, O), -1, dtype=np.int64)
         l_opt = np.full((F, O), -1, dtype=np.int64)
-        for i in range(A):
+        for i in range(A if self.parent.size else 0):
             a = self.att_node[s, i]
             ca = self.att_gbps[s, i]
             for j in range(A):

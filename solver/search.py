@@ -64,7 +64,10 @@ __all__ = ["solve", "evaluate", "candidate_orders", "host_placements", "EXACT_MA
 _REL_TOL = 1e-9
 #: Real-objective evaluations the local search may spend per second of time limit, for 1,000 ranks
 #: (scaled by 1,000 / world_size: an evaluation costs about linear time in the ranks).
-EVALS_PER_SECOND_PER_KRANK = 150.0
+EVALS_PER_SECOND_PER_KRANK = 40.0
+#: The descent on the real objective runs up to this many ranks (an evaluation costs ~10 us per rank;
+#: beyond this the budget buys too few moves to matter and the decomposition's proposals stand).
+LOCAL_SEARCH_MAX_RANKS = 4096
 
 
 @dataclass
@@ -175,8 +178,13 @@ def solve(
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
             groups = megatron_groups(ocfg)
+            seen_dev: set = set()
             for dev in _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
                                   per_order_limit, cancel):
+                key = dev.tobytes()
+                if key in seen_dev:
+                    continue
+                seen_dev.add(key)
                 if satisfies(cluster, ocfg, groups, dev, constraints):
                     candidates.append(_Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
         candidates += _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints,
@@ -309,6 +317,8 @@ def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher
         out += polished
         pool = pool + polished
     # descent on the real objective from the best layout of each of the best orders
+    if W > LOCAL_SEARCH_MAX_RANKS:
+        return out
     evals = int(max(20, options.time_limit_seconds * EVALS_PER_SECOND_PER_KRANK * 1000.0 / max(W, 1)))
     tops = _top_by_order(pool, baseline_dev, 3)
     for cand in tops:
