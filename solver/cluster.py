@@ -70,6 +70,13 @@ class Cluster:
         The same levels for the plain widest path over physical capacities
         (no sharing): ``B(route) <= widest_levels_gbps[k]`` for GPUs first
         joined at level k; used by the lower bound.
+    widest_boundary_gbps : numpy.ndarray, shape (K',)
+        Total capacity, GB/s summed over both directions, of the links leaving
+        the components of each of those levels (every flow between two level-k
+        domains crosses one of them outward); used by the lower bound.
+    boundary_gbps : numpy.ndarray, shape (K,)
+        The same for the levels of ``domains`` (physical capacities of the
+        links leaving each level's components).
     fabric : Fabric
         The physical links (capacities, routes) used by the time model
         (:mod:`.fabric`); built by :func:`cluster_from_graph`.
@@ -92,6 +99,8 @@ class Cluster:
     fabric: "Fabric" = None  # type: ignore[assignment]
     widest_levels_gbps: np.ndarray = None  # type: ignore[assignment]
     widest_domains: np.ndarray = None  # type: ignore[assignment]
+    widest_boundary_gbps: np.ndarray = None  # type: ignore[assignment]
+    boundary_gbps: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -375,8 +384,10 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
             bw[e] = min(bw[e], share[iv])
     gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
     n_nodes = len(nodes)
-    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes)
-    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes)
+    boundary: list[float] = []
+    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw)
+    raw_boundary: list[float] = []
+    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary)
     values = np.unique(bw)[::-1]
     if len(devices) == 1:
         levels, doms = [float(values[0]) if values.size else 1.0], [np.zeros(1, dtype=np.int64)]
@@ -398,12 +409,16 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         levels_gbps=np.asarray(levels, dtype=np.float64),
         domains=np.vstack(doms).astype(np.int64),
     )
+    object.__setattr__(cl, "boundary_gbps", np.asarray(boundary if len(boundary) == len(levels) else
+                                                       np.zeros(len(levels)), dtype=np.float64))
     if len(devices) > 1 and raw_doms:
         object.__setattr__(cl, "widest_levels_gbps", np.asarray(raw_levels, dtype=np.float64))
         object.__setattr__(cl, "widest_domains", np.vstack(raw_doms).astype(np.int64))
+        object.__setattr__(cl, "widest_boundary_gbps", np.asarray(raw_boundary, dtype=np.float64))
     else:
         object.__setattr__(cl, "widest_levels_gbps", cl.levels_gbps)
         object.__setattr__(cl, "widest_domains", cl.domains)
+        object.__setattr__(cl, "widest_boundary_gbps", np.zeros(cl.levels_gbps.size))
     extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
@@ -411,8 +426,14 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     return cl
 
 
-def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes):
-    """Nested GPU partitions by descending edge bandwidth (widest-path ultrametric levels)."""
+def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=None):
+    """Nested GPU partitions by descending edge bandwidth (widest-path ultrametric levels).
+
+    With a list ``boundary``, appends per level the total capacity (GB/s, both
+    directions) of the edges leaving the level's components (all nodes), by
+    ``capacity`` (default ``bw``).
+    """
+    capacity = bw if capacity is None else capacity
     values = np.unique(bw)[::-1]  # descending
     n_dev = gpu_idx.size
     levels: list[float] = []
@@ -429,6 +450,8 @@ def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes):
             continue  # no two GPUs joined at this bandwidth yet: not a level
         levels.append(float(b))
         doms.append(lab)
+        if boundary is not None:
+            boundary.append(2.0 * float(capacity[comp[src] != comp[dst]].sum()))
         prev = lab
     return levels, doms
 

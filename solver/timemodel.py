@@ -275,6 +275,14 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
       B ≤ b_{k*}.  So T ≥ flow bytes / b_{k*}.
     * Per GPU: every rank sends its bytes per rank through its own GPU's links,
       T ≥ bytes per rank / (the largest total outgoing capacity of any GPU).
+    * Per cut: at a level k whose domains hold only Σ⌊D/n⌋ whole groups, at
+      least ``num_groups − Σ⌊D/n⌋`` groups are split, and a split ring or
+      chain touches at least max(2, ⌈n / largest domain⌉) domains and sends a
+      flow out of each (an all-to-all ≥ 2(n−1) flows).  Those bytes cross the links leaving the level's components,
+      so the busiest of them carries at least their total over the links'
+      total capacity (a maximum is at least a weighted mean).  Any partition
+      of the nodes gives such a cut: both the physical widest-path levels and
+      the fair-share levels of ``cluster.domains`` are used.
     """
     fb = flow_bytes(kind, payload_bytes, n)
     if fb <= 0 or num_groups <= 0:
@@ -288,6 +296,18 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
             kstar = k
             break
     per_flow = fb / b[kstar]
+    cut = 0.0
+    for doms, boundary in ((cluster.widest_domains, cluster.widest_boundary_gbps),
+                           (cluster.domains, cluster.boundary_gbps)):
+        for k in range(min(doms.shape[0], boundary.size)):
+            sizes = np.bincount(doms[k])
+            whole = int((sizes // n).sum())
+            split = max(0, num_groups - whole)
+            if split and boundary[k] > 0:
+                # a split group touches at least max(2, ceil(n / largest domain)) domains, each with an out-flow
+                touched = max(2, -(-n // int(sizes.max())))
+                out_flows = split * (2 * (n - 1) if kind == "all_to_all" else touched)
+                cut = max(cut, fb * out_flows / (boundary[k] * 1e9))
     fab = cluster.fabric
     out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
     if fab.direct_key.size:
@@ -296,7 +316,7 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         out_cap = out_cap + np.bincount(lo, weights=fab.direct_gbps, minlength=nd) + np.bincount(
             hi, weights=fab.direct_gbps, minlength=nd)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
-    return max(per_flow, port)
+    return max(per_flow, port, cut)
 
 
 def lower_bound(
