@@ -101,6 +101,10 @@ class Fabric:
         GPU node ids in device order, shape (n,).
     node_index : dict
         Graph node id -> forest node index (merged twins share one).
+    no_turn : numpy.ndarray of bool, shape (N,)
+        Nodes a route may not enter and leave through GPU links (``kind``
+        ``"nic"``: a NIC does not carry traffic from one PCIe neighbour to
+        another).
     """
 
     node_names: tuple
@@ -119,6 +123,7 @@ class Fabric:
     direct_latency_s: np.ndarray
     gpu_names: tuple
     node_index: dict = None  # type: ignore[assignment]
+    no_turn: np.ndarray = None  # type: ignore[assignment]
 
     # ----------------------------------------------------------------- link ids
 
@@ -195,6 +200,9 @@ class Fabric:
                 same = (Aa == Ab) & (Aa >= 0)
                 ld = same.sum(axis=1) - 1  # depth of the lowest common ancestor, -1 if none
                 ok &= ld >= 0
+                if self.no_turn is not None:
+                    # a NIC does not forward between its host-side neighbours (no GPU-NIC-GPU route)
+                    ok &= ~((aa == bb) & self.no_turn[aa])
                 ldc = np.maximum(ld, 0)
                 rows = np.arange(F)
                 path = np.minimum(self.pmin[aa, ldc], self.pmin[bb, ldc])
@@ -493,6 +501,7 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
         node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
         plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=keys[order],
         direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices), node_index=node_index,
+        no_turn=np.array([str(graph.nodes[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
     )
 
 

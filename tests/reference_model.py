@@ -41,6 +41,9 @@ def routes(g: nx.Graph, u, v):
     best = []
     best_key = None
     for path in nx.all_simple_paths(sub, u, v):
+        if any(g.nodes[x].get("kind") == "nic" and is_gpu(g, a) and is_gpu(g, b)
+               for a, x, b in zip(path, path[1:], path[2:])):
+            continue  # a NIC does not forward from one GPU to another
         bw = min(sub[a][b]["bandwidth"] for a, b in zip(path, path[1:]))
         key = (bw, -len(path))
         if best_key is None or key > best_key:

@@ -216,3 +216,26 @@ def test_matches_the_independent_reference_and_bound_holds(seed):
         got = layout_cost(cl, cfg, dev, traffic).total_seconds
         assert got == pytest.approx(ref.cost(cfg, traffic, [cl.devices[i] for i in dev]), rel=1e-9)
         assert lb <= got * (1 + 1e-12)
+
+
+def test_a_nic_does_not_forward_between_two_gpus():
+    """Two GPUs share a NIC (2 hops through it) and a PCIe switch path via the CPU (4 hops, narrower):
+    the route must take the PCIe path, never GPU→NIC→GPU."""
+    g = nx.Graph()
+    g.add_node("nic", kind="nic")
+    g.add_node("leaf", kind="switch")
+    g.add_edge("nic", "leaf", bandwidth=50.0)
+    for i in range(2):
+        g.add_node(f"gpu{i}", kind="gpu", host="h", local_index=i)
+        g.add_node(f"pcie{i}", kind="pcie_switch")
+        g.add_edge(f"gpu{i}", "nic", bandwidth=25.0)
+        g.add_edge(f"gpu{i}", f"pcie{i}", bandwidth=32.0)
+    g.add_node("cpu", kind="cpu")
+    g.add_edge("pcie0", "cpu", bandwidth=20.0)
+    g.add_edge("pcie1", "cpu", bandwidth=20.0)
+    cl = cluster_from_graph(g)
+    cost = layout_cost(cl, parallel_config(2, tp=2), np.arange(2), {"tp": 1e9})
+    # ring all-reduce of 2: one flow of 1 GB each way over the 20 GB/s CPU links = 50 ms
+    assert cost.by_class["tp"] == pytest.approx(1e9 / 20e9, rel=1e-12)
+    assert Reference(g).cost(parallel_config(2, tp=2), {"tp": 1e9}, list(cl.devices)) == pytest.approx(
+        cost.total_seconds, rel=1e-12)
