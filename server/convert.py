@@ -506,8 +506,10 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
             data["latency_us"] = lat
         key = (u, v) if u <= v else (v, u)
         old = edges.get(key)
-        if old is not None and old["bandwidth"] >= bw:
-            continue  # a repeated link: keep the widest, as the solver does for a multigraph
+        if old is not None:
+            # parallel physical links between two nodes are one link of the summed capacity (DESIGN §2)
+            data["bandwidth"] = old["bandwidth"] + bw
+            data["latency_us"] = max(old.get("latency_us", 0.0), data.get("latency_us", 0.0))
         edges[key] = data
     g = nx.Graph()
     g.add_nodes_from(nodes.items())

@@ -280,7 +280,8 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         GPUs with ``host`` (str; absent = a host of its own named after the
         node) and ``local_index`` (int; absent = position among the host's GPUs
         in graph order); every edge with ``bandwidth`` in GB/s.  A directed
-        graph is read as undirected; a multigraph keeps the widest parallel edge.
+        graph is read as undirected; parallel edges of a multigraph are one
+        link of the summed capacity (DESIGN §2).
 
     Returns
     -------
@@ -295,6 +296,20 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     """
     if not isinstance(graph, nx.Graph):
         raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
+    if graph.is_multigraph():
+        simple = nx.Graph()
+        simple.add_nodes_from(graph.nodes(data=True))
+        for u, v, data in graph.edges(data=True):
+            b = _edge_bandwidth(u, v, data)
+            if simple.has_edge(u, v):
+                old = simple[u][v]
+                old["bandwidth"] += b
+                old["latency_us"] = max(old.get("latency_us", 0.0), float(data.get("latency_us", 0.0) or 0.0))
+            else:
+                simple.add_edge(u, v, **{**data, "bandwidth": b})
+        graph = simple
+    elif graph.is_directed():
+        graph = nx.Graph(graph)
     nodes = list(graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
