@@ -1,0 +1,198 @@
+"""rankmap's predicted per-class times against a SimGrid max-min flow simulation.
+
+The simulator (``benchmarks/simgrid_model.py``) routes flows itself (widest,
+then fewest hops, ECMP over ties) and lets SimGrid share links; it shares no
+code with rankmap's time model.  ``benchmarks/validate_model.py`` is the full
+run; this is the small version.
+
+Skipped when ``import simgrid`` fails (Debian: ``apt-get install python3-simgrid``,
+then a venv with ``--system-site-packages``), unless ``RANKMAP_REQUIRE_SIMGRID=1``
+(CI sets it when it installed SimGrid): then the tests fail instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import networkx as nx
+import pytest
+
+pytestmark = pytest.mark.simgrid
+
+REQUIRE = os.environ.get("RANKMAP_REQUIRE_SIMGRID", "") not in ("", "0")
+
+try:
+    importlib.import_module("simgrid")
+    _MISSING = None
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    _MISSING = f"SimGrid python bindings not importable ({exc}); apt-get install python3-simgrid"
+    if not REQUIRE:
+        pytest.skip(_MISSING, allow_module_level=True)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+
+import simgrid_model as sm  # noqa: E402
+import validate_model as vm  # noqa: E402
+
+from rankmap.solver import SolveOptions, evaluate, parallel_config, solve  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _require_simgrid():
+    if _MISSING is not None:  # only reachable with RANKMAP_REQUIRE_SIMGRID=1
+        pytest.fail(f"RANKMAP_REQUIRE_SIMGRID=1 but {_MISSING}")
+
+
+def _pair(bw=50.0):
+    g = nx.Graph()
+    g.add_node("a", kind="gpu")
+    g.add_node("b", kind="gpu")
+    g.add_edge("a", "b", bandwidth=bw)
+    return g
+
+
+# --------------------------------------------------------------------------- (a) the simulator itself
+
+
+def test_one_flow_takes_bytes_over_bandwidth():
+    # 1 GB over one 50 GB/s link: 1e9 / 50e9 = 20 ms exactly, i.e. no SimGrid correction factor
+    # (LV08's 0.97 bandwidth factor would give 20.6 ms, CM02's cross-traffic 21 ms)
+    assert sm.sanity_check() == pytest.approx(0.020, rel=1e-9)
+
+
+def test_max_min_sharing_and_split_duplex():
+    g = _pair()
+    # two flows the same way share the 50 GB/s: 2 GB / 50 GB/s = 40 ms
+    assert sm.simulate(g, [sm.Flow("a", "b", 1e9), sm.Flow("a", "b", 1e9)]).makespan == pytest.approx(0.040)
+    # opposite directions do not interfere (split duplex): 20 ms
+    assert sm.simulate(g, [sm.Flow("a", "b", 1e9), sm.Flow("b", "a", 1e9)]).makespan == pytest.approx(0.020)
+
+
+def test_routes_widest_then_shortest_ecmp_no_gpu_relay():
+    g = nx.Graph()
+    for n in ("a", "b", "c"):
+        g.add_node(n, kind="gpu")
+    for n in ("s1", "s2", "slow"):
+        g.add_node(n, kind="switch")
+    g.add_edge("a", "c", bandwidth=400.0)  # a-c-b would be widest, but GPUs do not relay
+    g.add_edge("c", "b", bandwidth=400.0)
+    for s in ("s1", "s2"):
+        g.add_edge("a", s, bandwidth=50.0)
+        g.add_edge(s, "b", bandwidth=50.0)
+    g.add_edge("a", "slow", bandwidth=10.0)
+    g.add_edge("slow", "b", bandwidth=10.0)
+    r = sm.Router(g)
+    assert r.paths("a", "b") == [("a", "s1", "b"), ("a", "s2", "b")]
+    # 2 GB split evenly over the two 50 GB/s paths: 1 GB / 50 GB/s = 20 ms
+    assert sm.simulate(g, [sm.Flow("a", "b", 2e9)], router=r).makespan == pytest.approx(0.020)
+
+
+def test_latency_delays_start_only():
+    g = _pair()
+    g.edges["a", "b"]["latency_us"] = 10.0
+    # 10 us, then 20 ms of transfer
+    assert sm.simulate(g, [sm.Flow("a", "b", 1e9)]).makespan == pytest.approx(0.020010)
+
+
+# --------------------------------------------------------------------------- (b) the issue's two-leaf case
+
+# 2 leaves x 4 hosts x 8 H100 (NVSwitch 450 GB/s), one 50 GB/s NIC per GPU to the host's leaf,
+# each leaf 400 GB/s up to the spine (32 NICs x 50 GB/s = 1600 GB/s down, 4:1).  tp 8, pp 2, dp 4.
+#
+# Hand check, default order tp-cp-ep-dp-pp on the baseline layout (rank r on device r):
+#   tp  ring all-reduce inside a host: 2·7/8 · 40 GB = 70 GB per flow over the 450 GB/s
+#       NVSwitch port                                                         -> 155.6 ms
+#   pp  rank r <-> r+32: host h <-> host h+4, always across the leaves: 32 flows of 2.25 GB
+#       each way through one 400 GB/s uplink = 72 GB / 400 GB/s              -> 180 ms
+#   dp  ranks t+8d (d=0..3) on the 4 hosts of one leaf: ring flows of 3/4 · 6 GB = 4.5 GB,
+#       one per NIC direction, 4.5 GB / 50 GB/s                               -> 90 ms
+#   total 425.6 ms
+# Order tp-cp-ep-pp-dp (rank = tp + 8·pp + 16·dp) on the same hosts:
+#   pp  host 2d <-> 2d+1, same leaf: 2.25 GB / 50 GB/s NIC                    -> 45 ms
+#   dp  hosts p, p+2, p+4, p+6: the ring crosses the leaves twice (once each way), 16 groups:
+#       16 x 4.5 GB = 72 GB per direction through a 400 GB/s uplink           -> 180 ms
+#       (the intra-leaf ring edges finish at 90 ms, leaving the uplink to the crossing ones)
+#   total 380.6 ms
+ISSUE_EXPECTED_MS = {
+    vm.DEFAULT_ORDER: {"tp": 1e3 * 70e9 / 450e9, "pp": 180.0, "dp": 90.0},
+    vm.PP_BEFORE_DP: {"tp": 1e3 * 70e9 / 450e9, "pp": 45.0, "dp": 180.0},
+}
+
+
+@pytest.fixture(scope="module")
+def issue():
+    g = vm.leaf_spine([4, 4], oversub=4)
+    cfg = parallel_config(64, tp=8, pp=2)
+    assert (cfg.tp, cfg.pp, cfg.dp) == (8, 2, 4)
+    return g, cfg, sm.Router(g)
+
+
+@pytest.mark.parametrize("order", [vm.DEFAULT_ORDER, vm.PP_BEFORE_DP])
+def test_issue_case_prediction_matches_simulation(issue, order):
+    g, cfg, router = issue
+    c = cfg.with_order(order)
+    a = vm.assignment_for(g, sorted(vm.hosts_of(g)))
+    sim = sm.simulate_layout(g, c, a, vm.ISSUE_TRAFFIC, router=router)
+    for cls, want in ISSUE_EXPECTED_MS[order].items():
+        assert 1e3 * sim.by_class[cls] == pytest.approx(want, rel=1e-3), (order, cls)
+    pred = evaluate(g, c, a, vm.ISSUE_TRAFFIC)
+    for cls in vm.ISSUE_TRAFFIC:
+        assert pred.by_class[cls] == pytest.approx(sim.by_class[cls], rel=0.10), (
+            f"{order} {cls}: predicted {1e3 * pred.by_class[cls]:.1f} ms, simulated {1e3 * sim.by_class[cls]:.1f} ms"
+            f" ({pred.classes[cls].bottleneck})"
+        )
+
+
+def test_issue_case_solve_keeps_pipeline_pairs_in_a_leaf(issue):
+    g, cfg, router = issue
+    res = solve(g, cfg, vm.ISSUE_TRAFFIC, SolveOptions(orders="all", time_limit_seconds=10))
+    chosen = cfg.with_order(res.layout.order)
+    from rankmap.solver import megatron_groups
+
+    leaf = {gpu: vm.leaf_of(g, gpu) for gpu in res.assignment}
+    for ranks in megatron_groups(chosen)["PIPELINE_MODEL_PARALLEL_GROUP"]:
+        leaves = {leaf[res.assignment[r]] for r in ranks}
+        assert len(leaves) == 1, f"{res.layout.order}: pp group {list(ranks)} spans {sorted(leaves)}"
+    # the tp-cp-ep-pp-dp family: 155.6 + 45 + 180 = 380.6 ms simulated
+    sim = sm.simulate_layout(g, chosen, list(res.assignment), vm.ISSUE_TRAFFIC, router=router)
+    assert 1e3 * sim.total == pytest.approx(380.6, rel=0.01), (res.layout.order, sim.by_class)
+
+
+# --------------------------------------------------------------------------- (c) more small fabrics
+
+SMALL = {
+    # one 50 GB/s NIC shared by 8 GPUs on PCIe (32 GB/s), 4 hosts on one leaf
+    "shared-nic": (lambda: vm.leaf_spine([4], kind="shared-nic"), dict(tp=8, pp=2), {"tp": 8e9, "pp": 1e9, "dp": 2e9}),
+    # GPU pairs on 100 GB/s NVLink, the rest over PCIe and one NIC
+    "nvlink-pairs": (lambda: vm.leaf_spine([2, 2], kind="nvlink-pairs", intra_gbps=100.0, oversub=2),
+                     dict(tp=2, pp=2), {"tp": 8e9, "pp": 1e9, "dp": 2e9}),
+    # MoE all-to-all over rail NICs, 2:1 uplinks
+    "moe-ep8": (lambda: vm.leaf_spine([2, 2], oversub=2), dict(tp=2, ep=8), {"tp": 8e9, "ep": 16e9, "edp": 6e9}),
+    # two spines: ECMP over both uplinks
+    "two-spines": (lambda: vm.leaf_spine([2, 2], oversub=2, spines=2), dict(tp=8, pp=2),
+                   {"tp": 20e9, "pp": 4e9, "dp": 6e9}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_small_fabrics_within_25_percent(name):
+    build, sizes, traffic = SMALL[name]
+    g = build()
+    router = sm.Router(g)
+    world = sum(len(v) for v in vm.hosts_of(g).values())
+    base = parallel_config(world, **sizes)
+    layouts = []
+    for order in (vm.DEFAULT_ORDER, vm.PP_BEFORE_DP):
+        for hosts in ("sorted", "interleaved"):
+            layouts.append((order, hosts, base.with_order(order), vm.assignment_for(g, vm.host_orders(g)[hosts])))
+    sims = sm.simulate_layouts(g, [(c, a) for _, _, c, a in layouts], traffic, router=router)
+    bad = []
+    for (order, hosts, c, a), sim in zip(layouts, sims):
+        pred = evaluate(g, c, a, traffic)
+        for cls, t in sim.by_class.items():
+            p = pred.by_class.get(cls, 0.0)
+            if abs(p - t) > 0.25 * t:
+                bad.append(f"{order}/{hosts} {cls}: predicted {1e3 * p:.1f} ms, simulated {1e3 * t:.1f} ms")
+    assert not bad, "\n".join(bad)
