@@ -347,7 +347,10 @@ class Fabric:
 
 
 def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
-    """Merge non-GPU nodes with identical neighbour sets (ECMP twins), summing capacities.
+    """Merge non-GPU nodes with identical neighbour sets (ECMP twins) into one.
+
+    The merged link to each neighbour has k × the narrowest twin's capacity
+    (even ECMP split over k twins; equal twins simply sum).
 
     ``adj[x]`` maps neighbour -> (GB/s, latency s).  Returns the new node list,
     adjacency and a map merged representative -> member names.
@@ -362,15 +365,23 @@ def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
         if len(xs) < 2:
             continue
         rep = xs[0]
+        k = len(xs)
+        # ECMP splits a flow evenly over the k twins, so towards a neighbour z they carry
+        # k x (the narrowest twin's link to z): equal twins sum, unequal ones do not
+        merged = {}
+        for z in adj[rep]:
+            caps = [adj[y][z][0] for y in xs]
+            merged[z] = (k * min(caps), max(adj[y][z][1] for y in xs))
         for y in xs[1:]:
-            for z, (c, lat) in adj[y].items():
-                c0, l0 = adj[rep][z]
-                adj[rep][z] = (c0 + c, max(l0, lat))
+            for z in adj[y]:
                 if z in adj:
                     adj[z].pop(y)
-                    adj[z][rep] = adj[rep][z]
             del adj[y]
             members[rep].extend(members.pop(y))
+        for z, val in merged.items():
+            adj[rep][z] = val
+            if z in adj:
+                adj[z][rep] = val
     kept = [x for x in nodes if x in adj]
     return kept, adj, members
 
