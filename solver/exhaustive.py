@@ -15,7 +15,6 @@ class with flows (src_f, dst_f) of ``b`` bytes then costs, for each layout p,
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Mapping
 
 import numpy as np
@@ -119,15 +118,3 @@ def bulk_cost(
             lat = routes.lat[ds, dd].max(axis=1) * steps
             total[lo:lo + _CHUNK] += x * (np.maximum(link_t, per_flow) + lat)
     return total
-
-
-def layout_count(cluster: Cluster, mode: str) -> int:
-    """How many layouts :func:`enumerate_layouts` returns."""
-    n = cluster.num_devices
-    if mode == "fixed":
-        return 1
-    if mode == "free":
-        return math.factorial(n)
-    H = len(cluster.hosts)
-    G = n // H
-    return math.factorial(H) * math.factorial(G) ** H

@@ -26,7 +26,6 @@ __all__ = [
     "class_groups",
     "layout_cost",
     "lower_bound",
-    "same_domain_pairs",
     "active_families",
     "ordered_pairs",
 ]
@@ -68,27 +67,3 @@ def ordered_pairs(arr: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
         ii, jj = np.nonzero(~np.eye(n, dtype=bool))
         return arr[:, ii].ravel(), arr[:, jj].ravel()
     return arr.ravel(), np.roll(arr, -1, axis=1).ravel()
-
-
-def same_domain_pairs(labels: np.ndarray) -> np.ndarray:
-    """Ordered pairs of members sharing a label, per row.
-
-    Parameters
-    ----------
-    labels : numpy.ndarray of int, shape (groups, n)
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (groups,)
-        Σ over labels of c·(c-1), c the count of that label in the row.
-    """
-    g, n = labels.shape
-    if n <= 1 or g == 0:
-        return np.zeros(g, dtype=np.int64)
-    s = np.sort(labels, axis=1)
-    # position j in a run of equal values contributes 2*(j - run start)
-    new_run = np.ones((g, n), dtype=bool)
-    new_run[:, 1:] = s[:, 1:] != s[:, :-1]
-    idx = np.broadcast_to(np.arange(n), (g, n))
-    start = np.maximum.accumulate(np.where(new_run, idx, 0), axis=1)
-    return 2 * (idx - start).sum(axis=1).astype(np.int64)

@@ -33,7 +33,7 @@ import numpy as np
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster
 from .fabric import LinkLoads
-from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES
+from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, class_group_size
 from .types import Bottleneck, ClassCost, CostBreakdown
 
 __all__ = [
@@ -250,18 +250,6 @@ def layout_cost(
     return CostBreakdown(total_seconds=total, by_class={c: v.seconds for c, v in classes.items()}, classes=classes)
 
 
-def _class_sizes(cfg: ParallelConfig) -> dict[str, tuple[int, int]]:
-    """(number of groups, group size) per class."""
-    W = cfg.world_size
-    sizes = {
-        "tp": cfg.tp, "cp": cfg.cp, "dp": cfg.dp * cfg.cp, "pp": cfg.pp, "ep": cfg.ep, "etp": cfg.etp,
-        "edp": cfg.edp,
-    }
-    out = {c: (W // n, n) for c, n in sizes.items()}
-    out["embedding"] = (W // cfg.pp, 2) if cfg.pp > 1 else (W, 1)
-    return out
-
-
 def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
     """A lower bound (seconds) on ``T_class`` over every layout, without latency.
 
@@ -329,7 +317,9 @@ def lower_bound(
     """
     exposure = dict(exposure or {})
     total = 0.0
-    for c, (g, n) in _class_sizes(cfg).items():
+    for c in TRAFFIC_CLASSES:
+        n = class_group_size(c, cfg)
+        g = cfg.world_size // cfg.pp if c == "embedding" else cfg.world_size // n
         s = float(traffic.get(c, 0.0) or 0.0)
         if s > 0 and n > 1:
             total += float(exposure.get(c, 1.0)) * class_lower_bound(cluster, CLASS_KIND[c], g, n, s)
