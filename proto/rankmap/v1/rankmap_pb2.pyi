@@ -161,7 +161,7 @@ class ModelSpec(_message.Message):
     def __init__(self, preset: _Optional[str] = ..., overrides: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class Traffic(_message.Message):
-    __slots__ = ("bytes", "model")
+    __slots__ = ("bytes", "model", "megatron_args")
     class BytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -171,9 +171,11 @@ class Traffic(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     BYTES_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    MEGATRON_ARGS_FIELD_NUMBER: _ClassVar[int]
     bytes: _containers.ScalarMap[str, float]
     model: ModelSpec
-    def __init__(self, bytes: _Optional[_Mapping[str, float]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+    megatron_args: str
+    def __init__(self, bytes: _Optional[_Mapping[str, float]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., megatron_args: _Optional[str] = ...) -> None: ...
 
 class Constraint(_message.Message):
     __slots__ = ("traffic_class", "level")
@@ -359,7 +361,7 @@ class SolveRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply")
+    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by")
     class GroupsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -389,6 +391,7 @@ class SolveResponse(_message.Message):
     TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
     ORDERS_SEARCHED_FIELD_NUMBER: _ClassVar[int]
     APPLY_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
     config: ParallelConfig
     mode: Mode
     order: str
@@ -404,7 +407,8 @@ class SolveResponse(_message.Message):
     traffic_bytes: _containers.ScalarMap[str, float]
     orders_searched: _containers.RepeatedScalarFieldContainer[str]
     apply: ApplyInfo
-    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ...) -> None: ...
+    stopped_by: str
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure")
