@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -88,6 +88,7 @@ def solve(
     traffic: Mapping[str, float],
     options: SolveOptions | None = None,
     cancel: threading.Event | None = None,
+    progress: Callable[[str, float | None], None] | None = None,
 ) -> SolveResult:
     """Find the order and rank-to-GPU assignment minimising the predicted communication time.
 
@@ -102,6 +103,11 @@ def solve(
         Mode, orders, constraints, exposure, time limit, seed.
     cancel : threading.Event, optional
         Set it to stop the search (gRPC deadline or cancellation).
+    progress : callable(phase, best_seconds), optional
+        Called at each phase boundary (``"cluster model"``, ``"orders"``,
+        ``"search"``) and whenever the best predicted time found so far
+        improves (``best_seconds``, None until a layout is scored).  It only
+        observes: the result does not depend on it.
 
     Returns
     -------
@@ -118,6 +124,8 @@ def solve(
     """
     t0 = time.perf_counter()
     options = options or SolveOptions()
+    report = _progress_reporter(progress)
+    report("cluster model")
     traffic = _check_traffic(traffic)
     exposure = dict(options.exposure or {})
     if isinstance(graph, Cluster):
@@ -143,6 +151,7 @@ def solve(
                 f"use mode free",
                 "mode",
             )
+    report("orders")
     orders = candidate_orders(cfg, options.orders)
     if not orders:
         raise InvalidArgumentError(f"no order in {options.orders!r} is valid for these sizes", "orders")
@@ -167,6 +176,7 @@ def solve(
         candidates.append(_Candidate(base_cfg, baseline_dev, baseline_cost, -1))
     bound = lower_bound(cluster, cfg, traffic, exposure)
     proved = False
+    report("search", candidates)
 
     if options.mode == "fixed" or W <= EXHAUSTIVE_MAX_DEVICES:
         candidates += _exhaustive(cluster, orders, traffic, exposure, options.mode, constraints, baseline_dev,
@@ -187,8 +197,10 @@ def solve(
                 seen_dev.add(key)
                 if satisfies(cluster, ocfg, groups, dev, constraints):
                     candidates.append(_Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
+            report("search", candidates)
         candidates += _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints,
                               baseline_dev, deadline, cancel, score)
+    report("search", candidates)
 
     if not candidates:
         raise InfeasibleError(
@@ -204,6 +216,24 @@ def solve(
     status = "OPTIMAL" if proved or best.cost.total_seconds <= bound * (1 + 1e-9) + 1e-30 else "FEASIBLE"
     return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options, orders,
                    launcher)
+
+
+def _progress_reporter(progress):
+    """``report(phase, candidates=())``: calls ``progress(phase, best)`` on a new phase or a better best."""
+    state = {"phase": None, "best": None}
+
+    def report(phase, candidates=()):
+        if progress is None:
+            return
+        best = min((c.cost.total_seconds for c in candidates), default=None)
+        better = best is not None and (state["best"] is None or best < state["best"])
+        if better:
+            state["best"] = best
+        if better or phase != state["phase"]:
+            state["phase"] = phase
+            progress(phase, state["best"])
+
+    return report
 
 
 def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_dev, cancel, score):
