@@ -1,0 +1,154 @@
+"""Costs and process groups on the wire: ``CostBreakdown`` <-> ``rankmap.v1.Cost``,
+``{name: array}`` <-> ``map<string, RankGroups>``, ``Layout`` <-> ``rankmap.v1.Layout``."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from rankmap.solver.catalogue import GROUP_NAMES
+from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown, Layout
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = [
+    "BOTTLENECK_TO_PROTO",
+    "BOTTLENECK_FROM_PROTO",
+    "cost_to_proto",
+    "cost_from_proto",
+    "groups_to_proto",
+    "groups_from_proto",
+]
+
+BOTTLENECK_TO_PROTO = {
+    "none": pb.BOTTLENECK_KIND_NONE,
+    "link": pb.BOTTLENECK_KIND_LINK,
+    "per-flow": pb.BOTTLENECK_KIND_PER_FLOW,
+}
+BOTTLENECK_FROM_PROTO = {v: k for k, v in BOTTLENECK_TO_PROTO.items()}
+BOTTLENECK_FROM_PROTO[pb.BOTTLENECK_KIND_UNSPECIFIED] = "none"
+
+
+#: Traffic classes in report order (DESIGN §3); the traffic module's when present.
+try:  # pragma: no cover - depends on which solver modules exist
+    from rankmap.solver.traffic import TRAFFIC_CLASSES as _TRAFFIC_CLASSES
+except ImportError:  # pragma: no cover
+    _TRAFFIC_CLASSES = ("tp", "cp", "ep", "etp", "dp", "edp", "pp", "embedding")
+
+
+def _class_order(keys: Iterable[str]) -> list[str]:
+    keys = list(keys)
+    known = [c for c in _TRAFFIC_CLASSES if c in keys]
+    return known + sorted(k for k in keys if k not in _TRAFFIC_CLASSES)
+
+
+
+def _bottleneck_to_proto(b: Bottleneck, out: "pb.Bottleneck") -> None:
+    kind = BOTTLENECK_TO_PROTO.get(b.kind)
+    if kind is None:  # a solver bug, not bad input: fail loudly (INTERNAL)
+        raise ValueError(f"bottleneck kind {b.kind!r} is not one of {', '.join(BOTTLENECK_TO_PROTO)}")
+    out.kind = kind
+    if b.link is not None:
+        out.link_from, out.link_to = str(b.link[0]), str(b.link[1])
+    out.load_bytes = float(b.load_bytes)
+    out.capacity_gbps = float(b.capacity_gbps)
+    out.utilization = float(b.utilization)
+    out.flows = int(b.flows)
+    out.flow_bytes = float(b.flow_bytes)
+    out.flow_gbps = float(b.flow_gbps)
+
+
+def _bottleneck_from_proto(msg: "pb.Bottleneck") -> Bottleneck:
+    link = (msg.link_from, msg.link_to) if (msg.link_from or msg.link_to) else None
+    return Bottleneck(
+        kind=BOTTLENECK_FROM_PROTO.get(msg.kind, "none"),
+        link=link,
+        load_bytes=float(msg.load_bytes),
+        capacity_gbps=float(msg.capacity_gbps),
+        utilization=float(msg.utilization),
+        flows=int(msg.flows),
+        flow_bytes=float(msg.flow_bytes),
+        flow_gbps=float(msg.flow_gbps),
+    )
+
+
+def cost_to_proto(cost: CostBreakdown) -> "pb.Cost":
+    """A ``rankmap.v1.Cost``: total ``Σ x_c·T_c``, ``T_c`` per class, and each class's :class:`ClassCost`."""
+    out = pb.Cost(total_seconds=float(cost.total_seconds))
+    for k, v in cost.by_class.items():
+        out.by_class_seconds[k] = float(v)
+    for k, c in (cost.classes or {}).items():
+        m = out.classes[k]
+        m.seconds = float(c.seconds)
+        m.exposure = float(c.exposure)
+        m.bytes_per_rank = float(c.bytes_per_rank)
+        m.payload_bytes = float(c.payload_bytes)
+        m.latency_seconds = float(c.latency_seconds)
+        _bottleneck_to_proto(c.bottleneck, m.bottleneck)
+    return out
+
+
+def cost_from_proto(msg: "pb.Cost") -> CostBreakdown:
+    """The :class:`CostBreakdown` of a ``rankmap.v1.Cost`` (classes in report order).
+
+    A ``Cost`` without ``classes`` gets the per-class defaults of
+    :class:`CostBreakdown` (``T_c`` from ``by_class_seconds``, exposure 1).
+    """
+    by = dict(msg.by_class_seconds)
+    classes = None
+    if msg.classes:
+        classes = {}
+        for k in _class_order(msg.classes.keys()):
+            m = msg.classes[k]
+            classes[k] = ClassCost(
+                seconds=float(m.seconds),
+                exposure=float(m.exposure),
+                bytes_per_rank=float(m.bytes_per_rank),
+                payload_bytes=float(m.payload_bytes),
+                latency_seconds=float(m.latency_seconds),
+                bottleneck=_bottleneck_from_proto(m.bottleneck),
+            )
+    return CostBreakdown(
+        total_seconds=float(msg.total_seconds),
+        by_class={k: by[k] for k in _class_order(by)},
+        classes=classes,
+    )
+
+
+_HIER = re.compile(r"^(.*_L)(\d+)$")
+
+
+def _group_sort_key(name: str) -> tuple[int, int, str]:
+    if name in GROUP_NAMES:
+        return GROUP_NAMES.index(name), 0, name
+    m = _HIER.match(name)
+    if m and f"{m.group(1)}*" in GROUP_NAMES:
+        return GROUP_NAMES.index(f"{m.group(1)}*"), int(m.group(2)), name
+    return len(GROUP_NAMES), 0, name
+
+
+def groups_to_proto(groups: Mapping[str, np.ndarray], target) -> None:
+    """Write ``{name: (groups, size) array}`` into a ``map<string, RankGroups>`` field."""
+    for name, arr in groups.items():
+        rg = target[name]
+        for row in np.asarray(arr).tolist():
+            rg.groups.add().ranks.extend(row)
+
+
+def groups_from_proto(source) -> dict[str, np.ndarray]:
+    """``{name: int64 array (groups, size)}`` from a ``map<string, RankGroups>``, in Megatron's order."""
+    out = {}
+    for name in sorted(source.keys(), key=_group_sort_key):
+        rows = [list(g.ranks) for g in source[name].groups]
+        width = len(rows[0]) if rows else 0
+        out[name] = np.asarray(rows, dtype=np.int64).reshape(len(rows), width)
+    return out
+
+
+def _layout_to_proto(layout: Layout) -> "pb.Layout":
+    return pb.Layout(order=layout.order, assignment=[str(a) for a in layout.assignment], cost=cost_to_proto(layout.cost))
+
+
+def _layout_from_proto(msg: "pb.Layout") -> Layout:
+    return Layout(order=msg.order, assignment=tuple(msg.assignment), cost=cost_from_proto(msg.cost))

@@ -1,0 +1,214 @@
+"""Errors on the wire: which request field, which message, and how much of it fits.
+
+:func:`error_fields` gives, for an error raised while a request is parsed or
+solved, the *proto path* of the field (``sizes.tp``,
+``cluster.links[3].bandwidth_gbps``) and the *argument* (the CLI / Python
+spelling, ``tp``, ``cluster.edges``); :func:`error_status` builds the
+``google.rpc.Status`` (``BadRequest`` / ``PreconditionFailure`` + ``ErrorInfo``)
+the server sends in its trailers, :func:`error_to_proto` the in-stream
+``rankmap.v1.Error`` of BatchSolve.  Messages and field paths are truncated
+(:func:`clip`) so the trailers stay far below gRPC's metadata limit (8 KiB soft,
+16 KiB hard by default) whatever the request held: a 20,000-character device
+name quoted in a message must not turn INVALID_ARGUMENT into RESOURCE_EXHAUSTED.
+"""
+
+from __future__ import annotations
+
+from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = [
+    "SIZE_FIELDS",
+    "ERROR_DOMAIN",
+    "MAX_MESSAGE_CHARS",
+    "MAX_FIELD_CHARS",
+    "clip",
+    "invalid",
+    "proto_field",
+    "error_fields",
+    "error_to_proto",
+    "error_from_proto",
+    "error_status",
+    "error_from_status",
+]
+
+#: Longest error message sent (UTF-8 bytes, before the truncation note).  A
+#: message travels up to three times in the trailers (grpc-message, the
+#: field violation, nothing else) percent- or base64-encoded: 512 bytes stay
+#: under 4 KiB in all.
+MAX_MESSAGE_CHARS = 512
+#: Longest field path / argument sent.
+MAX_FIELD_CHARS = 160
+
+#: Size fields of ``ParallelSizes`` (the solver spells them the same).
+SIZE_FIELDS = (
+    "world_size",
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "num_distributed_optimizer_instances",
+    "hierarchical_context_parallel_sizes",
+)
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, saying how much was cut."""
+    text = str(text)
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    head = raw[: max(0, limit - 40)].decode("utf-8", "ignore")
+    return f"{head}... [{len(text) - len(head)} more characters]"
+
+
+def invalid(message: str, path: str, argument: str | None = None) -> InvalidArgumentError:
+    """An :class:`InvalidArgumentError` about proto field ``path``.
+
+    ``argument`` is the CLI / Python spelling of the field (default: ``path``).
+    """
+    err = InvalidArgumentError(message, path)
+    err.argument = argument if argument is not None else path  # type: ignore[attr-defined]
+    return err
+
+
+_SIMPLE = {
+    "mode": "mode",
+    "orders": "orders",
+    "constraints": "constraints",
+    "exclude_devices": "exclude_devices",
+    "exclude_hosts": "exclude_hosts",
+    "time_limit_seconds": "time_limit_seconds",
+    "time_limit": "time_limit_seconds",
+    "seed": "seed",
+    "assignment": "assignment",
+    "traffic": "traffic",
+    "model": "traffic.model.preset",
+    "model_file": "traffic.model",
+    "cluster": "cluster",
+    "cluster.edges": "cluster.links",
+    "cluster.nodes": "cluster.devices",
+    "rank": "assignment",
+    "rank_offset": "sizes",
+}
+
+
+def proto_field(field: str, rpc: str = "Solve") -> str:
+    """Map a solver field (``tp``, ``order``, ``traffic.tp``, ``model.seq_length``)
+    to the path of the request field it came from, for request type ``rpc``.
+
+    Unknown fields are returned unchanged.
+    """
+    if not field:
+        return ""
+    if field in SIZE_FIELDS:
+        return f"sizes.{field}"
+    if field == "order":
+        return "orders.orders" if rpc in ("Solve", "BatchSolve") else "order"
+    if field in _SIMPLE:
+        return _SIMPLE[field]
+    if field.startswith("traffic.") and not field.startswith("traffic.bytes") and not field.startswith("traffic.model"):
+        return f"traffic.bytes[{field[len('traffic.'):]}]"
+    if field.startswith("model."):
+        return f"traffic.model.overrides[{field[len('model.'):]}]"
+    if field.startswith("exposure."):
+        return f"exposure[{field[len('exposure.'):]}]"
+    if field.startswith("cluster.edges"):
+        return "cluster.links" + field[len("cluster.edges"):]
+    return field
+
+
+def error_fields(exc: RankmapError, rpc: str = "Solve") -> tuple[str, str]:
+    """``(proto path, argument)`` of an error raised while parsing or solving a request."""
+    argument = getattr(exc, "argument", None)
+    if argument is not None:
+        return exc.field, argument
+    return proto_field(exc.field, rpc), exc.field
+
+
+def error_to_proto(exc: BaseException, code: int, rpc: str = "Solve") -> "pb.Error":
+    """A ``rankmap.v1.Error`` (BatchSolve) for an exception and a ``grpc.StatusCode`` value."""
+    if isinstance(exc, RankmapError):
+        path, argument = error_fields(exc, rpc)
+        return pb.Error(
+            code=code,
+            message=clip(exc.message),
+            field=clip(path, MAX_FIELD_CHARS),
+            argument=clip(argument, MAX_FIELD_CHARS),
+        )
+    return pb.Error(code=code, message=clip(" ".join(str(exc).split()) or type(exc).__name__))
+
+
+def error_from_proto(err: "pb.Error") -> tuple[int, str, str, str]:
+    """``(code, message, argument, proto path)`` of a ``rankmap.v1.Error``."""
+    return int(err.code), err.message, err.argument or err.field, err.field
+
+
+#: ``google.rpc.ErrorInfo.domain`` of rankmap's errors.
+ERROR_DOMAIN = "rankmap.v1"
+
+
+def error_status(code: int, exc: RankmapError, rpc: str = "Solve"):
+    """A ``google.rpc.Status`` for an invalid or infeasible request.
+
+    INVALID_ARGUMENT carries a ``BadRequest`` field violation (field = proto
+    path, description = the CLI's message); FAILED_PRECONDITION a
+    ``PreconditionFailure`` (subject = proto path); both an ``ErrorInfo`` whose
+    metadata ``argument`` is the CLI / Python spelling of the field.
+    """
+    from google.protobuf import any_pb2
+    from google.rpc import error_details_pb2, status_pb2
+
+    path, argument = error_fields(exc, rpc)
+    path, argument = clip(path, MAX_FIELD_CHARS), clip(argument, MAX_FIELD_CHARS)
+    message = clip(exc.message)
+    infeasible = isinstance(exc, InfeasibleError)
+    info = error_details_pb2.ErrorInfo(
+        reason="INFEASIBLE" if infeasible else "INVALID_ARGUMENT",
+        domain=ERROR_DOMAIN,
+        metadata={"argument": argument, "field": path},
+    )
+    if infeasible:
+        detail = error_details_pb2.PreconditionFailure(
+            violations=[
+                error_details_pb2.PreconditionFailure.Violation(type="INFEASIBLE", subject=path, description=message)
+            ]
+        )
+    else:
+        detail = error_details_pb2.BadRequest(
+            field_violations=[error_details_pb2.BadRequest.FieldViolation(field=path, description=message)]
+        )
+    details = []
+    for m in (detail, info):
+        a = any_pb2.Any()
+        a.Pack(m)
+        details.append(a)
+    return status_pb2.Status(code=int(code), message=message, details=details)
+
+
+def error_from_status(status, default_message: str = "") -> tuple[str, str, str]:
+    """``(message, argument, proto path)`` from a ``google.rpc.Status`` built by :func:`error_status`."""
+    from google.rpc import error_details_pb2
+
+    message = (status.message if status is not None else "") or default_message
+    path = argument = ""
+    for d in status.details if status is not None else ():
+        if d.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            br = error_details_pb2.BadRequest()
+            d.Unpack(br)
+            if br.field_violations:
+                path = br.field_violations[0].field
+                message = br.field_violations[0].description or message
+        elif d.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
+            pf = error_details_pb2.PreconditionFailure()
+            d.Unpack(pf)
+            if pf.violations:
+                path = pf.violations[0].subject
+                message = pf.violations[0].description or message
+        elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            d.Unpack(info)
+            argument = info.metadata.get("argument", "")
+            path = path or info.metadata.get("field", "")
+    return message, argument or path, path

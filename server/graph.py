@@ -1,0 +1,213 @@
+"""The cluster graph on the wire: ``nx.Graph`` (DESIGN §2) <-> ``rankmap.v1.Cluster``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Hashable, Iterable, Mapping
+
+import networkx as nx
+import numpy as np
+
+from rankmap.server.errors import invalid
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = ["graph_to_proto", "graph_from_proto", "count_gpus"]
+
+
+def _is_gpu(data: Mapping) -> bool:
+    kind = data.get("kind", "gpu")
+    return kind is None or kind == "gpu"
+
+
+def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
+    """An ``nx.Graph`` of DESIGN §2 as a ``rankmap.v1.Cluster``.
+
+    GPUs (``kind`` "gpu" or absent) become devices, other nodes nodes, edges
+    links, all in graph order; node ids become strings.  Attributes outside the
+    schema are dropped.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For values the wire cannot carry: two node ids with the same string,
+        a non-numeric bandwidth or latency, a non-integer ``local_index`` (the
+        messages are the solver's).
+    """
+    if not isinstance(graph, nx.Graph):
+        raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
+    out = pb.Cluster()
+    seen: dict[str, Hashable] = {}
+    for n, data in graph.nodes(data=True):
+        key = str(n)
+        if key in seen:
+            raise InvalidArgumentError(
+                f"nodes {seen[key]!r} and {n!r} have the same id {key!r} as text", "cluster.nodes"
+            )
+        seen[key] = n
+        if _is_gpu(data):
+            dev = out.devices.add(id=key)
+            host = data.get("host")
+            if host is not None and host != "":
+                dev.host = str(host)
+            li = data.get("local_index")
+            if li is not None:
+                dev.local_index = _local_index(n, li)
+        else:
+            out.nodes.add(id=key, kind=str(data["kind"]))
+    for u, v, data in graph.edges(data=True):
+        link = out.links.add(source=str(u), target=str(v))
+        if "bandwidth" in data:
+            link.bandwidth_gbps = _wire_number(u, v, data, "bandwidth")
+        if data.get("latency_us") is not None:
+            link.latency_us = _wire_number(u, v, data, "latency_us")
+    return out
+
+
+def _local_index(n, li) -> int:
+    ok = not isinstance(li, bool) and (
+        isinstance(li, (int, np.integer))
+        or (isinstance(li, float) and li.is_integer())
+        or (isinstance(li, str) and li.strip().lstrip("-").isdigit())
+    )
+    if not ok or not (-(2**31) <= int(li) < 2**31):
+        raise InvalidArgumentError(f"GPU {n!r} has local_index {li!r}; it must be a non-negative integer", "cluster.nodes")
+    return int(li)
+
+
+def _wire_number(u, v, data, attr: str) -> float:
+    value = data[attr]
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError):
+        if attr == "bandwidth":
+            _check_bandwidth(u, v, data)  # raises the solver's message
+        raise InvalidArgumentError(
+            f"edge ({u!r}, {v!r}) has {attr} {value!r}, which is not a number", "cluster.edges"
+        ) from None
+
+
+def _check_bandwidth(u, v, data) -> float:
+    """The solver's own bandwidth check (same message as the CLI)."""
+    try:
+        from rankmap.solver.cluster import _edge_bandwidth
+    except ImportError:  # pragma: no cover - solver module not present
+        _edge_bandwidth = None
+    if _edge_bandwidth is not None:
+        return _edge_bandwidth(u, v, data)
+    b = data.get("bandwidth")
+    if b is None:
+        raise InvalidArgumentError(f"edge ({u!r}, {v!r}) has no 'bandwidth' attribute (GB/s)", "cluster.edges")
+    if not math.isfinite(b) or b <= 0:
+        raise InvalidArgumentError(
+            f"edge ({u!r}, {v!r}) has bandwidth {b!r}; it must be finite and > 0 (GB/s)", "cluster.edges"
+        )
+    return float(b)
+
+
+def _where(cluster: "pb.Cluster", node_id: str) -> str:
+    for i, d in enumerate(cluster.devices):
+        if d.id == node_id:
+            return f"cluster.devices[{i}]"
+    for i, n in enumerate(cluster.nodes):
+        if n.id == node_id:
+            return f"cluster.nodes[{i}]"
+    return "?"
+
+
+def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
+    """The ``nx.Graph`` of a ``rankmap.v1.Cluster`` (devices first, then nodes, then links).
+
+    Raises
+    ------
+    InvalidArgumentError
+        With the proto path as field, for an empty or repeated id, a node of
+        kind "gpu" or without kind, a link to an unknown node, a missing,
+        non-finite or non-positive bandwidth, a negative or non-finite latency.
+    """
+    nodes: dict[str, dict[str, Any]] = {}
+    for i, d in enumerate(cluster.devices):
+        did = d.id
+        if not did or did in nodes:
+            path = f"cluster.devices[{i}]"
+            if not did:
+                raise invalid(f"device {i} has an empty id", f"{path}.id", "cluster.nodes")
+            raise invalid(f"node id {did!r} is given twice ({_where(cluster, did)} and {path})", f"{path}.id",
+                          "cluster.nodes")
+        attrs: dict[str, Any] = {"kind": "gpu"}
+        if d.HasField("host") and d.host:
+            attrs["host"] = d.host
+        if d.HasField("local_index"):
+            attrs["local_index"] = int(d.local_index)
+        nodes[did] = attrs
+    for i, n in enumerate(cluster.nodes):
+        nid, kind = n.id, n.kind
+        if not nid or nid in nodes or not kind or kind == "gpu":
+            path = f"cluster.nodes[{i}]"
+            if not nid:
+                raise invalid(f"node {i} has an empty id", f"{path}.id", "cluster.nodes")
+            if nid in nodes:
+                raise invalid(f"node id {nid!r} is given twice ({_where(cluster, nid)} and {path})", f"{path}.id",
+                              "cluster.nodes")
+            raise invalid(
+                f"node {nid!r} has kind {kind!r}; GPUs belong in cluster.devices, other nodes need a kind "
+                f"such as 'nvswitch' or 'nic'",
+                f"{path}.kind",
+                "cluster.nodes",
+            )
+        nodes[nid] = {"kind": kind}
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
+    isfinite = math.isfinite
+    for i, link in enumerate(cluster.links):
+        u, v = link.source, link.target
+        if u not in nodes or v not in nodes:
+            end, node = ("source", u) if u not in nodes else ("target", v)
+            raise invalid(
+                f"link {i} ({u!r}, {v!r}) names unknown node {node!r}", f"cluster.links[{i}].{end}", "cluster.edges"
+            )
+        has_bw = link.HasField("bandwidth_gbps")
+        bw = link.bandwidth_gbps
+        if not has_bw or not (isfinite(bw) and bw > 0):
+            try:
+                _check_bandwidth(u, v, {"bandwidth": bw} if has_bw else {})
+            except InvalidArgumentError as exc:
+                raise invalid(exc.message, f"cluster.links[{i}].bandwidth_gbps", "cluster.edges") from None
+        data: dict[str, Any] = {"bandwidth": bw}
+        if link.HasField("latency_us"):
+            lat = link.latency_us
+            if not isfinite(lat) or lat < 0:
+                raise invalid(
+                    f"edge ({u!r}, {v!r}) has latency_us {lat!r}; it must be finite and >= 0",
+                    f"cluster.links[{i}].latency_us",
+                    "cluster.edges",
+                )
+            data["latency_us"] = lat
+        key = (u, v) if u <= v else (v, u)
+        old = edges.get(key)
+        if old is not None:
+            # parallel physical links between two nodes are one link of the summed capacity (DESIGN §2)
+            data["bandwidth"] = old["bandwidth"] + bw
+            data["latency_us"] = max(old.get("latency_us", 0.0), data.get("latency_us", 0.0))
+        edges[key] = data
+    g = nx.Graph()
+    g.add_nodes_from(nodes.items())
+    g.add_edges_from((u, v, d) for (u, v), d in edges.items())
+    return g
+
+
+def count_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_hosts: Iterable[str] = ()) -> int:
+    """GPUs of ``graph`` that are not excluded (the default world size)."""
+    devs = {str(d) for d in exclude_devices}
+    hosts = {str(h) for h in exclude_hosts}
+    n = 0
+    for node, data in graph.nodes(data=True):
+        if not _is_gpu(data):
+            continue
+        host = data.get("host")
+        host = str(node) if host is None or host == "" else str(host)
+        if str(node) in devs or host in hosts:
+            continue
+        n += 1
+    return n

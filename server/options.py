@@ -1,0 +1,187 @@
+"""Search options on the wire: mode, orders, constraints, exclusions, limits, exposure."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Mapping
+
+from rankmap.server.costs import _class_order
+from rankmap.server.errors import invalid
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.types import MODES, Constraint, SolveOptions, check_exposure, parse_constraint
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = [
+    "MODE_TO_PROTO",
+    "MODE_FROM_PROTO",
+    "POLICY_TO_PROTO",
+    "POLICY_FROM_PROTO",
+    "enum_name",
+    "exposure_to_proto",
+    "exposure_from_proto",
+    "options_to_proto",
+    "options_from_proto",
+]
+
+MODE_TO_PROTO = {"launcher": pb.MODE_LAUNCHER, "free": pb.MODE_FREE, "fixed": pb.MODE_FIXED}
+MODE_FROM_PROTO = {v: k for k, v in MODE_TO_PROTO.items()}
+MODE_FROM_PROTO[pb.MODE_UNSPECIFIED] = "launcher"
+POLICY_TO_PROTO = {
+    "default": pb.ORDER_POLICY_DEFAULT,
+    "megatron-cli": pb.ORDER_POLICY_MEGATRON_CLI,
+    "all": pb.ORDER_POLICY_ALL,
+}
+POLICY_FROM_PROTO = {v: k for k, v in POLICY_TO_PROTO.items()}
+
+
+def enum_name(enum, value: int) -> str:
+    """The name of ``value`` in a protobuf enum, or the number itself when the value is unknown."""
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(int(value))
+
+
+def _orders_to_proto(orders) -> "pb.OrderSearch":
+    out = pb.OrderSearch()
+    if orders is None:
+        return out
+    if isinstance(orders, str):
+        key = orders.strip().lower()
+        if key in POLICY_TO_PROTO:
+            out.policy = POLICY_TO_PROTO[key]
+            return out
+        out.orders.extend(o.strip() for o in orders.split(","))
+        return out
+    if isinstance(orders, Iterable):
+        items = list(orders)
+        if len(items) == 1 and isinstance(items[0], str) and items[0].strip().lower() in POLICY_TO_PROTO:
+            out.policy = POLICY_TO_PROTO[items[0].strip().lower()]
+            return out
+        for o in items:
+            if not isinstance(o, str):
+                raise InvalidArgumentError(f"orders must be order strings like 'tp-cp-ep-dp-pp', got {o!r}", "orders")
+            out.orders.append(o)
+        return out
+    raise InvalidArgumentError(f"orders must be a policy name or a list of orders, got {orders!r}", "orders")
+
+
+def _orders_from_proto(msg: "pb.OrderSearch"):
+    if msg.orders:
+        if msg.policy != pb.ORDER_POLICY_UNSPECIFIED:
+            raise invalid(
+                f"give an order policy ({enum_name(pb.OrderPolicy, msg.policy)}) or explicit orders, not both",
+                "orders.policy",
+                "orders",
+            )
+        return tuple(msg.orders)
+    if msg.policy == pb.ORDER_POLICY_UNSPECIFIED:
+        return "default"
+    if msg.policy not in POLICY_FROM_PROTO:
+        raise invalid(f"unknown order policy {msg.policy}", "orders.policy", "orders")
+    return POLICY_FROM_PROTO[msg.policy]
+
+
+def _constraint(c) -> Constraint:
+    if isinstance(c, Constraint):
+        return c
+    if isinstance(c, str):
+        return parse_constraint(c)
+    if isinstance(c, (tuple, list)) and len(c) == 2:
+        return parse_constraint(f"{c[0]} within {c[1]}")
+    raise InvalidArgumentError(f"constraint {c!r} is not of the form 'CLASS within LEVEL' (e.g. 'tp within host')", "constraints")
+
+
+def exposure_to_proto(target, exposure: Mapping[str, float] | None) -> None:
+    """Write exposure ``x_c`` per class into a request's ``exposure`` map.
+
+    Validated first with :func:`~rankmap.solver.types.check_exposure` (the
+    solver's messages; field ``exposure.CLASS``).  ``None`` or an empty mapping
+    writes nothing (every class 1).
+    """
+    if exposure is None:
+        return
+    if not isinstance(exposure, Mapping):
+        raise InvalidArgumentError(
+            f"exposure must be a mapping of traffic class -> x in [0, 1] (e.g. {{'dp': 0.2}}), got {exposure!r}",
+            "exposure",
+        )
+    for k, v in check_exposure(exposure).items():
+        target[k] = v
+
+
+def exposure_from_proto(source) -> dict[str, float]:
+    """Exposure per class of a request's ``exposure`` map, validated, in report order.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Field ``exposure.CLASS`` (proto path ``exposure[CLASS]``) for an unknown
+        class or a value outside [0, 1] (NaN included).
+    """
+    raw = dict(source)
+    return check_exposure({k: raw[k] for k in _class_order(raw)})
+
+
+def options_to_proto(
+    req: "pb.SolveRequest",
+    mode: str | None = None,
+    orders=None,
+    constraints: Iterable = (),
+    exclude_devices: Iterable = (),
+    exclude_hosts: Iterable = (),
+    time_limit_seconds: float | None = None,
+    seed: int | None = None,
+    exposure: Mapping[str, float] | None = None,
+) -> None:
+    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure)."""
+    if mode is not None:
+        key = mode.strip().lower() if isinstance(mode, str) else mode
+        if key not in MODE_TO_PROTO:
+            raise InvalidArgumentError(f"mode {mode!r} is not one of {', '.join(MODES)}", "mode")
+        req.mode = MODE_TO_PROTO[key]
+    req.orders.CopyFrom(_orders_to_proto(orders))
+    if isinstance(constraints, (str, Constraint)):
+        constraints = [constraints]
+    for c in constraints or ():
+        c = _constraint(c)
+        req.constraints.add(traffic_class=c.traffic_class, level=c.level)
+    req.exclude_devices.extend(str(d) for d in (exclude_devices or ()))
+    req.exclude_hosts.extend(str(h) for h in (exclude_hosts or ()))
+    if time_limit_seconds is not None:
+        if isinstance(time_limit_seconds, bool) or not isinstance(time_limit_seconds, numbers.Real):
+            raise InvalidArgumentError(
+                f"time_limit_seconds must be a positive number, got {time_limit_seconds!r}", "time_limit_seconds"
+            )
+        req.time_limit_seconds = float(time_limit_seconds)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}", "seed")
+        req.seed = int(seed)
+    exposure_to_proto(req.exposure, exposure)
+
+
+def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
+    """``SolveOptions`` of a request (validated by ``SolveOptions`` itself)."""
+    if req.mode not in MODE_FROM_PROTO:
+        raise invalid(f"mode {req.mode} is not one of {', '.join(MODES)}", "mode", "mode")
+    constraints = []
+    for i, c in enumerate(req.constraints):
+        try:
+            constraints.append(parse_constraint(f"{c.traffic_class} within {c.level}"))
+        except InvalidArgumentError as exc:
+            raise invalid(exc.message, f"constraints[{i}]", "constraints") from None
+    kw: dict[str, Any] = {}
+    if req.HasField("time_limit_seconds"):
+        kw["time_limit_seconds"] = float(req.time_limit_seconds)
+    exposure = exposure_from_proto(req.exposure)
+    return SolveOptions(
+        mode=MODE_FROM_PROTO[req.mode],
+        orders=_orders_from_proto(req.orders),
+        constraints=tuple(constraints),
+        exclude_devices=tuple(req.exclude_devices),
+        exclude_hosts=tuple(req.exclude_hosts),
+        seed=int(req.seed),
+        exposure=exposure,
+        **kw,
+    )
