@@ -1,9 +1,9 @@
-"""``rankmap batch``: solve many jobs, in process over all cores or on a server.
+"""``rankmap batch``: solve many jobs in a process pool, on Ray, or on a server.
 
 ::
 
-    rankmap batch INPUT [--server HOST:PORT] [--workers N] [-o out.jsonl]
-                  [--omit-groups] [--timeout S] [--quiet]
+    rankmap batch INPUT [--executor process|ray] [--ray-address ADDR] [--server HOST:PORT]
+                  [--workers N] [-o out.jsonl] [--omit-groups] [--timeout S] [--progress] [--quiet]
 
 INPUT is
 
@@ -19,16 +19,18 @@ JSON or GraphML path, relative to the file that names it —, ``world_size``,
 ``exclude_hosts``, ``time_limit``, ``seed``, ...), plus an optional ``name``.
 Each job is read exactly as ``rankmap solve JOB.yaml`` reads it.
 
-Jobs run in a process pool (``--workers``, default: all cores), or are streamed
-to a ``rankmap serve`` through BatchSolve with ``--server``.  One JSON line per
-job is written and flushed as soon as it completes, in completion order::
+Jobs run in a process pool (``--workers``, default: all cores), as Ray tasks
+(``--executor ray``: a local Ray instance, or the cluster at ``--ray-address``;
+see :mod:`rankmap.batch`, which is also the Python API), or are streamed to a
+``rankmap serve`` through BatchSolve with ``--server``.  One JSON line per job
+is written and flushed as soon as it completes, in completion order::
 
     {"index": 3, "name": "llama-64", "ok": true, "result": {...rankmap solve JSON...}}
     {"index": 4, "name": "bad", "ok": false, "error": {"type": "InvalidArgumentError",
      "message": "...", "field": "tp"}}
 
-A progress line is kept on stderr (when it is a terminal) and a summary table
-is printed at the end: on stderr when the JSON lines go to stdout, on stdout
+A progress bar (jobs done, failures, rate, ETA) is kept on stderr when it is a
+terminal or with ``--progress``, and a summary table is printed at the end: on stderr when the JSON lines go to stdout, on stdout
 with ``-o``.  Exit status: 0 when every job succeeded, 1 when some failed, 2
 when INPUT itself cannot be read.
 """
@@ -40,7 +42,6 @@ import json
 import os
 import sys
 import time
-from concurrent import futures
 from typing import Any, Iterable, TextIO
 
 from rankmap.solver.errors import InvalidArgumentError, RankmapError
@@ -186,74 +187,20 @@ def load_entries(path: str) -> list[Entry]:
     return entries
 
 
-# --------------------------------------------------------------------------- running one job
+# --------------------------------------------------------------------------- running jobs (rankmap.batch)
+
+# Running jobs lives in rankmap.batch (the Python API); these names stay importable from here.
+from rankmap.batch import (  # noqa: E402
+    EXECUTORS,
+    error_document,
+    iter_solve_many,
+    prepare_job,
+    ray_missing_message,
+    run_entry,
+)
 
 
-def prepare_job(job: dict):
-    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``."""
-    from rankmap.cli import build_parser
-    from rankmap.cli_solve import merge_job, prepare_args
-
-    args = build_parser().parse_args(["solve"])
-    merge_job(args, dict(job))
-    return prepare_args(args)
-
-
-def error_document(exc: BaseException) -> dict[str, Any]:
-    """The ``error`` object of a failed job's JSON line."""
-    out: dict[str, Any] = {"type": type(exc).__name__, "message": getattr(exc, "message", None) or str(exc)}
-    if isinstance(exc, RankmapError):
-        out["field"] = exc.field
-    code = getattr(exc, "code", None)
-    if code is not None and hasattr(code, "name"):
-        out["code"] = code.name
-    return out
-
-
-def run_entry(index: int, name: str, job: dict, omit_groups: bool = False) -> dict[str, Any]:
-    """Solve one job in this process; the JSON line's document (never raises on bad input)."""
-    from rankmap.solver import solve
-
-    try:
-        graph, cfg, traffic, options = prepare_job(job)
-        result = solve(graph, cfg, traffic, options)
-    except (RankmapError, OSError) as exc:
-        return {"index": index, "name": name, "ok": False, "error": error_document(exc)}
-    doc = result.to_dict()
-    if omit_groups:
-        doc.pop("groups", None)
-    return {"index": index, "name": name, "ok": True, "result": doc}
-
-
-def _internal_error(index: int, name: str, exc: BaseException) -> dict[str, Any]:
-    return {"index": index, "name": name, "ok": False,
-            "error": {"type": type(exc).__name__, "message": f"internal error: {exc}"}}
-
-
-# --------------------------------------------------------------------------- the two back ends
-
-
-def _in_process(entries: list[Entry], workers: int, omit_groups: bool) -> Iterable[dict]:
-    todo = [e for e in entries if e.error is None]
-    if workers <= 1 or len(todo) <= 1:
-        for e in todo:
-            try:
-                yield run_entry(e.index, e.name, e.job, omit_groups)
-            except Exception as exc:  # noqa: BLE001 - keep going, report it
-                yield _internal_error(e.index, e.name, exc)
-        return
-    with futures.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-        pending = {pool.submit(run_entry, e.index, e.name, e.job, omit_groups): e for e in todo}
-        try:
-            for fut in futures.as_completed(pending):
-                e = pending[fut]
-                try:
-                    yield fut.result()
-                except Exception as exc:  # noqa: BLE001 - a crashed worker is one failed job
-                    yield _internal_error(e.index, e.name, exc)
-        finally:
-            for fut in pending:
-                fut.cancel()
+# --------------------------------------------------------------------------- the server back end
 
 
 def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: float) -> Iterable[dict]:
@@ -326,30 +273,6 @@ def summary_table(docs: list[dict], elapsed: float) -> str:
     return "\n".join(lines)
 
 
-class _Progress:
-    def __init__(self, total: int, stream: TextIO, enabled: bool):
-        self.total = total
-        self.stream = stream
-        self.enabled = enabled and stream.isatty()
-        self.t0 = time.monotonic()
-        self.done = self.failed = 0
-
-    def update(self, ok: bool) -> None:
-        self.done += 1
-        self.failed += 0 if ok else 1
-        if self.enabled:
-            self.stream.write(
-                f"\r[{self.done}/{self.total}] {self.done - self.failed} ok, {self.failed} failed, "
-                f"{time.monotonic() - self.t0:.1f} s"
-            )
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.done:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 # --------------------------------------------------------------------------- command
 
 
@@ -359,26 +282,47 @@ def register(subparsers) -> None:
     """Add ``batch`` to the ``rankmap`` subcommands."""
     p = subparsers.add_parser(
         "batch",
-        help="solve many jobs (folder of YAML job files, YAML list or JSONL), in process or on a server",
+        help="solve many jobs (folder of YAML job files, YAML list or JSONL): process pool, Ray, or a server",
         description="Solve every job of INPUT; one JSON line per job as it completes, then a summary table.",
     )
     from rankmap.cli import positive_int_arg, seconds_arg, server_arg
 
     p.add_argument("input", help="folder of .yaml job files, a YAML list of jobs, or a .jsonl file")
     p.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
+    p.add_argument("--executor", choices=EXECUTORS, default="process",
+                   help="process: a local process pool (default); ray: one Ray task per job "
+                        "(needs pip install 'rankmap[ray]')")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="with --executor ray: join this Ray cluster ('auto': RAY_ADDRESS or the local "
+                        "'ray start' cluster); default: start a local Ray instance on --workers CPUs")
     p.add_argument("--workers", type=positive_int_arg, default=None,
-                   help="processes solving at once, in process (default: all cores)")
+                   help="processes solving at once, or CPUs of the local Ray instance (default: all cores)")
     p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
     p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")
     p.add_argument("--timeout", type=seconds_arg(0.0), default=86400.0,
                    help="deadline of the whole batch on --server, seconds (default 1 day)")
-    p.add_argument("--quiet", action="store_true", help="no progress line and no summary table")
+    p.add_argument("--progress", action="store_true",
+                   help="progress bar on stderr even when it is not a terminal (default: only on a terminal)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (unless --progress) and no summary table")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``rankmap batch``; the exit status (0 all ok, 1 some failed, 2 unreadable INPUT, 130 interrupted)."""
+    from rankmap.progress import BatchProgress, progress_enabled
+
+    executor = getattr(args, "executor", None) or "process"
+    ray_address = getattr(args, "ray_address", None)
+    if args.server and executor != "process":
+        raise InvalidArgumentError("--server and --executor ray are two different back ends; give one", "executor")
+    if ray_address is not None and executor != "ray":
+        raise InvalidArgumentError("--ray-address needs --executor ray", "ray_address")
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401 - only whether it is there
+        except ImportError:
+            raise InvalidArgumentError(ray_missing_message(), "executor") from None
     entries = load_entries(args.input)
-    workers = args.workers or os.cpu_count() or 1
     out: TextIO
     close = False
     if args.output:
@@ -391,7 +335,8 @@ def run(args: argparse.Namespace) -> int:
         close = True
     else:
         out = sys.stdout
-    progress = _Progress(len(entries), sys.stderr, not args.quiet)
+    t0 = time.monotonic()
+    progress = BatchProgress(len(entries), progress_enabled(getattr(args, "progress", False), sys.stderr, args.quiet))
     docs: list[dict] = []
 
     def emit(doc: dict) -> None:
@@ -402,13 +347,14 @@ def run(args: argparse.Namespace) -> int:
 
     interrupted = False
     try:
-        for e in entries:
-            if e.error is not None:
-                emit({"index": e.index, "name": e.name, "ok": False, "error": error_document(e.error)})
         if args.server:
+            for e in entries:
+                if e.error is not None:
+                    emit({"index": e.index, "name": e.name, "ok": False, "error": error_document(e.error)})
             source = _on_server(entries, args.server, args.omit_groups, args.timeout)
         else:
-            source = _in_process(entries, workers, args.omit_groups)
+            source = iter_solve_many(entries, executor, workers=args.workers, ray_address=ray_address,
+                                     omit_groups=args.omit_groups)
         for doc in source:
             emit(doc)
     except KeyboardInterrupt:
@@ -418,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
         if close:
             out.close()
     if not args.quiet:
-        table = summary_table(docs, time.monotonic() - progress.t0)
+        table = summary_table(docs, time.monotonic() - t0)
         stream = sys.stdout if args.output else sys.stderr
         stream.write(table + "\n")
         stream.flush()

@@ -364,9 +364,11 @@ def solve_from_args(args: argparse.Namespace):
 
         with RankmapClient(args.server) as client:
             return client.solve_config(graph, cfg, traffic, options)
+    from rankmap.progress import SolveProgress, progress_enabled
     from rankmap.solver import solve
 
-    return solve(graph, cfg, traffic, options)
+    with SolveProgress(progress_enabled(getattr(args, "progress", False))) as bar:
+        return solve(graph, cfg, traffic, options, progress=bar)
 
 
 def _fmt_s(x: float) -> str:
@@ -592,6 +594,9 @@ def register(subparsers) -> None:
     s.add_argument("--format", choices=("json", "table"), default=None, help="json (default) or table")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="solve on a rankmap server instead of in process")
+    s.add_argument("--progress", action="store_true",
+                   help="phase and best time so far on stderr for solves over ~1 s, even when stderr is not "
+                        "a terminal (default: only on a terminal)")
     s.set_defaults(func=_cmd_solve)
 
     e = subparsers.add_parser("evaluate", help="predicted communication time of a given order and assignment")
