@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .deadline import Deadline
 from .types import SolveCancelled
 
 __all__ = ["AssignmentProblem", "AssignmentResult", "solve_assignment"]
@@ -87,7 +88,14 @@ class AssignmentResult:
     cost_seconds : float
         Σ w/B of the returned assignment (exact float arithmetic).
     bound_seconds : float
-        A valid lower bound on the optimum, seconds.
+        A valid lower bound on the optimum of *this model*, seconds (CP-SAT's
+        proved objective bound).  The models of the search are surrogates
+        (widest-path bandwidths, no link sharing), neither the predicted time
+        nor a relaxation of it, so this is never reported as a bound on the
+        predicted time.
+    stopped : bool
+        The wall-clock cap stopped CP-SAT before its deterministic time limit
+        (the answer may then depend on the machine's load).
     """
 
     slot_of_item: np.ndarray | None
@@ -95,6 +103,7 @@ class AssignmentResult:
     infeasible: bool
     cost_seconds: float
     bound_seconds: float
+    stopped: bool = False
 
 
 def pair_cost(problem: AssignmentProblem, slot_of_item: np.ndarray) -> float:
@@ -119,19 +128,23 @@ def solve_assignment(
     seed: int = 0,
     cancel: threading.Event | None = None,
     tie_break: bool = True,
+    deadline: Deadline | None = None,
 ) -> AssignmentResult:
     """Solve an :class:`AssignmentProblem` with CP-SAT.
 
     The search is deterministic for a given ``seed``: one worker, and the
-    limit is CP-SAT's deterministic time (``max_deterministic_time``), with a
-    wall-clock cap of 3× the limit as a safety net.  With ``tie_break`` a
-    second solve keeps the optimal cost and minimises the number of items
-    moved from ``problem.hint`` (DESIGN §5: fewest changes).
+    limit is CP-SAT's deterministic time (``max_deterministic_time``,
+    ``time_limit_seconds`` deterministic seconds).  The wall-clock cap is the
+    time left before ``deadline`` (without one, 3× the limit) and is only a
+    safety stop: when it stops CP-SAT first, the result has ``stopped`` set
+    and the deadline records the stop (:meth:`Deadline.hit`).  With
+    ``tie_break`` a second solve keeps the optimal cost and minimises the
+    number of items moved from ``problem.hint`` (DESIGN §5: fewest changes).
 
     Raises
     ------
     SolveCancelled
-        If ``cancel`` is set before or during the search.
+        If ``cancel`` (or ``deadline.cancel``) is set before or during the search.
     """
     n = problem.domains.shape[1]
     K = problem.domains.shape[0]
@@ -140,8 +153,14 @@ def solve_assignment(
     w = np.asarray(problem.weights, dtype=np.float64)
     keep = w > 0
     pairs, w = pairs[keep], w[keep]
+    if cancel is None and deadline is not None:
+        cancel = deadline.cancel
     if cancel is not None and cancel.is_set():
         raise SolveCancelled("solve cancelled")
+    det_limit = float(time_limit_seconds)
+    if deadline is not None and deadline.remaining() <= 0.0:
+        deadline.hit()  # no time left: CP-SAT is not started
+        return AssignmentResult(None, False, False, float("inf"), 0.0, stopped=True)
 
     model = cp_model.CpModel()
     x = [[model.NewBoolVar(f"x{i}_{s}") for s in range(n)] for i in range(n)]
@@ -222,8 +241,8 @@ def solve_assignment(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = int(seed)
-    solver.parameters.max_deterministic_time = float(time_limit_seconds)
-    solver.parameters.max_time_in_seconds = 3.0 * float(time_limit_seconds)
+    solver.parameters.max_deterministic_time = det_limit
+    solver.parameters.max_time_in_seconds = _wall_cap(deadline, det_limit)
 
     stop = threading.Event()
 
@@ -241,14 +260,18 @@ def solve_assignment(
         status = solver.Solve(model)
         if cancel is not None and cancel.is_set():
             raise SolveCancelled("solve cancelled")
+        stopped = _wall_stopped(solver, status, det_limit, deadline)
         if status == cp_model.INFEASIBLE:
             return AssignmentResult(None, False, True, float("inf"), float("inf"))
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return AssignmentResult(None, False, False, float("inf"), _bound(const, solver, scale, gains))
+            return AssignmentResult(None, False, False, float("inf"), _bound(const, solver, scale, gains), stopped)
         slot = _read(solver, x, n)
         optimal = status == cp_model.OPTIMAL
         bound = _bound(const, solver, scale, gains)
-        if optimal and tie_break and hint is not None and gains:
+        if optimal and tie_break and hint is not None and gains and deadline is not None and deadline.remaining() <= 0.0:
+            deadline.hit()  # the tie-break solve would start after the deadline: skip it
+            stopped = True
+        elif optimal and tie_break and hint is not None and gains:
             best = int(round(solver.ObjectiveValue()))
             model.Add(objective >= best)
             # fewest items moved; among those, keep the lowest items (ranks) in place
@@ -258,16 +281,41 @@ def solve_assignment(
             for i in range(n):
                 for s in range(n):
                     model.AddHint(x[i][s], int(slot[i]) == s)
+            solver.parameters.max_time_in_seconds = _wall_cap(deadline, det_limit)
             status2 = solver.Solve(model)
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
+            stopped = _wall_stopped(solver, status2, det_limit, deadline) or stopped
             if status2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 slot = _read(solver, x, n)
         elif optimal and tie_break and hint is not None and not gains:
             slot = np.asarray(hint, dtype=np.int64) if _feasible_hint(problem, hint) else slot
-        return AssignmentResult(slot, optimal, False, pair_cost(problem, slot), bound)
+        return AssignmentResult(slot, optimal, False, pair_cost(problem, slot), bound, stopped)
     finally:
         stop.set()
+
+
+def _wall_cap(deadline: Deadline | None, det_limit: float) -> float:
+    """CP-SAT's wall-clock cap, seconds: the time left before the deadline (3× the limit without one)."""
+    if deadline is None:
+        return 3.0 * det_limit
+    return deadline.remaining()
+
+
+def _wall_stopped(solver: cp_model.CpSolver, status, det_limit: float, deadline: Deadline | None) -> bool:
+    """Whether the wall-clock cap, not the deterministic limit or a proof, ended the search.
+
+    CP-SAT stops on its deterministic limit only once the deterministic time
+    reaches it, so an unproved answer with less deterministic time was cut by
+    the wall clock.  Records the stop on ``deadline``.
+    """
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        return False
+    if solver.ResponseProto().deterministic_time >= det_limit:
+        return False
+    if deadline is not None:
+        deadline.hit()
+    return True
 
 
 def _feasible_hint(problem: AssignmentProblem, hint: np.ndarray) -> bool:

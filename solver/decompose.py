@@ -101,7 +101,12 @@ def _extra_matrix(cluster: Cluster, devs: np.ndarray) -> np.ndarray:
     return cluster.extra_inv_bps(devs[:, None], devs[None, :])
 
 
-def surrogate_exact(cluster, cfg, groups, traffic, options, launcher, constraints, baseline, time_limit, cancel):
+def surrogate_exact(cluster, cfg, groups, traffic, options, launcher, constraints, baseline, time_limit, cancel,
+                    deadline=None):
+    """One CP-SAT model over every rank -> device Boolean (small clusters); an :class:`AssignmentResult`.
+
+    ``time_limit`` is CP-SAT's deterministic time, ``deadline`` the solve's wall-clock stop.
+    """
     n = cluster.num_devices
     pairs, weights = _pair_weights(cfg, groups, traffic, np.arange(n))
     together = []
@@ -120,12 +125,18 @@ def surrogate_exact(cluster, cfg, groups, traffic, options, launcher, constraint
         G = int(cluster.gpus_per_host[0])
         prob.item_block = np.arange(n) // G
         prob.slot_group = cluster.host_of
-    res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel)
+    res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel, deadline=deadline)
     return res
 
 
-def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit, cancel, constraints):
-    """Best local GPU order for each host given which block it runs; returns dev_of_rank."""
+def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit, cancel, constraints,
+                 deadline=None):
+    """Best local GPU order for each host given which block it runs; returns dev_of_rank.
+
+    One CP-SAT model (``time_limit`` deterministic seconds) per distinct (host
+    type, block pattern).  Once ``deadline`` has passed, the hosts not solved
+    yet keep their local index order (the stop is recorded on the deadline).
+    """
     H = len(cluster.hosts)
     G = int(cluster.gpus_per_host[0])
     W = cfg.world_size
@@ -176,6 +187,10 @@ def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit,
         if key not in cache:
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
+            if deadline is not None and deadline.check():
+                cache[key] = np.arange(G)
+                dev_of_rank[node_rank * G : (node_rank + 1) * G] = d
+                continue
             pat = block_pat[node_rank]
             iu, ju = np.triu_indices(G, 1)
             wts = pat[iu, ju]
@@ -200,7 +215,8 @@ def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit,
             if G <= 1 or (not sel.any() and not together and h not in cluster.host_extra):
                 cache[key] = np.arange(G)
             else:
-                res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel)
+                res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
+                                       deadline=deadline)
                 cache[key] = res.slot_of_item if res.slot_of_item is not None else np.arange(G)
         dev_of_rank[node_rank * G : (node_rank + 1) * G] = d[cache[key]]
     return dev_of_rank
@@ -241,8 +257,11 @@ def _canon(a: np.ndarray) -> np.ndarray:
     return rank[inv.reshape(-1)]
 
 
-def host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel):
-    """CP-SAT over blocks -> hosts with the inter-host ultrametric; None when not applicable."""
+def host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel, deadline=None):
+    """CP-SAT over blocks -> hosts with the inter-host ultrametric; None when not applicable.
+
+    ``time_limit``: CP-SAT deterministic seconds; ``deadline``: the solve's wall-clock stop.
+    """
     H = len(cluster.hosts)
     G = int(cluster.gpus_per_host[0])
     W = cfg.world_size
@@ -263,7 +282,8 @@ def host_model_order(cluster, cfg, groups, traffic, options, time_limit, cancel)
         weights=weights,
         hint=dfs_host_order(cluster),  # block b on the b-th host of the depth-first order
     )
-    res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel, tie_break=False)
+    res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel, tie_break=False,
+                           deadline=deadline)
     if res.slot_of_item is None:
         return None
     return res.slot_of_item  # host of each block = host order
@@ -298,7 +318,7 @@ def virtual_layouts(cfg: ParallelConfig, dev_seq: np.ndarray):
 DOMAIN_MODEL_MAX_DOMAINS = 32
 
 
-def domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, cancel, start):
+def domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, cancel, start, deadline=None):
     """Host orders from CP-SAT over whole domains, one model per inter-host level.
 
     At an inter-host level whose domains all hold D hosts, node ranks come in
@@ -307,7 +327,8 @@ def domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, canc
     form a small assignment problem over the ultrametric (:mod:`.assign`); its
     solution moves whole segments between domains, e.g. brings the first and
     last pipeline stages into one pod for the embedding all-reduce.  Returns
-    the host orders found (node rank -> host).
+    the host orders found (node rank -> host).  ``time_limit``: CP-SAT
+    deterministic seconds per model; ``deadline``: the solve's wall-clock stop.
     """
     from .polish import block_traffic_matrix
 
@@ -319,6 +340,8 @@ def domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, canc
         return out
     first = cluster.first_device
     for k in inter[:-1] if len(inter) > 1 else []:
+        if deadline is not None and deadline.check():
+            break
         lab = cluster.domains[k][first]  # domain of each host
         sizes = np.bincount(lab)
         if np.unique(sizes).size != 1:
@@ -348,7 +371,7 @@ def domain_level_orders(cluster, cfg, groups, traffic, options, time_limit, canc
             hint=dom_of_seg0,
         )
         res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
-                               tie_break=False)
+                               tie_break=False, deadline=deadline)
         if res.slot_of_item is None:
             continue
         order = np.empty(H, dtype=np.int64)

@@ -90,12 +90,23 @@ def enumerate_layouts(cluster: Cluster, mode: str) -> np.ndarray:
 
 def bulk_cost(
     routes: PairRoutes, cfg, groups, traffic: Mapping[str, float], layouts: np.ndarray,
-    exposure: Mapping[str, float] | None = None,
+    exposure: Mapping[str, float] | None = None, deadline=None,
 ) -> np.ndarray:
-    """Predicted communication time (seconds) of each layout row, shape (L,)."""
+    """Predicted communication time (seconds) of each layout row, shape (L,).
+
+    Layouts are scored in chunks of ``_CHUNK`` rows; once ``deadline`` (a
+    :class:`~rankmap.solver.deadline.Deadline`) has passed, the rows not scored
+    yet are ``inf`` and the stop is recorded on the deadline.
+
+    Raises
+    ------
+    SolveCancelled
+        If ``deadline.cancel`` is set.
+    """
     exposure = dict(exposure or {})
     fam = class_groups(cfg, groups)
     total = np.zeros(layouts.shape[0])
+    phases = []
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
         arr = fam[c] - cfg.rank_offset
@@ -108,9 +119,13 @@ def bulk_cost(
         src = np.concatenate([f[0] for f in flows])
         dst = np.concatenate([f[1] for f in flows])
         steps = collective_steps(kind, n)
-        x = float(exposure.get(c, 1.0))
-        for lo in range(0, layouts.shape[0], _CHUNK):
-            P = layouts[lo:lo + _CHUNK]
+        phases.append((src, dst, fb, steps, float(exposure.get(c, 1.0))))
+    for lo in range(0, layouts.shape[0], _CHUNK):
+        if deadline is not None and deadline.check():
+            total[lo:] = np.inf
+            break
+        P = layouts[lo:lo + _CHUNK]
+        for src, dst, fb, steps, x in phases:
             ds, dd = P[:, src], P[:, dst]
             load = routes.R[ds, dd].sum(axis=1) * fb  # (l, L')
             link_t = (load * routes.inv_cap).max(axis=1) if load.shape[1] else np.zeros(P.shape[0])

@@ -23,13 +23,13 @@ safety cap only.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
 from .catalogue import ParallelConfig
 from .cluster import Cluster
+from .deadline import Deadline
 from .timemodel import layout_cost
 from .types import SolveCancelled
 
@@ -97,7 +97,7 @@ def descend(
     max_evals: int,
     groups=None,
     exposure: Mapping[str, float] | None = None,
-    deadline: float | None = None,
+    deadline: Deadline | None = None,
     cancel: threading.Event | None = None,
     check: Callable[[np.ndarray], bool] | None = None,
 ) -> tuple[np.ndarray, float, int]:
@@ -109,8 +109,9 @@ def descend(
         ``launcher`` or ``free`` (``fixed`` returns ``start``).
     max_evals : int
         Largest number of layouts scored.
-    deadline : float, optional
-        ``time.perf_counter()`` value after which the descent stops (safety cap).
+    deadline : Deadline, optional
+        The solve's wall-clock stop (safety only): the descent stops there and
+        records the stop on it (:meth:`Deadline.check`).
     check : callable, optional
         Constraint check; moves it rejects are skipped.
 
@@ -121,7 +122,7 @@ def descend(
     Raises
     ------
     SolveCancelled
-        If ``cancel`` is set.
+        If ``cancel`` (or ``deadline.cancel``) is set.
     """
     def score(dev):
         st: dict = {}
@@ -138,7 +139,7 @@ def descend(
         for new in _moves(cluster, cur, mode):
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
-            if evals >= max_evals or (deadline is not None and time.perf_counter() > deadline):
+            if evals >= max_evals or (deadline is not None and deadline.check()):
                 return cur, cur_cost, evals
             if check is not None and not check(new):
                 continue

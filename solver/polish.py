@@ -24,13 +24,13 @@ larger clusters never reach it (they rely on the domain decomposition).
 from __future__ import annotations
 
 import threading
-import time
 from typing import Mapping
 
 import numpy as np
 
 from .catalogue import ParallelConfig
 from .cluster import Cluster
+from .deadline import Deadline
 from .objective import active_families, ordered_pairs
 from .types import SolveCancelled
 
@@ -41,6 +41,20 @@ __all__ = ["POLISH_MAX_RANKS", "FAQ_MAX_RANKS", "traffic_matrix", "inverse_bandw
 POLISH_MAX_RANKS = 512
 #: Largest world size scipy's FAQ runs on (O(W³) per iteration).
 FAQ_MAX_RANKS = 512
+#: Work model of one best-improvement swap step on n items, seconds (an idle core, with margin):
+#: the n×n×n product T·C_pᵀ plus sorting n² gains.  Sizes the deterministic move budgets.
+SWAP_FLOPS_PER_SECOND = 2e9
+SWAP_SECONDS_PER_GAIN = 1e-7
+
+
+def swap_budget(n: int, seconds: float, cap: int) -> int:
+    """Swap steps on ``n`` items that fit ``seconds`` of nominal work (at least 4, at most ``cap``).
+
+    A deterministic count (same input, same budget, whatever the machine's
+    load), from the work model ``n³ / SWAP_FLOPS_PER_SECOND + n² · SWAP_SECONDS_PER_GAIN``.
+    """
+    step = n**3 / SWAP_FLOPS_PER_SECOND + n * n * SWAP_SECONDS_PER_GAIN
+    return int(min(cap, max(4, seconds / max(step, 1e-12))))
 
 
 def faq_layout(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seed: int = 0) -> np.ndarray:
@@ -125,6 +139,7 @@ def polish(
     groups=None,
     cancel: threading.Event | None = None,
     check=None,
+    deadline: Deadline | None = None,
 ) -> np.ndarray:
     """Improve ``dev_of_rank`` by best-improvement swaps; returns the new device per rank.
 
@@ -134,17 +149,20 @@ def polish(
     dev_of_rank : numpy.ndarray of int, shape (W,)
     mode : ``"free"`` or ``"launcher"`` (``"fixed"`` returns the input).
     time_limit_seconds : float
-        Nominal budget.  The search is deterministic: best improving swap, ties
-        to the lowest index pair, at most 4·W swaps per round and 8 rounds; the
-        wall clock (3× the budget) only stops a pathological run.
+        Nominal budget, seconds.  The search is deterministic: best improving
+        swap, ties to the lowest index pair, at most 8 rounds and
+        :func:`swap_budget` swap steps in all (at most 4·W per round).
     check : callable(dev_of_rank) -> bool, optional
         Extra feasibility test (declarative constraints); a swap is applied
         only if the result passes it.
+    deadline : Deadline, optional
+        The solve's wall-clock stop (safety only; a stop is recorded on it).
+        Without one, 3× the budget.
 
     Raises
     ------
     SolveCancelled
-        If ``cancel`` is set.
+        If ``cancel`` (or ``deadline.cancel``) is set.
     """
     W = cfg.world_size
     p = np.asarray(dev_of_rank, dtype=np.int64).copy()
@@ -154,18 +172,22 @@ def polish(
     if not T.any():
         return p
     C = inverse_bandwidth_matrix(cluster)
-    # The move budget is deterministic (swap count); the wall clock is only a safety net at 3x.
-    deadline = time.perf_counter() + 3.0 * max(0.0, time_limit_seconds)
+    # The move budget is deterministic (swap count); the wall clock is only a safety stop.
+    if deadline is None:
+        deadline = Deadline(3.0 * max(0.0, time_limit_seconds), cancel)
+    left = swap_budget(W, time_limit_seconds, 32 * W)
     G = int(cluster.gpus_per_host[0])
     host_of_rank_block = None
     if mode == "launcher":
         host_of_rank_block = np.arange(W) // G  # rank block = node rank
     for _round in range(8):
         before = p
-        p = _swap_descent(T, C, p, host_of_rank_block, deadline, cancel, check, max_iter=4 * W)
-        if mode != "launcher" or time.perf_counter() > deadline:
+        p, used = _swap_descent(T, C, p, host_of_rank_block, deadline, cancel, check, max_iter=min(4 * W, left))
+        left -= used
+        if mode != "launcher" or left <= 0 or deadline.check():
             break
-        q = _best_block_swap(T, C, p, W, G, 1e-12 * (float(np.abs(T * C[p][:, p]).sum()) or 1.0), check)
+        q = _best_block_swap(T, C, p, W, G, 1e-12 * (float(np.abs(T * C[p][:, p]).sum()) or 1.0), check,
+                             deadline)
         if q is None:
             break
         p = q
@@ -174,14 +196,18 @@ def polish(
     return p
 
 
-def _best_block_swap(T, C, p, W, G, tol, check):
-    """Best improving exchange of two hosts' rank blocks (launcher host order), or None."""
+def _best_block_swap(T, C, p, W, G, tol, check, deadline=None):
+    """Best improving exchange of two hosts' rank blocks (launcher host order), or None.
+
+    Stops scanning (best so far) once ``deadline`` has passed.
+    """
     B = W // G
     if B < 2:
         return None
-    base = float((T * C[p][:, p]).sum())
     best, best_q = -tol, None
     for x in range(B):
+        if deadline is not None and deadline.check():
+            break
         for y in range(x + 1, B):
             q = p.copy()
             q[x * G : (x + 1) * G], q[y * G : (y + 1) * G] = p[y * G : (y + 1) * G], p[x * G : (x + 1) * G]
@@ -192,7 +218,6 @@ def _best_block_swap(T, C, p, W, G, tol, check):
             gain = new - old
             if gain < best and (check is None or check(q)):
                 best, best_q = gain, q
-    del base
     return best_q
 
 
@@ -235,13 +260,21 @@ def host_order_search(
     seed: int = 0,
     groups=None,
     cancel: threading.Event | None = None,
+    deadline: Deadline | None = None,
 ) -> list[np.ndarray]:
     """Host orders (node rank -> host) from a block-level QAP: FAQ, then best-improvement block swaps.
 
     The hosts' mutual inverse bandwidths (from one GPU of each) and the blocks'
     mutual bytes form an H×H QAP; scipy's FAQ gives one start, ``start`` (e.g.
-    the depth-first order) another, and both are improved by swaps.  Up to
-    ``HOST_QAP_MAX_HOSTS`` hosts.  Returns the improved orders.
+    the depth-first order) another, and both are improved by swaps (at most
+    8·H each, and :func:`swap_budget` for ``time_limit_seconds`` in all).  Up
+    to ``HOST_QAP_MAX_HOSTS`` hosts.  ``deadline`` is the solve's wall-clock
+    stop (without one, 3× the budget).  Returns the improved orders.
+
+    Raises
+    ------
+    SolveCancelled
+        If ``cancel`` (or ``deadline.cancel``) is set.
     """
     from scipy.optimize import quadratic_assignment
 
@@ -255,16 +288,18 @@ def host_order_search(
     first = cluster.first_device
     bw = cluster.bandwidth_gbps(first[:, None], first[None, :])
     CH = np.where(np.isinf(bw), 0.0, 1.0 / (bw * 1e9))
-    deadline = time.perf_counter() + 3.0 * time_limit_seconds  # safety net; moves are capped
+    if deadline is None:
+        deadline = Deadline(3.0 * time_limit_seconds, cancel)  # safety net; moves are capped
     out = []
     scale = float(CH.max()) or 1.0
     starts = [np.asarray(start, dtype=np.int64)]
-    if H <= FAQ_MAX_RANKS:
+    if H <= FAQ_MAX_RANKS and not deadline.check():
         res = quadratic_assignment(TB, CH / scale, method="faq",
                                    options={"rng": np.random.default_rng(int(seed)), "maxiter": 50})
         starts.append(np.asarray(res.col_ind, dtype=np.int64))
+    per_start = swap_budget(H, time_limit_seconds / len(starts), 8 * H)
     for st in starts:
-        out.append(_swap_descent(TB, CH, st, None, deadline, cancel, None, max_iter=8 * H))
+        out.append(_swap_descent(TB, CH, st, None, deadline, cancel, None, max_iter=per_start)[0])
     return out
 
 
@@ -275,16 +310,19 @@ HOST_QAP_MAX_HOSTS = 512
 def _swap_descent(T, C, p, group_of=None, deadline=None, cancel=None, check=None, max_iter=None):
     """Best-improvement pairwise swaps on ``Σ T[i,j]·C[p_i,p_j]`` (symmetric T, C, zero diagonals).
 
-    ``group_of`` restricts swaps to items of the same group.  Returns the new permutation.
+    ``group_of`` restricts swaps to items of the same group; ``deadline`` (a
+    :class:`Deadline`) stops early.  Returns (the new permutation, swap steps used).
     """
     n = p.size
     p = p.copy()
     tabu: set = set()
-    for _ in range(max_iter or 20 * n):
+    used = 0
+    for _ in range(20 * n if max_iter is None else max_iter):
         if cancel is not None and cancel.is_set():
             raise SolveCancelled("solve cancelled")
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and deadline.check():
             break
+        used += 1
         Cp = C[p][:, p]
         M = T @ Cp.T
         dM = np.diag(M)
@@ -309,4 +347,4 @@ def _swap_descent(T, C, p, group_of=None, deadline=None, cancel=None, check=None
             tabu.add((a, b))
         if not moved:
             break
-    return p
+    return p, used

@@ -16,6 +16,15 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.timemodel.lower_bound`).
+* **Status, bound and time limit**: the bound is the optimum when every layout
+  was enumerated, else the analytic lower bound; never the cost of a layout
+  found, and never a CP-SAT bound (its models are surrogates, not relaxations
+  of the predicted time).  Deterministic work budgets (CP-SAT deterministic
+  time, swap and evaluation counts, all sized from ``time_limit_seconds``)
+  decide the answer; one :class:`~rankmap.solver.deadline.Deadline` created
+  when ``solve`` starts is the wall-clock safety stop of every phase.  A
+  search it stopped has ``stopped_by = "time_limit"`` and is FEASIBLE unless
+  the lower bound meets the cost.
 * **Constraints** (:mod:`.constraints`) filter every candidate.
 * **Tie-breaking**: the baseline (default order, baseline devices) unless
   something is strictly cheaper; then the default order, the other
@@ -36,6 +45,7 @@ import numpy as np
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
 from .constraints import check_capacity, satisfies, satisfies_batch
+from .deadline import Deadline
 from .decompose import (
     EXACT_MAX_DEVICES,
     HOST_MODEL_MAX_HOSTS,
@@ -89,6 +99,8 @@ def solve(
     options: SolveOptions | None = None,
     cancel: threading.Event | None = None,
     progress: Callable[[str, float | None], None] | None = None,
+    *,
+    deadline: Deadline | None = None,
 ) -> SolveResult:
     """Find the order and rank-to-GPU assignment minimising the predicted communication time.
 
@@ -101,6 +113,10 @@ def solve(
     traffic : mapping class -> bytes per rank per step
     options : SolveOptions
         Mode, orders, constraints, exposure, time limit, seed.
+        ``time_limit_seconds`` bounds the whole solve in wall-clock time
+        (cluster model, orders, CP-SAT, polish, local search); the result
+        built after the search stops adds a margin that grows with the world
+        size (README "Status and time limit").
     cancel : threading.Event, optional
         Set it to stop the search (gRPC deadline or cancellation).
     progress : callable(phase, best_seconds), optional
@@ -108,10 +124,16 @@ def solve(
         ``"search"``) and whenever the best predicted time found so far
         improves (``best_seconds``, None until a layout is scored).  It only
         observes: the result does not depend on it.
+    deadline : Deadline, optional
+        The wall-clock stop to use instead of one of ``time_limit_seconds``
+        from now (tests force a stop with it; budgets still come from
+        ``time_limit_seconds``).  ``cancel`` is attached to it when it has none.
 
     Returns
     -------
     SolveResult
+        ``stopped_by`` is ``"time_limit"`` when the deadline stopped some phase
+        before its deterministic budget completed, else ``""``.
 
     Raises
     ------
@@ -124,6 +146,10 @@ def solve(
     """
     t0 = time.perf_counter()
     options = options or SolveOptions()
+    if deadline is None:
+        deadline = Deadline(options.time_limit_seconds, cancel)
+    elif deadline.cancel is None:
+        deadline.cancel = cancel
     report = _progress_reporter(progress)
     report("cluster model")
     traffic = _check_traffic(traffic)
@@ -135,6 +161,7 @@ def solve(
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         cluster = cluster_from_graph(g)
+    deadline.check()  # raises if cancelled; a passed deadline is recorded
     if cfg.world_size != cluster.num_devices:
         raise InvalidArgumentError(
             f"world_size {cfg.world_size} does not match the {cluster.num_devices} usable GPUs of the cluster",
@@ -167,7 +194,6 @@ def solve(
     for c in constraints:
         cluster.level_labels(c.level)  # validates the level name
     check_capacity(cluster, base_cfg, constraints)
-    deadline = t0 + options.time_limit_seconds
     # surrogate models weigh bytes by how exposed they are
     surrogate = {c: v * exposure.get(c, 1.0) for c, v in traffic.items()}
 
@@ -176,21 +202,24 @@ def solve(
         candidates.append(_Candidate(base_cfg, baseline_dev, baseline_cost, -1))
     bound = lower_bound(cluster, cfg, traffic, exposure)
     proved = False
+    reached = len(orders)  # orders searched before the deadline
     report("search", candidates)
 
     if options.mode == "fixed" or W <= EXHAUSTIVE_MAX_DEVICES:
-        candidates += _exhaustive(cluster, orders, traffic, exposure, options.mode, constraints, baseline_dev,
-                                  cancel, score)
-        proved = True
+        found, reached = _exhaustive(cluster, orders, traffic, exposure, options.mode, constraints, baseline_dev,
+                                     deadline, score)
+        candidates += found
+        proved = not deadline.stopped  # every layout of every order was scored
     else:
         per_order_limit = max(0.05, options.time_limit_seconds / max(1, len(orders)) / 2)
         for idx, ocfg in enumerate(orders):
-            if cancel is not None and cancel.is_set():
-                raise SolveCancelled("solve cancelled")
+            if deadline.check():
+                reached = idx
+                break
             groups = megatron_groups(ocfg)
             seen_dev: set = set()
             for dev in _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
-                                  per_order_limit, cancel):
+                                  per_order_limit, deadline):
                 key = dev.tobytes()
                 if key in seen_dev:
                     continue
@@ -203,6 +232,11 @@ def solve(
     report("search", candidates)
 
     if not candidates:
+        if deadline.stopped:
+            raise InfeasibleError(
+                f"no layout satisfying the constraints {'; '.join(str(c) for c in constraints)} was found within "
+                f"the time limit of {options.time_limit_seconds:g} s; raise time_limit", "constraints"
+            )
         raise InfeasibleError(
             "no layout satisfies the constraints " + "; ".join(str(c) for c in constraints), "constraints"
         )
@@ -210,12 +244,24 @@ def solve(
     tol = _REL_TOL * max(best_cost, 1e-30)
     tied = [c for c in candidates if c.cost.total_seconds <= best_cost + tol]
     best = min(tied, key=lambda c: c.key(baseline_dev))
-    if proved:
-        bound = best.cost.total_seconds
-    bound = min(bound, best.cost.total_seconds)
-    status = "OPTIMAL" if proved or best.cost.total_seconds <= bound * (1 + 1e-9) + 1e-30 else "FEASIBLE"
-    return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options, orders,
-                   launcher)
+    status, bound = _status(best.cost.total_seconds, bound, proved)
+    return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options,
+                   orders[:max(reached, 1)], launcher, deadline.stopped_by)
+
+
+def _status(cost: float, lower: float, enumerated: bool) -> tuple[str, float]:
+    """Status and reported bound (DESIGN §5).
+
+    ``enumerated``: every layout of the searched space was scored, so ``cost``
+    is the optimum.  Otherwise the bound is the analytic ``lower`` bound, and
+    OPTIMAL needs it to meet the cost (relative 1e-9); the reported bound is
+    never above the cost (``min`` with a valid bound stays valid), and is never
+    taken from the cost of a layout found.
+    """
+    if enumerated:
+        return "OPTIMAL", cost
+    optimal = cost <= lower * (1 + 1e-9) + 1e-30
+    return ("OPTIMAL" if optimal else "FEASIBLE"), min(lower, cost)
 
 
 def _progress_reporter(progress):
@@ -236,66 +282,87 @@ def _progress_reporter(progress):
     return report
 
 
-def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_dev, cancel, score):
-    """Best layout of every order by enumeration (small clusters, or fixed mode), as candidates."""
+def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_dev, deadline, score):
+    """Best layout of every order by enumeration (small clusters, or fixed mode).
+
+    Returns (candidates, orders reached); when ``deadline`` stops it, the
+    orders scored so far (and the best fully scored layouts of a partly scored
+    order) are kept and the stop is recorded on the deadline.
+    """
     if mode == "fixed":
         out = []
         for idx, ocfg in enumerate(orders):
+            if deadline.check():
+                return out, idx
             groups = megatron_groups(ocfg)
             if satisfies(cluster, ocfg, groups, baseline_dev, constraints):
                 out.append(_Candidate(ocfg, baseline_dev, score(ocfg, baseline_dev, groups), idx))
-        return out
+        return out, len(orders)
+    if deadline.check():
+        return [], 0
     routes = PairRoutes(cluster)
     layouts = enumerate_layouts(cluster, mode)
     changes = (layouts != baseline_dev[None, :]).sum(axis=1)
     out = []
     for idx, ocfg in enumerate(orders):
-        if cancel is not None and cancel.is_set():
-            raise SolveCancelled("solve cancelled")
+        if deadline.check():
+            return out, idx
         groups = megatron_groups(ocfg)
         ok = satisfies_batch(cluster, ocfg, groups, layouts, constraints) if constraints else None
-        cost = bulk_cost(routes, ocfg, groups, traffic, layouts, exposure)
+        cost = bulk_cost(routes, ocfg, groups, traffic, layouts, exposure, deadline)
+        if not np.isfinite(cost).any():
+            return out, idx
         if ok is not None:
             if not ok.any():
                 continue
             cost = np.where(ok, cost, np.inf)
         lo = float(cost.min())
+        if not np.isfinite(lo):
+            continue  # stopped before any layout allowed by the constraints was scored
         tied = np.flatnonzero(cost <= lo + _REL_TOL * max(lo, 1e-30))
         pick = int(tied[np.argmin(changes[tied])])  # fewest changes; first enumerated on ties
         dev = layouts[pick].copy()
         out.append(_Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
-    return out
+    return out, len(orders)
 
 
-def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, cancel):
-    """Layouts proposed by the surrogate models for one order (device per rank arrays)."""
+def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, deadline):
+    """Layouts proposed by the surrogate models for one order (device per rank arrays).
+
+    ``time_limit``: deterministic budget of the order's models, seconds;
+    ``deadline``: the solve's wall-clock stop (models not started by then are skipped).
+    """
     W = ocfg.world_size
     out = [baseline_dev]
+    cancel = deadline.cancel
     if W <= EXACT_MAX_DEVICES:
         res = surrogate_exact(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
-                              time_limit, cancel)
+                              time_limit, cancel, deadline)
         if res.slot_of_item is not None:
             out.append(res.slot_of_item)
         return out
     if launcher or np.unique(cluster.gpus_per_host).size == 1:
         host_orders = [np.arange(len(cluster.hosts)), dfs_host_order(cluster)]
-        if len(cluster.hosts) <= HOST_MODEL_MAX_HOSTS:
-            ho = host_model_order(cluster, ocfg, groups, surrogate, options, time_limit / 2, cancel)
+        if len(cluster.hosts) <= HOST_MODEL_MAX_HOSTS and not deadline.check():
+            ho = host_model_order(cluster, ocfg, groups, surrogate, options, time_limit / 2, cancel, deadline)
             if ho is not None:
                 host_orders.append(ho)
         dom_orders = domain_level_orders(cluster, ocfg, groups, surrogate, options, time_limit / 4, cancel,
-                                         host_orders[1])
+                                         host_orders[1], deadline)
         host_orders += dom_orders
-        host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
-                                         time_limit / 4, options.seed, groups, cancel)
+        if not deadline.check():
+            host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
+                                             time_limit / 4, options.seed, groups, cancel, deadline)
         seen = set()
         for ho in host_orders:
             k = ho.tobytes()
             if k in seen:
                 continue
+            if seen and deadline.check():
+                break  # the baseline host order is always laid out
             seen.add(k)
             out.append(local_orders(cluster, ocfg, groups, surrogate, ho, options, time_limit / 4, cancel,
-                                    constraints))
+                                    constraints, deadline))
     else:
         keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
         out.append(np.lexsort(keys))  # free mode, uneven hosts: depth-first device order
@@ -304,9 +371,13 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
 
 def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
             deadline, cancel, score):
-    """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective."""
-    if not candidates or options.mode == "fixed":
+    """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective.
+
+    Each step checks ``deadline`` (the solve's wall-clock stop) and is skipped or cut short once it has passed.
+    """
+    if not candidates or options.mode == "fixed" or deadline.check():
         return []
+    cancel = deadline.cancel
     W = candidates[0].cfg.world_size
     out: list[_Candidate] = []
     if options.mode == "free" and W <= VIRTUAL_ORDER_MAX_RANKS:
@@ -316,6 +387,8 @@ def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher
         dev_seq = np.lexsort(keys)
         grp = megatron_groups(best_now.cfg)
         for vdev in virtual_layouts(best_now.cfg, dev_seq):
+            if deadline.check():
+                break
             if constraints and not satisfies(cluster, best_now.cfg, grp, vdev, constraints):
                 continue
             out.append(_Candidate(best_now.cfg, vdev, score(best_now.cfg, vdev, grp), best_now.rank))
@@ -329,6 +402,8 @@ def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher
                 if cand.cfg.order in MEGATRON_CLI_ORDERS and all(cand.cfg.order != t.cfg.order for t in faq_for):
                     faq_for.append(cand)
             for cand in faq_for:
+                if deadline.check():
+                    break
                 start = faq_layout(cluster, cand.cfg, surrogate, options.seed)
                 if launcher:
                     start = launcher_projection(cluster, start)
@@ -336,13 +411,15 @@ def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher
         budget = max(0.2, options.time_limit_seconds / 6) / max(1, len(starts))
         polished = []
         for cand, start in starts:
+            if deadline.check():
+                break
             grp = megatron_groups(cand.cfg)
             check = None
             if constraints:
                 check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
                 if not check(start):
                     continue
-            dev = polish(cluster, cand.cfg, surrogate, start, options.mode, budget, grp, cancel, check)
+            dev = polish(cluster, cand.cfg, surrogate, start, options.mode, budget, grp, cancel, check, deadline)
             polished.append(_Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
         out += polished
         pool = pool + polished
@@ -352,6 +429,8 @@ def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher
     evals = int(max(20, options.time_limit_seconds * EVALS_PER_SECOND_PER_KRANK * 1000.0 / max(W, 1)))
     tops = _top_by_order(pool, baseline_dev, 3)
     for cand in tops:
+        if deadline.check():
+            break
         grp = megatron_groups(cand.cfg)
         check = None
         if constraints:
@@ -428,7 +507,7 @@ def _exclude(graph: nx.Graph, options: SolveOptions) -> nx.Graph:
 
 
 def _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options, orders,
-            launcher) -> SolveResult:
+            launcher, stopped_by="") -> SolveResult:
     devices = cluster.devices
     hosts = host_placements(cluster, best.dev_of_rank)
     if best.cfg.rank_offset:
@@ -450,6 +529,7 @@ def _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound,
         apply=apply_instructions(best.cfg, hosts, launcher),
         mode=options.mode,
         orders_searched=tuple(c.order for c in orders),
+        stopped_by=stopped_by,
     )
 
 

@@ -138,7 +138,11 @@ class SolveOptions:
     exclude_devices, exclude_hosts : tuple of str
         GPU node ids / host names not to use.
     time_limit_seconds : float
-        Budget for the CP-SAT searches (deterministic time; see ``solve``).
+        Wall-clock limit of the whole solve, seconds (cluster model, orders,
+        CP-SAT, polish, local search, result).  It also sizes the
+        deterministic work budgets (CP-SAT deterministic time, move and
+        evaluation counts) that decide the answer; a solve the wall clock
+        stops first says so (``SolveResult.stopped_by``).
     seed : int
         CP-SAT random seed.
     exposure : mapping of class -> float
@@ -358,9 +362,13 @@ class SolveResult:
     hosts : tuple of HostPlacement
         In node-rank order.
     status : str
-        ``OPTIMAL`` (proved within the searched space) or ``FEASIBLE``.
+        ``OPTIMAL`` (proved within the searched space: every layout enumerated,
+        or the lower bound meets the cost) or ``FEASIBLE``.
     bound_seconds : float
-        A valid lower bound on the cost of any layout in the searched space.
+        A valid lower bound on the cost of any layout in the searched space:
+        the optimum when every layout was enumerated, else the analytic bound
+        (:func:`~rankmap.solver.timemodel.lower_bound`), never the cost of a
+        layout found.
     solve_seconds : float
         Wall-clock time of the solve.
     groups : dict of str -> numpy.ndarray
@@ -372,6 +380,11 @@ class SolveResult:
         ``megatron_args`` (flags for Megatron-LM), ``order``.
     mode : str
     orders_searched : tuple of str
+    stopped_by : str
+        ``"time_limit"`` when the wall-clock limit stopped some part of the
+        search before its deterministic work budget completed (the answer may
+        then depend on the machine's load, and the status is OPTIMAL only if
+        the lower bound meets the cost); ``""`` when the budget completed.
     """
 
     config: ParallelConfig
@@ -386,6 +399,7 @@ class SolveResult:
     apply: Mapping[str, Any]
     mode: str = "launcher"
     orders_searched: tuple[str, ...] = ()
+    stopped_by: str = ""
 
     @property
     def order(self) -> str:
@@ -418,6 +432,7 @@ class SolveResult:
             "baseline": self.baseline.to_dict(),
             "improvement": self.improvement,
             "status": self.status,
+            "stopped_by": self.stopped_by,
             "bound_seconds": self.bound_seconds,
             "solve_seconds": self.solve_seconds,
             "traffic_bytes": dict(self.traffic),

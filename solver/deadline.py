@@ -1,0 +1,93 @@
+"""The wall-clock deadline of one solve (DESIGN §5: the time limit bounds the whole solve).
+
+``solve`` creates one :class:`Deadline` when it starts and passes it down to every
+phase (cluster model, orders, CP-SAT models, polish, local search).  The
+deterministic work budgets of those phases (CP-SAT's ``max_deterministic_time``,
+move and evaluation counts) decide the answer; the deadline is only a safety
+stop.  A phase that stops because the deadline passed calls :meth:`Deadline.hit`,
+and the result then says ``stopped_by = "time_limit"`` and never claims OPTIMAL
+unless the analytic lower bound meets the cost.
+
+Tests force a stop without timing by giving a deadline a fake ``clock`` or a
+zero limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from .types import SolveCancelled
+
+__all__ = ["Deadline", "TIME_LIMIT"]
+
+#: ``SolveResult.stopped_by`` of a search the wall clock stopped before its work budget completed.
+TIME_LIMIT = "time_limit"
+
+
+class Deadline:
+    """A point in wall-clock time after which a solve stops searching, plus its cancel event.
+
+    Parameters
+    ----------
+    seconds : float
+        Time from now (seconds, >= 0) until the deadline.
+    cancel : threading.Event, optional
+        Set it to stop the solve at the next check point (:class:`SolveCancelled`).
+    clock : callable returning seconds, optional
+        Monotonic clock (default ``time.monotonic``); tests inject a fake one.
+
+    Attributes
+    ----------
+    stopped : bool
+        Whether some phase stopped early because the deadline passed.
+    """
+
+    def __init__(
+        self,
+        seconds: float,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._clock = clock or time.monotonic
+        self.start = self._clock()
+        self.end = self.start + max(0.0, float(seconds))
+        self.cancel = cancel
+        self.stopped = False
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (0.0 once it has passed)."""
+        return max(0.0, self.end - self._clock())
+
+    def elapsed(self) -> float:
+        """Seconds since the deadline was created."""
+        return self._clock() - self.start
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed (does not record a stop)."""
+        return self._clock() >= self.end
+
+    def hit(self) -> None:
+        """Record that a phase stopped before its work budget completed because of the deadline."""
+        self.stopped = True
+
+    def check(self) -> bool:
+        """A check point: raise if cancelled; return True (and record the stop) if the deadline passed.
+
+        Raises
+        ------
+        SolveCancelled
+            If the cancel event is set.
+        """
+        if self.cancel is not None and self.cancel.is_set():
+            raise SolveCancelled("solve cancelled")
+        if self.expired():
+            self.stopped = True
+            return True
+        return False
+
+    @property
+    def stopped_by(self) -> str:
+        """``"time_limit"`` when some phase stopped at the deadline, else ``""``."""
+        return TIME_LIMIT if self.stopped else ""
