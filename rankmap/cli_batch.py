@@ -300,7 +300,8 @@ def register(subparsers) -> None:
     p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
     p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")
     p.add_argument("--timeout", type=seconds_arg(0.0), default=86400.0,
-                   help="deadline of the whole batch on --server, seconds (default 1 day)")
+                   help="deadline of the whole batch on --server or --executor ray, seconds (default 1 day); "
+                        "jobs not done by then are failed lines")
     p.add_argument("--progress", action="store_true",
                    help="progress bar on stderr even when it is not a terminal (default: only on a terminal)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (unless --progress) and no summary table")
@@ -354,7 +355,8 @@ def run(args: argparse.Namespace) -> int:
             source = _on_server(entries, args.server, args.omit_groups, args.timeout)
         else:
             source = iter_solve_many(entries, executor, workers=args.workers, ray_address=ray_address,
-                                     omit_groups=args.omit_groups)
+                                     omit_groups=args.omit_groups,
+                                     timeout=args.timeout if executor == "ray" else None)
         for doc in source:
             emit(doc)
     except KeyboardInterrupt:
