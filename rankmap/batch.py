@@ -41,6 +41,7 @@ import hashlib
 import logging
 import os
 import pickle
+import time
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
@@ -259,9 +260,17 @@ def _ray_failure(it: _Item, exc: BaseException) -> dict:
     return _internal_error(it.index, it.name, cause if isinstance(cause, BaseException) else exc)
 
 
-def _ray_tasks(items: list[_Item], workers: int | None, address: str | None, omit_groups: bool) -> Iterator[dict]:
+def _deadline_failure(it: _Item, timeout: float) -> dict:
+    return {"index": it.index, "name": it.name, "ok": False,
+            "error": {"type": "DeadlineExceeded", "message": f"the batch deadline ({timeout:g} s) passed before this job "
+                                                             f"finished", "code": "DEADLINE_EXCEEDED"}}
+
+
+def _ray_tasks(items: list[_Item], workers: int | None, address: str | None, omit_groups: bool,
+               timeout: float | None) -> Iterator[dict]:
     ray = _import_ray()
     started = _start_ray(ray, address, workers)
+    deadline = None if timeout is None else time.monotonic() + timeout
     pending: dict = {}  # ObjectRef -> _Item
     try:
         task = ray.remote(num_cpus=1)(solve_prepared)
@@ -270,7 +279,12 @@ def _ray_tasks(items: list[_Item], workers: int | None, address: str | None, omi
         graph_refs: dict = {}
 
         def drain(block: bool) -> Iterator[dict]:
-            ready, _ = ray.wait(list(pending), num_returns=1 if block else len(pending), timeout=None if block else 0)
+            wait = 0.0
+            if block:
+                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1 if block else len(pending), timeout=wait)
+            if block and not ready:  # the deadline passed
+                return
             for ref in ready:
                 it = pending.pop(ref)
                 try:
@@ -278,7 +292,11 @@ def _ray_tasks(items: list[_Item], workers: int | None, address: str | None, omi
                 except Exception as exc:  # noqa: BLE001 - a task that raised or a worker that died: one failed job
                     yield _ray_failure(it, exc)
 
-        for it in items:
+        for pos, it in enumerate(items):
+            if deadline is not None and time.monotonic() >= deadline:
+                for late in list(pending.values()) + items[pos:]:
+                    yield _deadline_failure(late, timeout)
+                return  # the pending tasks are cancelled below
             if it.prepared is None:
                 try:
                     it.prepared = prepare_job(it.job)
@@ -292,12 +310,14 @@ def _ray_tasks(items: list[_Item], workers: int | None, address: str | None, omi
                 ref = graph_refs[key] = ray.put(graph)
             pending[task.remote(it.index, it.name, ref, cfg, traffic, options, omit_groups)] = it
             it.prepared = None  # the driver keeps only the shared object-store copy
-            while len(pending) >= in_flight:
+            while len(pending) >= in_flight and (deadline is None or time.monotonic() < deadline):
                 yield from drain(block=True)
             if pending:
                 yield from drain(block=False)
-        while pending:
+        while pending and (deadline is None or time.monotonic() < deadline):
             yield from drain(block=True)
+        for late in list(pending.values()):
+            yield _deadline_failure(late, timeout)
     finally:
         for ref in pending:
             try:
@@ -319,6 +339,7 @@ def iter_solve_many(
     ray_address: str | None = None,
     omit_groups: bool = False,
     base_dir: str | None = None,
+    timeout: float | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Solve every job; yield one document per job as it completes (jobs that cannot be read first).
 
@@ -342,6 +363,9 @@ def iter_solve_many(
     base_dir : str, optional
         Where relative paths of in-memory job mappings start (default: the
         current directory).
+    timeout : float, optional
+        Ray only: seconds for the whole batch; jobs not finished by then are
+        cancelled and reported as failures (``DeadlineExceeded``).
 
     Yields
     ------
@@ -369,7 +393,7 @@ def iter_solve_many(
     if not todo:
         return
     if executor == "ray":
-        yield from _ray_tasks(todo, workers, ray_address, omit_groups)
+        yield from _ray_tasks(todo, workers, ray_address, omit_groups, timeout)
     else:
         yield from _process_pool(todo, workers or os.cpu_count() or 1, omit_groups)
 
@@ -382,6 +406,7 @@ def solve_many(
     ray_address: str | None = None,
     omit_groups: bool = False,
     base_dir: str | None = None,
+    timeout: float | None = None,
 ) -> list[dict[str, Any]]:
     """Solve every job and return the documents in input order.
 
@@ -390,5 +415,5 @@ def solve_many(
     False`` and its ``error``; nothing is raised for it.
     """
     docs = list(iter_solve_many(jobs, executor, workers=workers, ray_address=ray_address,
-                                omit_groups=omit_groups, base_dir=base_dir))
+                                omit_groups=omit_groups, base_dir=base_dir, timeout=timeout))
     return sorted(docs, key=lambda d: d["index"])

@@ -121,7 +121,7 @@ class SolveProgress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=None, desc="solve: starting", file=self.stream, delay=self.delay,
-                             bar_format="{desc}{postfix} [{elapsed}]", miniters=0, mininterval=0.1, leave=False,
+                             bar_format="{desc}{postfix} [{elapsed}]", miniters=0, mininterval=0, leave=False,
                              dynamic_ncols=True)
             self._thread = threading.Thread(target=self._tick, name="rankmap-solve-progress", daemon=True)
             self._thread.start()

@@ -176,3 +176,103 @@ def test_exposure_key_in_batch_entries_in_process_and_on_server(inputs, capsys):
     remote = {d["index"]: d for d in _lines(out)}
     for i in range(4):
         assert _strip(remote[i]) == _strip(local[i]), i
+
+
+# --------------------------------------------------------------------------- executors, API, progress (issue 13)
+
+
+def test_ray_executor_without_ray_is_one_line_exit_2(inputs, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError, as without the extra
+    rc, out, err = _run(["batch", str(inputs / "jobs.jsonl"), "--executor", "ray"], capsys)
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "pip install 'rankmap[ray]'" in err
+    from rankmap.batch import solve_many
+    from rankmap.solver.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=r"rankmap\[ray\]"):
+        solve_many(str(inputs / "jobs.jsonl"), executor="ray")
+
+
+def test_executor_flags_that_do_not_go_together_exit_2(inputs, capsys):
+    for argv, needle in (
+        (["--ray-address", "auto"], "--ray-address needs --executor ray"),
+        (["--executor", "ray", "--server", "127.0.0.1:1"], "--server and --executor ray"),
+        (["--executor", "dask"], "invalid choice"),
+    ):
+        rc, out, err = _run(["batch", str(inputs / "jobs.jsonl"), *argv], capsys)
+        assert rc == 2 and out == "" and needle in err, argv
+
+
+def test_solve_many_process_matches_the_cli(inputs, capsys):
+    from rankmap.batch import solve_many
+
+    docs = solve_many(str(inputs / "list.yaml"), workers=2)
+    assert [d["index"] for d in docs] == [0, 1, 2, 3]
+    rc, out, _ = _run(["batch", str(inputs / "list.yaml"), "--workers", "1", "--quiet"], capsys)
+    cli = {d["index"]: d for d in _lines(out)}
+    assert [_strip(d) for d in docs] == [_strip(cli[i]) for i in range(4)]
+    # job mappings in memory: relative paths against base_dir, names defaulted
+    jobs = [{"cluster": "clusters/c8.json", "tp": 2, "time_limit": 5}, {"name": "typo", "tpp": 2}]
+    docs = solve_many(jobs, "process", workers=1, base_dir=str(inputs), omit_groups=True)
+    assert docs[0]["ok"] and docs[0]["name"] == "job0" and "groups" not in docs[0]["result"]
+    assert not docs[1]["ok"] and docs[1]["name"] == "typo" and "unknown key 'tpp'" in docs[1]["error"]["message"]
+    with pytest.raises(Exception, match="executor 'dask'"):
+        solve_many(jobs, "dask")
+
+
+def test_solve_many_in_memory_jobs():
+    from rankmap.batch import SolveJob, iter_solve_many
+    from rankmap.solver import SolveOptions, parallel_config, solve
+
+    g = make_cluster(2, 4)
+    traffic = {"tp": 4e9, "pp": 8e9, "dp": 1e8}
+    jobs = [SolveJob(g, parallel_config(8, tp=2, pp=2), traffic, SolveOptions(orders="megatron-cli"), name="a"),
+            SolveJob(g, parallel_config(16, tp=2), traffic, name="bad")]  # 16 ranks on 8 GPUs
+    docs = {d["name"]: d for d in iter_solve_many(jobs, workers=2)}
+    want = solve(g, jobs[0].cfg, traffic, jobs[0].options).to_dict()
+    assert _strip(docs["a"])["result"] == _strip({"ok": True, "result": want})["result"]
+    assert docs["bad"]["error"]["field"] == "world_size"
+
+
+def test_batch_progress_bar_on_stderr_only(inputs, capsys):
+    rc, out, err = _run(["batch", str(inputs / "jobs.jsonl"), "--workers", "1", "--progress", "--quiet"], capsys)
+    assert rc == 1
+    assert len(_lines(out)) == 3  # stdout stays pure JSON lines
+    bar = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "batch" in bar and "3/3" in bar and "2 ok, 1 failed" in bar and "job/s" in bar
+    # not a terminal and no --progress: no bar
+    rc, out, err = _run(["batch", str(inputs / "jobs.jsonl"), "--workers", "1", "--quiet"], capsys)
+    assert err == ""
+
+
+def test_solve_progress_callback_phases_and_same_result():
+    from rankmap.solver import SolveOptions, parallel_config, solve
+
+    g = make_cluster(4, 4)  # 16 GPUs: the surrogate search, not the exhaustive one
+    cfg = parallel_config(16, tp=2, pp=2)
+    traffic = {"tp": 4e9, "pp": 8e9, "dp": 1e8}
+    options = SolveOptions(orders="megatron-cli", time_limit_seconds=2)
+    calls = []
+    with_cb = solve(g, cfg, traffic, options, progress=lambda phase, best: calls.append((phase, best)))
+    plain = solve(g, cfg, traffic, options)
+    assert [p for p, _ in calls][:3] == ["cluster model", "orders", "search"]
+    assert calls[0][1] is None and calls[1][1] is None
+    bests = [b for p, b in calls if p == "search"]
+    assert all(b is not None for b in bests) and bests == sorted(bests, reverse=True)
+    assert bests[-1] == pytest.approx(with_cb.cost.total_seconds)
+    a, b = with_cb.to_dict(), plain.to_dict()
+    a.pop("solve_seconds"), b.pop("solve_seconds")
+    assert a == b
+
+
+def test_solve_progress_line_on_stderr_not_in_json(inputs, capsys, monkeypatch):
+    import rankmap.progress
+
+    monkeypatch.setattr(rankmap.progress, "SOLVE_DELAY_SECONDS", 0.0)  # draw even a quick solve
+    rc, out, err = _run(["solve", str(inputs / "jobs" / "a.yaml"), "--progress"], capsys)
+    assert rc == 0
+    json.loads(out)  # stdout is the JSON document alone
+    assert "solve: search" in err and "best" in err
+    rc, out, err = _run(["solve", str(inputs / "jobs" / "a.yaml")], capsys)  # no TTY, no --progress
+    assert rc == 0 and err == ""

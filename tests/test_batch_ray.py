@@ -89,7 +89,7 @@ def _by_index(text: str) -> dict[int, str]:
 
 
 def test_twelve_jobs_on_ray_same_lines_as_in_process(local_ray, jobs_file, capsys):
-    rc_ray = main(["batch", str(jobs_file), "--executor", "ray", "--quiet"])
+    rc_ray = main(["batch", str(jobs_file), "--executor", "ray", "--timeout", "600", "--quiet"])
     ray_out, ray_err = capsys.readouterr()
     rc_local = main(["batch", str(jobs_file), "--workers", "2", "--quiet"])
     local_out, _ = capsys.readouterr()
@@ -137,3 +137,12 @@ def test_solve_many_ray_in_memory_jobs(local_ray):
         want.pop("solve_seconds")
         doc["result"].pop("solve_seconds")
         assert doc["result"] == want
+
+
+def test_ray_batch_deadline_fails_unfinished_jobs(local_ray, jobs_file):
+    from rankmap.batch import solve_many
+
+    docs = solve_many(str(jobs_file), executor="ray", timeout=0)
+    assert [d["index"] for d in docs] == list(range(12))
+    assert {d["error"]["type"] for d in docs} == {"DeadlineExceeded"}
+    assert docs[0]["error"]["code"] == "DEADLINE_EXCEEDED"
