@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any, Iterable, Mapping
 
@@ -20,6 +21,8 @@ __all__ = [
     "backoff_delays",
     "solve_kwargs_request",
     "chunk_requests",
+    "channel_credentials",
+    "auth_metadata",
 ]
 
 #: Default per-call deadline, seconds.
@@ -155,3 +158,52 @@ def chunk_requests(items: list[tuple[int, "convert.pb.SolveRequest"]], max_bytes
         size += n
     if chunk:
         yield chunk
+
+
+def _pem_bytes(value, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    with open(value, "rb") as fh:
+        data = fh.read()
+    if b"-----BEGIN " not in data:
+        raise InvalidArgumentError(f"{what} {os.fspath(value)!r} is not a PEM file", "tls_ca")
+    return data
+
+
+def channel_credentials(
+    tls: bool | None = None, tls_ca=None, tls_cert=None, tls_key=None
+) -> grpc.ChannelCredentials | None:
+    """TLS credentials of a client channel, or None for plaintext.
+
+    TLS is used when ``tls`` is true or any of the files is given: ``tls_ca``
+    (path or PEM bytes) is the CA that signed the server's certificate (default:
+    the system's roots); ``tls_cert`` / ``tls_key`` a client certificate for
+    mutual TLS.
+    """
+    if not (tls or tls_ca is not None or tls_cert is not None or tls_key is not None):
+        return None
+    if (tls_cert is None) != (tls_key is None):
+        raise InvalidArgumentError("a client certificate needs its key (tls_cert and tls_key)", "tls_key")
+    return grpc.ssl_channel_credentials(
+        root_certificates=_pem_bytes(tls_ca, "TLS CA"),
+        private_key=_pem_bytes(tls_key, "TLS key"),
+        certificate_chain=_pem_bytes(tls_cert, "TLS certificate"),
+    )
+
+
+def auth_metadata(token: str | None = None, token_file=None) -> tuple[tuple[str, str], ...] | None:
+    """``(("authorization", "Bearer TOKEN"),)`` from a token or the first token of a file; None without."""
+    if token is None and token_file is not None:
+        with open(token_file, encoding="utf-8") as fh:
+            lines = [line.strip() for line in fh if line.strip()]
+        if not lines:
+            raise InvalidArgumentError(f"token file {os.fspath(token_file)!r} holds no token", "token_file")
+        token = lines[0]
+    if token is None:
+        return None
+    token = token.strip()
+    if not token or any(ch.isspace() for ch in token):
+        raise InvalidArgumentError("an auth token must be non-empty and without whitespace", "token")
+    return (("authorization", f"Bearer {token}"),)

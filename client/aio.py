@@ -35,7 +35,9 @@ from ._common import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     RankmapRpcError,
+    auth_metadata,
     backoff_delays,
+    channel_credentials,
     chunk_requests,
     error_from_batch,
     error_from_rpc,
@@ -59,6 +61,13 @@ class AsyncRankmapClient:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         channel: aio.Channel | None = None,
+       *,
+        tls: bool | None = None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        token: str | None = None,
+        token_file=None,
     ):
         self.target = target
         self.timeout = timeout
@@ -66,7 +75,14 @@ class AsyncRankmapClient:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._own_channel = channel is None
-        self._channel = channel if channel is not None else aio.insecure_channel(target, options=channel_options())
+        self._metadata = auth_metadata(token, token_file)
+        if channel is None:
+            creds = channel_credentials(tls, tls_ca, tls_cert, tls_key)
+            if creds is None:
+                channel = aio.insecure_channel(target, options=channel_options())
+            else:
+                channel = aio.secure_channel(target, creds, options=channel_options())
+        self._channel = channel
         self._stub = rankmap_pb2_grpc.RankmapServiceStub(self._channel)
 
     async def close(self) -> None:
@@ -90,7 +106,7 @@ class AsyncRankmapClient:
             if remaining <= 0:
                 raise RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call was made")
             try:
-                return await method(request, timeout=remaining)
+                return await method(request, timeout=remaining, metadata=self._metadata)
             except grpc.RpcError as err:
                 if err.code() == grpc.StatusCode.UNAVAILABLE:
                     delay = next(delays, None)
@@ -267,7 +283,7 @@ class AsyncRankmapClient:
                 failure = RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
             else:
                 try:
-                    async for resp in self._stub.BatchSolve(req, timeout=left):
+                    async for resp in self._stub.BatchSolve(req, timeout=left, metadata=self._metadata):
                         pos = int(resp.index)
                         if pos < 0 or pos >= len(indices) or pos in seen:
                             continue

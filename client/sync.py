@@ -41,7 +41,9 @@ from ._common import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     RankmapRpcError,
+    auth_metadata,
     backoff_delays,
+    channel_credentials,
     chunk_requests,
     error_from_batch,
     error_from_rpc,
@@ -66,6 +68,16 @@ class RankmapClient:
         First retry delay and its cap, seconds (doubling, with jitter).
     channel : grpc.Channel, optional
         Use this channel instead of opening one to ``target``.
+    tls : bool, optional
+        Speak TLS (implied by any of the TLS files), trusting the system's roots
+        unless ``tls_ca`` is given.
+    tls_ca : path or PEM bytes, optional
+        CA certificate that signed the server's (a private CA, a self-signed server).
+    tls_cert, tls_key : path or PEM bytes, optional
+        Client certificate and key, for a server that requires mutual TLS.
+    token, token_file : str / path, optional
+        Bearer token (or a file whose first line is one), sent as
+        ``authorization: Bearer TOKEN`` on every call.
     """
 
     def __init__(
@@ -76,6 +88,13 @@ class RankmapClient:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         channel: grpc.Channel | None = None,
+       *,
+        tls: bool | None = None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        token: str | None = None,
+        token_file=None,
     ):
         self.target = target
         self.timeout = timeout
@@ -83,12 +102,20 @@ class RankmapClient:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._own_channel = channel is None
-        self._channel = channel if channel is not None else grpc.insecure_channel(target, options=channel_options())
+        self._metadata = auth_metadata(token, token_file)
+        if channel is None:
+            creds = channel_credentials(tls, tls_ca, tls_cert, tls_key)
+            if creds is None:
+                channel = grpc.insecure_channel(target, options=channel_options())
+            else:
+                channel = grpc.secure_channel(target, creds, options=channel_options())
+        self._channel = channel
         self._stub = rankmap_pb2_grpc.RankmapServiceStub(self._channel)
 
     # ------------------------------------------------------------ plumbing
 
     def close(self) -> None:
+        """Close the channel (unless it was given)."""
         if self._own_channel:
             self._channel.close()
 
@@ -110,7 +137,7 @@ class RankmapClient:
             if remaining <= 0:
                 raise RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call was made")
             try:
-                return method(request, timeout=remaining)
+                return method(request, timeout=remaining, metadata=self._metadata)
             except grpc.RpcError as err:
                 if err.code() == grpc.StatusCode.UNAVAILABLE:
                     delay = next(delays, None)
@@ -325,7 +352,7 @@ class RankmapClient:
                 failure = RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
             else:
                 try:
-                    for resp in self._stub.BatchSolve(req, timeout=left):
+                    for resp in self._stub.BatchSolve(req, timeout=left, metadata=self._metadata):
                         pos = int(resp.index)
                         if pos < 0 or pos >= len(indices) or pos in seen:
                             continue

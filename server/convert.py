@@ -445,9 +445,12 @@ def get_groups_request(
     return req
 
 
-def parse_solve_request(req: "pb.SolveRequest") -> SolveJob:
-    """Read a ``SolveRequest``: graph, validated config, traffic and options."""
-    graph = graph_from_proto(req.cluster)
+def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
+    """Read a ``SolveRequest``: graph, validated config, traffic and options.
+
+    ``check``: called at check points of the conversion (raises to stop it).
+    """
+    graph = graph_from_proto(req.cluster, check)
     options = options_from_proto(req)
     n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
     cfg = config_from_proto(req.sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
@@ -455,9 +458,9 @@ def parse_solve_request(req: "pb.SolveRequest") -> SolveJob:
     return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
 
 
-def parse_evaluate_request(req: "pb.EvaluateRequest") -> EvaluateJob:
-    """Read an ``EvaluateRequest``."""
-    graph = graph_from_proto(req.cluster)
+def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
+    """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
+    graph = graph_from_proto(req.cluster, check)
     cfg = config_from_proto(req.sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure))
@@ -530,15 +533,17 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
 
 
 def evaluate_response(cost: CostBreakdown, traffic: Mapping[str, float]) -> "pb.EvaluateResponse":
+    """An ``EvaluateResponse``: the cost and the payloads it was computed for."""
     out = pb.EvaluateResponse(cost=cost_to_proto(cost))
     for k, v in traffic.items():
         out.traffic_bytes[k] = float(v)
     return out
 
 
-def get_groups_response(cfg: ParallelConfig, groups: Mapping[str, np.ndarray]) -> "pb.GetGroupsResponse":
+def get_groups_response(cfg: ParallelConfig, groups: Mapping[str, np.ndarray], check=None) -> "pb.GetGroupsResponse":
+    """A ``GetGroupsResponse`` (``check``: a deadline check point, called while encoding)."""
     out = pb.GetGroupsResponse(config=config_to_proto(cfg))
-    groups_to_proto(groups, out.groups)
+    groups_to_proto(groups, out.groups, check)
     return out
 
 
@@ -548,7 +553,7 @@ def describe_request(req) -> dict[str, Any]:
     sizes = getattr(req, "sizes", None)
     if sizes is not None:
         out["sizes"] = {
-            f.name: (list(v) if f.name == "hierarchical_context_parallel_sizes" else v)
+            f.name: (list(v)[:20] if f.name == "hierarchical_context_parallel_sizes" else v)
             for f, v in sizes.ListFields()
         }
     cluster = getattr(req, "cluster", None)

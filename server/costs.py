@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -128,12 +128,22 @@ def _group_sort_key(name: str) -> tuple[int, int, str]:
     return len(GROUP_NAMES), 0, name
 
 
-def groups_to_proto(groups: Mapping[str, np.ndarray], target) -> None:
-    """Write ``{name: (groups, size) array}`` into a ``map<string, RankGroups>`` field."""
+def groups_to_proto(groups: Mapping[str, np.ndarray], target, check: Callable[[], None] | None = None) -> None:
+    """Write ``{name: (groups, size) array}`` into a ``map<string, RankGroups>`` field.
+
+    ``check`` is called every few thousand groups (a deadline / cancel check point).
+    """
     for name, arr in groups.items():
+        if check is not None:
+            check()
         rg = target[name]
-        for row in np.asarray(arr).tolist():
-            rg.groups.add().ranks.extend(row)
+        rows = np.asarray(arr)
+        step = max(1, 65536 // max(1, rows.shape[1] if rows.ndim == 2 else 1))
+        for start in range(0, len(rows), step):
+            if check is not None and start:
+                check()
+            for row in rows[start:start + step].tolist():
+                rg.groups.add().ranks.extend(row)
 
 
 def groups_from_proto(source) -> dict[str, np.ndarray]:

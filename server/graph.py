@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Hashable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 import networkx as nx
 import numpy as np
@@ -13,6 +13,13 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.v1 import rankmap_pb2 as pb
 
 __all__ = ["graph_to_proto", "graph_from_proto", "count_gpus"]
+
+#: Loops call their check point every 4,096 items (~1 ms of work).
+_CHECK_MASK = 4095
+
+
+def _no_check() -> None:
+    return None
 
 
 def _is_gpu(data: Mapping) -> bool:
@@ -117,8 +124,11 @@ def _where(cluster: "pb.Cluster", node_id: str) -> str:
     return "?"
 
 
-def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
+def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = None) -> nx.Graph:
     """The ``nx.Graph`` of a ``rankmap.v1.Cluster`` (devices first, then nodes, then links).
+
+    ``check`` is called every few thousand items (a deadline or cancel check
+    point: it raises to stop the conversion).
 
     Raises
     ------
@@ -128,7 +138,10 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
         non-finite or non-positive bandwidth, a negative or non-finite latency.
     """
     nodes: dict[str, dict[str, Any]] = {}
+    check = check or _no_check
     for i, d in enumerate(cluster.devices):
+        if not i & _CHECK_MASK:
+            check()
         did = d.id
         if not did or did in nodes:
             path = f"cluster.devices[{i}]"
@@ -143,6 +156,8 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
             attrs["local_index"] = int(d.local_index)
         nodes[did] = attrs
     for i, n in enumerate(cluster.nodes):
+        if not i & _CHECK_MASK:
+            check()
         nid, kind = n.id, n.kind
         if not nid or nid in nodes or not kind or kind == "gpu":
             path = f"cluster.nodes[{i}]"
@@ -161,6 +176,8 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
     edges: dict[tuple[str, str], dict[str, Any]] = {}
     isfinite = math.isfinite
     for i, link in enumerate(cluster.links):
+        if not i & _CHECK_MASK:
+            check()
         u, v = link.source, link.target
         if u not in nodes or v not in nodes:
             end, node = ("source", u) if u not in nodes else ("target", v)
@@ -192,8 +209,15 @@ def graph_from_proto(cluster: "pb.Cluster") -> nx.Graph:
             data["latency_us"] = max(old.get("latency_us", 0.0), data.get("latency_us", 0.0))
         edges[key] = data
     g = nx.Graph()
-    g.add_nodes_from(nodes.items())
-    g.add_edges_from((u, v, d) for (u, v), d in edges.items())
+    items = list(nodes.items())
+    for start in range(0, len(items), _CHECK_MASK + 1):
+        check()
+        g.add_nodes_from(items[start:start + _CHECK_MASK + 1])
+    links = [(u, v, d) for (u, v), d in edges.items()]
+    for start in range(0, len(links), _CHECK_MASK + 1):
+        check()
+        g.add_edges_from(links[start:start + _CHECK_MASK + 1])
+    check()
     return g
 
 

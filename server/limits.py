@@ -1,0 +1,123 @@
+"""What one request may ask of the server: sizes, bytes, batch length, search time.
+
+Every limit has a default (documented in the README and in ``rankmap serve
+--help``) and a ``rankmap serve`` flag.  A request over a limit is refused
+before any work is done:
+
+* request bytes: gRPC itself refuses the message with RESOURCE_EXHAUSTED
+  (``Received message larger than max (N vs. LIMIT)``), before parsing it;
+* everything else: INVALID_ARGUMENT with a ``BadRequest`` field violation naming
+  the field, the value and the limit (``sizes.world_size: world_size 4194304
+  exceeds this server's limit of 262144 ranks (rankmap serve --max-world-size)``).
+
+The checks read only counts and scalars of the request message, so they cost
+nothing whatever the request holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from rankmap.server.errors import invalid
+from rankmap.solver.types import SolveOptions
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = [
+    "Limits",
+    "DEFAULT_MAX_WORLD_SIZE",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_BATCH_LENGTH",
+    "DEFAULT_MAX_TIME_LIMIT",
+    "MAX_HIERARCHICAL_CP_LEVELS",
+    "check_request",
+    "cap_time_limit",
+]
+
+#: Ranks (GPUs) of one request: 2x the largest benchmarked solve (131,072 GPUs,
+#: 18 s / 708 MiB); a GetGroups answer of that size is ~15 MB.
+DEFAULT_MAX_WORLD_SIZE = 262_144
+#: Serialized request bytes (a 131,072-GPU cluster is ~10 MB).
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+#: Requests in one BatchSolve stream.
+DEFAULT_MAX_BATCH_LENGTH = 1024
+#: Largest ``time_limit_seconds`` a client may ask for (the CLI's default is 30 s).
+DEFAULT_MAX_TIME_LIMIT = 600.0
+#: Levels of ``hierarchical_context_parallel_sizes`` (Megatron uses 2; numpy
+#: arrays stop at 64 dimensions).  Not configurable.
+MAX_HIERARCHICAL_CP_LEVELS = 16
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The per-request limits of one server (see the module docstring)."""
+
+    max_world_size: int = DEFAULT_MAX_WORLD_SIZE
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_batch_length: int = DEFAULT_MAX_BATCH_LENGTH
+    max_time_limit: float = DEFAULT_MAX_TIME_LIMIT
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
+                raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+
+
+def _over(value, limit, what: str, path: str, argument: str, flag: str) -> None:
+    if value > limit:
+        raise invalid(
+            f"{argument} {value:g} exceeds this server's limit of {limit:g} {what} (rankmap serve {flag})"
+            if isinstance(value, float)
+            else f"{argument} {value} exceeds this server's limit of {limit} {what} (rankmap serve {flag})",
+            path,
+            argument,
+        )
+
+
+def _check_sizes(sizes: "pb.ParallelSizes", limits: Limits) -> None:
+    if sizes.HasField("world_size"):
+        _over(sizes.world_size, limits.max_world_size, "ranks", "sizes.world_size", "world_size", "--max-world-size")
+    levels = len(sizes.hierarchical_context_parallel_sizes)
+    if levels > MAX_HIERARCHICAL_CP_LEVELS:
+        raise invalid(
+            f"hierarchical_context_parallel_sizes has {levels} levels; at most {MAX_HIERARCHICAL_CP_LEVELS} are supported",
+            "sizes.hierarchical_context_parallel_sizes",
+            "hierarchical_context_parallel_sizes",
+        )
+
+
+def _check_cluster(cluster: "pb.Cluster", limits: Limits) -> None:
+    _over(len(cluster.devices), limits.max_world_size, "GPUs", "cluster.devices", "cluster.nodes", "--max-world-size")
+
+
+def check_request(request, limits: Limits) -> None:
+    """Refuse a Solve / Evaluate / GetGroups / BatchSolve request over ``limits``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the field (proto path), the value and the limit.  Request bytes
+        are checked by gRPC before this is called.
+    """
+    if isinstance(request, pb.BatchSolveRequest):
+        _over(len(request.requests), limits.max_batch_length, "requests", "requests", "requests", "--max-batch-length")
+        return  # each item is checked when it is solved (its error is that item's answer)
+    if isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
+        _check_sizes(request.sizes, limits)
+    if isinstance(request, (pb.SolveRequest, pb.EvaluateRequest)):
+        _check_cluster(request.cluster, limits)
+    if isinstance(request, pb.EvaluateRequest):
+        _over(len(request.assignment), limits.max_world_size, "ranks", "assignment", "assignment", "--max-world-size")
+    if isinstance(request, pb.SolveRequest) and request.HasField("time_limit_seconds"):
+        t = request.time_limit_seconds
+        if t == t and t > limits.max_time_limit:  # NaN is the solver's to reject
+            _over(float(t), float(limits.max_time_limit), "seconds", "time_limit_seconds", "time_limit_seconds",
+                  "--max-time-limit")
+
+
+def cap_time_limit(options: SolveOptions, explicit: bool, limits: Limits) -> SolveOptions:
+    """``options`` with the default search time cut to the server's cap (an explicit one was checked)."""
+    if not explicit and options.time_limit_seconds > limits.max_time_limit:
+        return dataclasses.replace(options, time_limit_seconds=float(limits.max_time_limit))
+    return options
