@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from typing import Sequence
 
 from rankmap.solver import RankmapError, megatron_groups, parallel_config
+from rankmap.solver.formats.safe import dump_json
 
 __all__ = ["main", "build_parser"]
 
@@ -30,38 +30,67 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: error: {message}")
 
 
+def _ascii_int(text: str, signed: bool = False) -> int | None:
+    """``int(text)`` for ASCII decimal digits only (no ``8_0``, no non-ASCII digits, at most
+    30 digits; a leading sign only when ``signed``); None otherwise."""
+    from rankmap.solver.formats.safe import is_strict_int_text
+
+    t = text.strip() if isinstance(text, str) else ""
+    return int(t) if is_strict_int_text(t, signed=signed) else None
+
+
 def _int_arg(text: str) -> int:
+    """argparse type: an integer in ASCII digits (sizes: the solver checks the range)."""
+    value = _ascii_int(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r} (ASCII digits only)")
+    return value
+
+
+def int_at_least(minimum: int):
+    """argparse type: an integer in ASCII digits, >= ``minimum`` (a sign only when ``minimum`` < 0)."""
+
+    def parse(text: str) -> int:
+        value = _ascii_int(text, signed=minimum < 0)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r} (ASCII digits only)")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def float_arg(text: str) -> float:
+    """argparse type: a finite number in ASCII (``1.5``, ``4e9``; no ``1_0``, ``nan``, ``inf``)."""
+    from rankmap.solver.formats.safe import strict_float
+
     try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        return strict_float(text, "value")
+    except RankmapError:
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r} (ASCII digits only)") from None
 
 
 def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+    values = [_ascii_int(x) for x in text.split(",")]
+    if any(v is None for v in values):
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}")
     return values
 
 
 def positive_int_arg(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    """argparse type: an integer >= 1 in ASCII digits."""
+    value = _ascii_int(text)
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r} (ASCII digits only)")
     return value
 
 
 def port_arg(text: str) -> int:
     """argparse type: a TCP port 0..65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    port = _ascii_int(text)
+    if port is None:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}")
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
     return port
@@ -72,10 +101,9 @@ def server_arg(text: str) -> str:
     host, sep, port = text.strip().rpartition(":")
     if not sep or not host or not port or any(ch.isspace() for ch in host):
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    try:
-        p = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a numeric port, got {text!r}") from None
+    p = _ascii_int(port)
+    if p is None:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a numeric port, got {text!r}")
     if not 1 <= p <= 65535:
         raise argparse.ArgumentTypeError(f"port {p} in {text!r} is outside 1..65535")
     return text.strip()
@@ -86,8 +114,8 @@ def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
 
     def parse(text: str) -> float:
         try:
-            v = float(text)
-        except ValueError:
+            v = float_arg(text)
+        except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
         if v != v or v in (float("inf"), float("-inf")) or v < minimum or (v == minimum and not allow_equal):
             raise argparse.ArgumentTypeError(
@@ -226,7 +254,7 @@ def _cmd_groups(args: argparse.Namespace) -> int:
     if args.format == "table":
         out = groups_table(cfg)
     else:
-        out = json.dumps(groups_document(cfg), separators=(",", ":") if args.compact else (", ", ": "))
+        out = dump_json(groups_document(cfg), separators=(",", ":") if args.compact else (", ", ": "))
     sys.stdout.write(out + "\n")
     return 0
 
@@ -290,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if isinstance(exc, MemoryError):
             print("rankmap: error: out of memory; the request is too large for this machine", file=sys.stderr)
+            return 2
+        if isinstance(exc, RecursionError):  # a nested input the strict loaders did not see
+            print("rankmap: error: input nested too deeply (RecursionError)", file=sys.stderr)
             return 2
         if os.environ.get("RANKMAP_DEBUG"):
             raise

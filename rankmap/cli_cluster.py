@@ -32,6 +32,7 @@ import sys
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import RATE_KEYS, build_cluster, dump_graph, node_link_text, summarize
+from rankmap.solver.formats.safe import strict_float
 
 __all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "parse_rates"]
 
@@ -49,14 +50,16 @@ def parse_rates(items: list[str] | None) -> dict[str, float]:
             if not sep or not key:
                 raise InvalidArgumentError(f"--rate {part!r} is not KEY=GBPS (keys: {', '.join(RATE_KEYS)})", "rate")
             try:
-                out[key] = float(value)
-            except ValueError:
-                raise InvalidArgumentError(f"--rate {part!r}: {value!r} is not a number", f"rate.{key}") from None
+                out[key] = strict_float(value.strip(), "rate")
+            except InvalidArgumentError:
+                raise InvalidArgumentError(f"--rate {part!r}: {value!r} is not a finite number", f"rate.{key}") from None
     return out
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe a cluster (shared by ``cluster`` and ``solve``)."""
+    from rankmap.cli import positive_int_arg
+
     p.add_argument("--host-topology", metavar="FILE", default=None,
                    help="one host: `nvidia-smi topo -m` output or NCCL topology XML")
     p.add_argument("--gpu", metavar="GEN", default=None,
@@ -66,7 +69,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    help="hosts to include, Slurm hostlist (e.g. node[001-016])")
     p.add_argument("--topology-name", metavar="NAME", default=None,
                    help="topology of a topology.yaml (default: the cluster_default one)")
-    p.add_argument("--gpus-per-node", metavar="N", type=int, default=None,
+    p.add_argument("--gpus-per-node", metavar="N", type=positive_int_arg, default=None,
                    help="without --host-topology: synthetic hosts of N GPUs of --gpu")
     p.add_argument("--rate", metavar="KEY=GBPS", action="append", default=None,
                    help=f"override a link rate in GB/s ({', '.join(RATE_KEYS)}); repeatable")

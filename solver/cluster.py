@@ -33,7 +33,19 @@ from .fabric import Fabric, fabric_from_graph
 __all__ = [
     "Cluster",
     "cluster_from_graph",
+    "MIN_BANDWIDTH_GBPS",
+    "MAX_BANDWIDTH_GBPS",
+    "MAX_LOCAL_INDEX",
 ]
+
+#: Accepted link capacities, GB/s per direction (1 KB/s .. 1 EB/s): outside this range the
+#: predicted times overflow to infinity or underflow to zero (issue 11: 5e-324 printed
+#: ``Infinity``).  The same range holds in process, in graph files and on the service.
+MIN_BANDWIDTH_GBPS = 1e-6
+MAX_BANDWIDTH_GBPS = 1e9
+#: Largest ``local_index`` (the CUDA device index of a GPU inside its host): the service's
+#: ``int32`` field, so that a cluster accepted in process is accepted by ``--server`` too.
+MAX_LOCAL_INDEX = 2**31 - 1
 
 
 def _canonical_labels(labels: np.ndarray) -> np.ndarray:
@@ -267,6 +279,11 @@ def _edge_bandwidth(u, v, data) -> float:
         raise InvalidArgumentError(
             f"edge ({u!r}, {v!r}) has bandwidth {b!r}; it must be finite and > 0 (GB/s)", "cluster.edges"
         )
+    if not MIN_BANDWIDTH_GBPS <= bf <= MAX_BANDWIDTH_GBPS:
+        raise InvalidArgumentError(
+            f"edge ({u!r}, {v!r}) has bandwidth {b!r} GB/s, outside the accepted range "
+            f"{MIN_BANDWIDTH_GBPS:g}..{MAX_BANDWIDTH_GBPS:g} GB/s", "cluster.edges"
+        )
     return bf
 
 
@@ -353,6 +370,10 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
             li = int(li)
             if li < 0:
                 raise InvalidArgumentError(f"GPU {n!r} has negative local_index {li}", "cluster.nodes")
+            if li > MAX_LOCAL_INDEX:
+                raise InvalidArgumentError(
+                    f"GPU {n!r} has local_index {li}; the accepted range is 0..{MAX_LOCAL_INDEX}", "cluster.nodes"
+                )
             locs.append(li)
         seen: dict[int, object] = {}
         for n, li in zip(members, locs):

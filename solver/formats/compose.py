@@ -72,6 +72,7 @@ from .graphfile import load_graph
 from .hostlist import compress, expand
 from .nccl_xml import looks_like_nccl_xml, parse_nccl_xml
 from .nvsmi import looks_like_nvsmi, parse_topo_matrix
+from .safe import strict_int
 from .slurm import Fabric, read_fabric
 
 __all__ = ["build_cluster", "load_host_template", "synthetic_host", "summarize", "bandwidth_levels",
@@ -148,10 +149,7 @@ def synthetic_host(gpus_per_node: int, gpu: Any, **rate_overrides: Any) -> HostT
     (first half on ``cpu0``), joined by the ``sys`` link, when the count is even and > 1.
     """
     overrides = check_rate_overrides(rate_overrides)
-    try:
-        n = int(gpus_per_node)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"gpus_per_node {gpus_per_node!r} is not an integer", "gpus_per_node") from None
+    n = strict_int(gpus_per_node, "gpus_per_node", "gpus_per_node")
     if n <= 0 or n > 4096:
         raise InvalidArgumentError(f"gpus_per_node {gpus_per_node!r} must be between 1 and 4096", "gpus_per_node")
     gen = resolve_generation(gpu)

@@ -17,6 +17,8 @@ from typing import Any
 import networkx as nx
 
 from ..errors import InvalidArgumentError
+from ..cluster import MAX_BANDWIDTH_GBPS, MAX_LOCAL_INDEX, MIN_BANDWIDTH_GBPS
+from .safe import MAX_JSON_BYTES, check_xml, is_strict_int_text, load_json
 
 __all__ = ["load_graph", "dump_graph", "graph_from_data", "node_link_text"]
 
@@ -44,6 +46,10 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
             raise InvalidArgumentError(
                 f"{label}: edge ({u!r}, {v!r}) has bandwidth {d['bandwidth']!r}; it must be finite and > 0 (GB/s)",
                 f"edges[{i}].bandwidth")
+        if not MIN_BANDWIDTH_GBPS <= bw <= MAX_BANDWIDTH_GBPS:
+            raise InvalidArgumentError(
+                f"{label}: edge ({u!r}, {v!r}) has bandwidth {d['bandwidth']!r} GB/s, outside the accepted range "
+                f"{MIN_BANDWIDTH_GBPS:g}..{MAX_BANDWIDTH_GBPS:g} GB/s", f"edges[{i}].bandwidth")
         d["bandwidth"] = bw
         if "latency_us" in d:
             lat = _num(d["latency_us"])
@@ -53,11 +59,17 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
             d["latency_us"] = lat
     for n, d in G.nodes(data=True):
         if "local_index" in d:
-            li = _num(d["local_index"])
-            if li is None or li != int(li) or li < 0:
+            li = d["local_index"]
+            if isinstance(li, float) and li.is_integer():
+                li = int(li)
+            if isinstance(li, bool) or not (isinstance(li, int) or is_strict_int_text(str(li).strip())):
                 raise InvalidArgumentError(f"{label}: node {n!r} has local_index {d['local_index']!r}; "
                                            "it must be a non-negative integer", "nodes.local_index")
-            d["local_index"] = int(li)
+            li = int(str(li).strip()) if not isinstance(li, int) else li
+            if not 0 <= li <= MAX_LOCAL_INDEX:
+                raise InvalidArgumentError(f"{label}: node {n!r} has local_index {d['local_index']!r}; "
+                                           f"the accepted range is 0..{MAX_LOCAL_INDEX}", "nodes.local_index")
+            d["local_index"] = li
         if "host" in d and not isinstance(d["host"], str):
             d["host"] = str(d["host"])
     return G
@@ -129,6 +141,10 @@ def load_graph(path: Any) -> nx.Graph:
     """
     p = str(path)
     try:
+        size = os.path.getsize(p) if os.path.isfile(p) else 0
+        if size > MAX_JSON_BYTES:
+            raise InvalidArgumentError(f"cluster file {p!r} has {size:,} bytes; the limit is {MAX_JSON_BYTES:,}",
+                                       "cluster")
         with open(p, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
@@ -141,8 +157,9 @@ def load_graph(path: Any) -> nx.Graph:
     if p.lower().endswith(".graphml") or (head.startswith(b"<") and b"<graphml" in raw[:65536].lower()):
         import xml.etree.ElementTree as ET
 
+        check_xml(raw, p, "cluster", kind="GraphML XML")  # entity declarations / external references refused (defusedxml)
         try:
-            G = nx.read_graphml(p)
+            G = nx.parse_graphml(raw)
         except ET.ParseError as exc:
             line, col = getattr(exc, "position", (0, 0))
             raise InvalidArgumentError(f"{p} line {line}: malformed GraphML XML (column {col + 1})",
@@ -152,17 +169,11 @@ def load_graph(path: Any) -> nx.Graph:
         for k, v in list(G.graph.items()):
             if isinstance(v, str) and v[:1] in "[{":
                 try:
-                    G.graph[k] = json.loads(v)
-                except ValueError:
+                    G.graph[k] = load_json(v, p)
+                except InvalidArgumentError:
                     pass
         return _check(_simple_undirected(G), p)
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError(f"{p}: not UTF-8 text (byte {exc.start})", "cluster") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"{p} line {exc.lineno} column {exc.colno}: malformed JSON ({exc.msg})",
-                                   "cluster") from None
+    data = load_json(raw, p, "cluster")  # depth, size, duplicate keys, finite numbers (safe.py)
     return graph_from_data(data, p)
 
 

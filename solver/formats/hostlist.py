@@ -22,12 +22,16 @@ from typing import Iterable
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["expand", "compress", "MAX_HOSTS"]
+__all__ = ["expand", "compress", "count", "MAX_HOSTS"]
 
-#: Refuse expressions that expand to more names than this (a typo such as ``n[0-99999999]``).
-MAX_HOSTS = 1 << 22
+#: Refuse expressions that name more hosts than this (a typo such as ``n[0-99999999]``): the
+#: names are counted before any is generated, so the refusal is immediate.  65,536 hosts is
+#: 524,288 GPUs at 8 per host, four times the largest cluster rankmap is benchmarked on.
+MAX_HOSTS = 65_536
 
-_NAME_RE = re.compile(r"^(.*?)(\d+)(\D*)$")
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+_NAME_RE = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")
 
 
 def _split_top(text: str, expr: str, field: str) -> list[str]:
@@ -54,45 +58,87 @@ def _split_top(text: str, expr: str, field: str) -> list[str]:
     return items
 
 
-def _expand_group(body: str, expr: str, field: str) -> list[str]:
-    out: list[str] = []
+def _group_parts(body: str, expr: str, field: str) -> list[tuple[str, str | None]]:
+    """``"001-016,040"`` -> ``[("001", "016"), ("040", None)]``, checked (ASCII digits,
+    increasing ranges) without generating any name."""
     parts = [p.strip() for p in body.split(",")]
     if not body.strip() or any(not p for p in parts):
         raise InvalidArgumentError(f"hostlist {expr!r}: empty entry in '[{body}]'", field)
+    out: list[tuple[str, str | None]] = []
     for part in parts:
         if "-" in part:
             lo_s, _, hi_s = part.partition("-")
             lo_s, hi_s = lo_s.strip(), hi_s.strip()
-            if not (lo_s.isdigit() and hi_s.isdigit()):
+            if not (_DIGITS.fullmatch(lo_s) and _DIGITS.fullmatch(hi_s)) or max(len(lo_s), len(hi_s)) > 18:
                 raise InvalidArgumentError(f"hostlist {expr!r}: range {part!r} is not numeric", field)
-            lo, hi = int(lo_s), int(hi_s)
-            if hi < lo:
+            if int(hi_s) < int(lo_s):
                 raise InvalidArgumentError(f"hostlist {expr!r}: range {part!r} is decreasing", field)
-            if hi - lo + 1 > MAX_HOSTS:
-                raise InvalidArgumentError(f"hostlist {expr!r}: range {part!r} has more than {MAX_HOSTS} names",
-                                           field)
-            width = len(lo_s)
-            out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+            out.append((lo_s, hi_s))
         else:
-            if not part.isdigit():
+            if not _DIGITS.fullmatch(part) or len(part) > 18:
                 raise InvalidArgumentError(f"hostlist {expr!r}: {part!r} is not a number", field)
-            out.append(part)
+            out.append((part, None))
     return out
 
 
-def _expand_item(item: str, expr: str, field: str) -> list[str]:
-    pieces = re.split(r"(\[[^\]]*\])", item)
-    names = [""]
-    for piece in pieces:
+def _group_count(parts: list[tuple[str, str | None]]) -> int:
+    return sum(1 if hi is None else int(hi) - int(lo) + 1 for lo, hi in parts)
+
+
+def _expand_group(parts: list[tuple[str, str | None]]) -> list[str]:
+    out: list[str] = []
+    for lo_s, hi_s in parts:
+        if hi_s is None:
+            out.append(lo_s)
+        else:
+            width = len(lo_s)
+            out.extend(str(n).zfill(width) for n in range(int(lo_s), int(hi_s) + 1))
+    return out
+
+
+def _item_pieces(item: str, expr: str, field: str) -> list[str | list[tuple[str, str | None]]]:
+    """An item as literal strings and parsed bracket groups."""
+    out: list[str | list[tuple[str, str | None]]] = []
+    for piece in re.split(r"(\[[^\]]*\])", item):
         if not piece:
             continue
-        if piece.startswith("["):
-            values = _expand_group(piece[1:-1], expr, field)
-            if len(names) * len(values) > MAX_HOSTS:
-                raise InvalidArgumentError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names", field)
-            names = [n + v for n in names for v in values]
-        else:
+        out.append(_group_parts(piece[1:-1], expr, field) if piece.startswith("[") else piece)
+    return out
+
+
+def _too_many(expr: str, n: int, field: str) -> InvalidArgumentError:
+    shown = expr if len(expr) <= 80 else expr[:77] + "..."
+    return InvalidArgumentError(f"hostlist {shown!r} names {n:,} hosts; the limit is {MAX_HOSTS:,}", field)
+
+
+def count(expr: str | Iterable[str], field: str = "nodelist") -> int:
+    """How many names :func:`expand` would return, computed without generating them.
+
+    Raises
+    ------
+    InvalidArgumentError
+        As :func:`expand`, except the :data:`MAX_HOSTS` limit (the count is returned).
+    """
+    if not isinstance(expr, str):
+        return sum(count(str(e), field) for e in expr)
+    total = 0
+    for item in _split_top(expr.strip(), expr, field):
+        n = 1
+        for piece in _item_pieces(item, expr, field):
+            if not isinstance(piece, str):
+                n *= _group_count(piece)
+        total += n
+    return total
+
+
+def _expand_item(pieces: list) -> list[str]:
+    names = [""]
+    for piece in pieces:
+        if isinstance(piece, str):
             names = [n + piece for n in names]
+        else:
+            values = _expand_group(piece)
+            names = [n + v for n in names for v in values]
     return names
 
 
@@ -109,16 +155,27 @@ def expand(expr: str | Iterable[str], field: str = "nodelist") -> list[str]:
         or more than :data:`MAX_HOSTS` names; the message quotes the expression.
     """
     if not isinstance(expr, str):
+        exprs = [str(e) for e in expr]
+        n = sum(count(e, field) for e in exprs)
+        if n > MAX_HOSTS:
+            raise _too_many(",".join(exprs), n, field)
         out: list[str] = []
-        for e in expr:
-            out.extend(expand(str(e), field))
+        for e in exprs:
+            out.extend(expand(e, field))
         return out
-    text = expr.strip()
+    items = [_item_pieces(item, expr, field) for item in _split_top(expr.strip(), expr, field)]
+    n = 0
+    for pieces in items:  # count first: refuse before generating a single name
+        k = 1
+        for piece in pieces:
+            if not isinstance(piece, str):
+                k *= _group_count(piece)
+        n += k
+        if n > MAX_HOSTS:
+            raise _too_many(expr, n if len(items) == 1 else count(expr, field), field)
     out = []
-    for item in _split_top(text, expr, field):
-        out.extend(_expand_item(item, expr, field))
-        if len(out) > MAX_HOSTS:
-            raise InvalidArgumentError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names", field)
+    for pieces in items:
+        out.extend(_expand_item(pieces))
     return out
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import networkx as nx
 
+from ..cluster import MAX_LOCAL_INDEX
 from ..errors import InvalidArgumentError
 from .common import (
     HostTemplate,
@@ -57,8 +58,12 @@ from .common import (
     read_text,
     resolve_generation,
 )
+from .safe import is_strict_int_text, parse_xml
 
 __all__ = ["parse_nccl_xml", "read_nccl_xml", "looks_like_nccl_xml"]
+
+#: Most NVLinks in one ``<nvlink count=...>`` bundle (a GB200 has 18; larger is a typo).
+MAX_NVLINKS = 1024
 
 
 def looks_like_nccl_xml(text: str) -> bool:
@@ -81,13 +86,8 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
         Malformed XML (with its line number), no ``<system>`` root, no GPU, several hosts.
     """
     overrides = check_rate_overrides(rate_overrides)
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        line, col = getattr(exc, "position", (0, 0))
-        msg = str(exc).split(":")[0]
-        raise InvalidArgumentError(f"{source} line {line}: malformed XML ({msg}, column {col + 1})",
-                                   "host_topology") from None
+    # defusedxml: entity declarations ("billion laughs") and external references are refused
+    root = parse_xml(text, source, "host_topology")
     line_of = _line_numbers(text, root)
     if root.tag != "system":
         raise InvalidArgumentError(f"{source}: root element is <{root.tag}>, expected <system>", "host_topology")
@@ -167,14 +167,17 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
                 attrs: dict[str, Any] = {"kind": "gpu", "pci_bus_id": busid}
                 dev = None
                 if gpu_el is not None:
-                    try:
-                        dev = int(gpu_el.get("dev"))
-                    except (TypeError, ValueError):
-                        dev = None
+                    dev_text = (gpu_el.get("dev") or "").strip()
+                    dev = int(dev_text) if is_strict_int_text(dev_text) else None
+                    if dev is not None and dev > MAX_LOCAL_INDEX:
+                        raise InvalidArgumentError(
+                            f"{source} line {line_of.get(id(gpu_el), 0)}: <gpu dev={dev_text!r}> is outside "
+                            f"0..{MAX_LOCAL_INDEX}", "host_topology")
                     if gpu_el.get("sm"):
-                        attrs["sm"] = int(gpu_el.get("sm")) if gpu_el.get("sm").isdigit() else gpu_el.get("sm")
-                    if gpu_el.get("rank") is not None and gpu_el.get("rank").isdigit():
-                        attrs["nccl_rank"] = int(gpu_el.get("rank"))
+                        sm = gpu_el.get("sm").strip()
+                        attrs["sm"] = int(sm) if is_strict_int_text(sm) else sm
+                    if gpu_el.get("rank") is not None and is_strict_int_text(gpu_el.get("rank").strip()):
+                        attrs["nccl_rank"] = int(gpu_el.get("rank").strip())
                 if dev is None or dev in used_gpu_idx:
                     pending_gpus.append((attrs, parent, busid, bw))
                     key = f"pending{len(pending_gpus) - 1}"
@@ -211,12 +214,13 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
     cpu_nodes: list[tuple[str, float | None]] = []
     for i, c in enumerate(cpus):
         numa = c.get("numaid")
-        sfx = f"cpu{numa}" if numa is not None and numa.strip().lstrip("-").isdigit() else f"cpu{i}"
+        numa_ok = numa is not None and is_strict_int_text(numa.strip(), signed=True)
+        sfx = f"cpu{int(numa.strip())}" if numa_ok else f"cpu{i}"
         if any(s == sfx for s, _ in t.nodes):
             sfx = f"cpu{i}"
         attrs = {"kind": "cpu"}
-        if numa is not None and numa.strip().isdigit():
-            attrs["numa"] = int(numa)
+        if numa_ok and int(numa.strip()) >= 0:
+            attrs["numa"] = int(numa.strip())
         for k in ("arch", "vendor", "familyid", "modelid", "host_hash"):
             if c.get(k) is not None:
                 attrs[k] = c.get(k)
@@ -255,11 +259,11 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
     to_switch: dict[str, int] = {}
     to_cpu: dict[str, int] = {}
     for key, nv, line in nvlinks:
-        try:
-            count = int(nv.get("count", "1"))
-        except ValueError:
-            raise InvalidArgumentError(f"{source} line {line}: <nvlink count={nv.get('count')!r}> is not an integer",
-                                       "host_topology") from None
+        count_text = nv.get("count", "1").strip()
+        if not is_strict_int_text(count_text, signed=True) or abs(int(count_text)) > MAX_NVLINKS:
+            raise InvalidArgumentError(f"{source} line {line}: <nvlink count={nv.get('count')!r}> is not an integer "
+                                       f"in 0..{MAX_NVLINKS}", "host_topology")
+        count = int(count_text)
         if count <= 0:
             continue
         tclass = (nv.get("tclass") or "").strip().lower()

@@ -61,6 +61,7 @@ from .common import (
     read_text,
     resolve_generation,
 )
+from .safe import is_strict_int_text
 
 __all__ = ["parse_topo_matrix", "read_nvsmi", "looks_like_nvsmi", "CLASS_LEVELS"]
 
@@ -71,9 +72,9 @@ _LEVEL_NAME = {1: "PIX", 2: "PXB", 3: "PHB", 4: "NODE", 5: "SYS"}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _AFFINITY = re.compile(r"GPU\s+NUMA\s+ID|CPU\s+Affinity|NUMA\s+Affinity|Affinity", re.I)
-_GPU = re.compile(r"^GPU(\d+)$")
-_NV = re.compile(r"^NV(\d+)$")
-_LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_GPU = re.compile(r"^GPU([0-9]{1,9})$", re.ASCII)
+_NV = re.compile(r"^NV([0-9]{1,4})$", re.ASCII)
+_LEGEND_NIC = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$", re.ASCII)
 
 #: NVLinks per GPU when the generation is unknown: the most any GPU has (NVLink 4 and 5: 18).
 MAX_NVLINKS_PER_GPU = 18
@@ -273,10 +274,8 @@ def parse_topo_matrix(text: str, gpu: Any = None, source: str = "nvidia-smi topo
         if cpus and cpus.upper() != "N/A":
             cpu_aff[g] = cpus
         if numa is not None and numa.upper() != "N/A":
-            try:
-                numa_of[g] = int(numa)
-            except ValueError:
-                pass
+            if is_strict_int_text(numa.strip(), signed=True):
+                numa_of[g] = int(numa.strip())
         aff_key[g] = ("numa", numa_of[g]) if g in numa_of else (("cpu", cpus) if g in cpu_aff else None)
 
     # ---- PCIe clustering

@@ -236,7 +236,8 @@ def load_json(text: str | bytes, what: str, field: str = "", *, max_depth: int =
         return json.loads(text, object_pairs_hook=pairs_hook, parse_float=parse_float, parse_int=parse_int,
                           parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise _fail(f"{what} line {exc.lineno} column {exc.colno}: malformed JSON ({exc.msg})", field) from None
+        where = f" line {exc.lineno}" if "\n" in text else ""  # JSONL callers name the line in ``what``
+        raise _fail(f"{what}{where} column {exc.colno}: malformed JSON ({exc.msg})", field) from None
     except _JsonValueError as exc:
         raise _fail(f"{what}: {exc}", field) from None
     except ValueError as exc:  # parse_constant
@@ -251,7 +252,7 @@ def dump_json(obj: Any, what: str = "the result", **kwargs: Any) -> str:
     try:
         return json.dumps(obj, allow_nan=False, **kwargs)
     except ValueError as exc:
-        if "out of range float" in str(exc):
+        if "out of range float" in str(exc).lower():
             raise _fail(f"{what} holds a non-finite number (an input value is out of range, e.g. a bandwidth "
                         "too small or too large); refusing to write invalid JSON", "") from None
         raise
@@ -428,7 +429,7 @@ def load_yaml(text: str | bytes, what: str, field: str = "", *, max_depth: int =
 # --------------------------------------------------------------------------- XML
 
 
-def _xml_error(exc: Exception, what: str, field: str) -> InvalidArgumentError:
+def _xml_error(exc: Exception, what: str, field: str, kind: str = "XML") -> InvalidArgumentError:
     import defusedxml
 
     if isinstance(exc, defusedxml.EntitiesForbidden):
@@ -441,10 +442,10 @@ def _xml_error(exc: Exception, what: str, field: str) -> InvalidArgumentError:
         return _fail(f"{what}: XML refused ({type(exc).__name__})", field)
     line, col = getattr(exc, "position", (0, 0))
     msg = str(exc).split(":")[0]
-    return _fail(f"{what} line {line}: malformed XML ({msg}, column {col + 1})", field)
+    return _fail(f"{what} line {line}: malformed {kind} ({msg}, column {col + 1})", field)
 
 
-def parse_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES):
+def parse_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES, kind: str = "XML"):
     """``defusedxml.ElementTree.fromstring(text)``: the root element.
 
     Entity declarations (billion laughs, quadratic blowup) and external entities / DTDs
@@ -459,10 +460,11 @@ def parse_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int =
     try:
         return DET.fromstring(text, forbid_dtd=False, forbid_entities=True, forbid_external=True)
     except (ET.ParseError, defusedxml.DefusedXmlException) as exc:
-        raise _xml_error(exc, what, field) from None
+        raise _xml_error(exc, what, field, kind) from None
 
 
-def check_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES) -> None:
+def check_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES,
+              kind: str = "XML") -> None:
     """Refuse XML that :func:`parse_xml` refuses, before a third-party reader (networkx's
     GraphML reader) parses it with the standard library."""
-    parse_xml(text, what, field, max_bytes=max_bytes)
+    parse_xml(text, what, field, max_bytes=max_bytes, kind=kind)

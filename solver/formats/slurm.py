@@ -35,6 +35,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from .common import read_text
 from .hostlist import expand
+from .safe import load_yaml, strict_float, strict_int
 
 __all__ = ["Switch", "Fabric", "parse_topology_conf", "parse_topology_yaml", "read_fabric", "looks_like_yaml"]
 
@@ -200,8 +201,8 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> Fabric:
             if len(kv) > 1:
                 raise InvalidArgumentError(f"{source} line {ln}: unexpected {kv[1][0]!r} after BlockSizes", "fabric")
             try:
-                block_sizes = [int(x) for x in kv[0][1].split(",") if x.strip()]
-            except ValueError:
+                block_sizes = [strict_int(x, "BlockSizes") for x in kv[0][1].split(",") if x.strip()]
+            except InvalidArgumentError:
                 raise InvalidArgumentError(f"{source} line {ln}: BlockSizes={kv[0][1]!r} is not a list of integers",
                                            "fabric") from None
             sizes_line = ln
@@ -230,8 +231,8 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> Fabric:
                 sw.nodes += expand(v, field=f"fabric line {ln}")
             else:
                 try:
-                    sp = float(v)
-                except ValueError:
+                    sp = strict_float(v, "LinkSpeed")
+                except InvalidArgumentError:
                     sp = float("nan")
                 if not math.isfinite(sp) or sp <= 0:
                     raise InvalidArgumentError(f"{source} line {ln}: LinkSpeed={v!r} is not a positive number",
@@ -264,24 +265,9 @@ def looks_like_yaml(text: str) -> bool:
 
 
 def _yaml_load(text: str, source: str):
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader, node, deep=False):
-        mapping = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-        mapping["__line__"] = node.start_mark.line + 1
-        return mapping
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 - SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InvalidArgumentError(f"{source}{where}: malformed YAML ({problem})", "fabric") from None
+    """Strict YAML (:func:`.safe.load_yaml`: depth, size, aliases, duplicate keys); every
+    mapping gets its line as ``__line__``."""
+    return load_yaml(text, source, "fabric", mark_lines="__line__")
 
 
 def _hostlist_value(v: Any, source: str, line: int, what: str) -> list[str]:
@@ -362,8 +348,8 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
                         nodes=_hostlist_value(it.get("nodes"), source, ln, "nodes"))
             if it.get("link_speed") is not None:
                 try:
-                    sw.link_speed = float(it["link_speed"])
-                except (TypeError, ValueError):
+                    sw.link_speed = strict_float(it["link_speed"], "link_speed")
+                except InvalidArgumentError:
                     sw.link_speed = float("nan")
                 if not math.isfinite(sw.link_speed) or sw.link_speed <= 0:
                     raise InvalidArgumentError(f"{source} line {ln}: link_speed {it['link_speed']!r} is not a "
@@ -377,8 +363,8 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
         raw = body.get("block_sizes")
         if raw is not None:
             try:
-                sizes = [int(x) for x in (raw.split(",") if isinstance(raw, str) else raw)]
-            except (TypeError, ValueError):
+                sizes = [strict_int(x, "block_sizes") for x in (raw.split(",") if isinstance(raw, str) else raw)]
+            except (TypeError, InvalidArgumentError):
                 raise InvalidArgumentError(f"{source} line {body['__line__']}: block_sizes {raw!r} is not a list "
                                            "of integers", "fabric") from None
         for it in items:

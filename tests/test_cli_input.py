@@ -1,0 +1,415 @@
+"""Hostile and malformed CLI input (issue 11, item 5 and the XML part of item 6).
+
+Every reproducer of the issue is a bad input, so the CLI contract holds for each: exit
+status 2, exactly one line on stderr, nothing on stdout, never a traceback.  The strict
+loaders themselves (rankmap.solver.formats.safe) are tested directly below.
+"""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+
+from rankmap.cli import main
+from rankmap.solver import fat_tree_cluster
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.formats import safe
+from rankmap.solver.formats.hostlist import MAX_HOSTS, count, expand
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def bad_input(capsys, *argv, needle: str = "") -> str:
+    """Run the CLI and check the bad-input contract; returns the stderr line."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (code, err)
+    assert out == ""
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert needle in err, err
+    return err
+
+
+def graph_doc(n_hosts: int = 2, gpus: int = 4) -> dict:
+    g = fat_tree_cluster(n_hosts, gpus, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
+    return json.loads(json.dumps(nx.node_link_data(g, edges="edges")))
+
+
+@pytest.fixture()
+def cluster_file(tmp_path):
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(graph_doc()))
+    return path
+
+
+def billion_laughs(levels: int = 9) -> str:
+    """A ~400-byte YAML alias bomb: 9**levels strings once expanded."""
+    text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    prev = "a"
+    for name in "bcdefghijk"[: levels - 1]:
+        text += f"{name}: &{name} [" + ",".join(["*" + prev] * 9) + "]\n"
+        prev = name
+    return text, prev
+
+
+# ------------------------------------------------------------------ deep nesting
+
+
+def test_deep_json_cluster_file(capsys, tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text("[" * 100_000 + "]" * 100_000)
+    bad_input(capsys, "solve", f, "--tp", "2", needle="nested 100000 levels deep; the limit is 64")
+    bad_input(capsys, "evaluate", f, "--assignment", f, needle="nested")
+
+
+def test_deep_json_inside_a_valid_graph(capsys, tmp_path):
+    doc = graph_doc()
+    doc["graph"] = {"note": json.loads("[" * 200 + "]" * 200)}
+    f = tmp_path / "deep-attr.json"
+    f.write_text(json.dumps(doc))
+    bad_input(capsys, "solve", f, "--tp", "2", needle="nested 202 levels deep")
+
+
+def test_deep_json_assignment_file(capsys, cluster_file, tmp_path):
+    a = tmp_path / "assignment.json"
+    a.write_text('{"assignment": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    bad_input(capsys, "evaluate", cluster_file, "--assignment", a, needle="assignment file")
+
+
+def test_deep_yaml_job_file(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("cluster: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    bad_input(capsys, "solve", job, needle="nested more than 64 levels deep")
+    job.write_text("constraint:\n" + "".join("  " * i + "- \n" for i in range(1, 200)))
+    bad_input(capsys, "solve", job, needle="nested more than 64 levels deep")
+
+
+def test_deep_batch_inputs(capsys, tmp_path):
+    from rankmap.cli_batch import load_entries
+
+    jl = tmp_path / "jobs.jsonl"
+    jl.write_text('{"tp": 1}\n' + '{"tp": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    entries = load_entries(str(jl))
+    assert entries[0].error is None
+    assert isinstance(entries[1].error, InvalidArgumentError) and "nested" in entries[1].error.message
+    y = tmp_path / "jobs.yaml"
+    y.write_text("- tp: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    bad_input(capsys, "batch", y, needle="nested more than 64 levels deep")
+
+
+# ------------------------------------------------------------------ YAML aliases
+
+
+def test_yaml_alias_bomb_in_a_known_key(capsys, tmp_path, cluster_file):
+    # every anchor inside the value of one known key: [&a [lol x9], &b [*a x9], ..., *i]
+    levels = ["&a [" + ",".join(["lol"] * 9) + "]"]
+    levels += [f"&{n} [" + ",".join(["*" + p] * 9) + "]" for p, n in zip("abcdefgh", "bcdefghi")]
+    value = "[" + ", ".join(levels) + ", *i]"
+    assert len(value) < 400
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: {cluster_file}\nconstraint: {value}\n")
+    err = bad_input(capsys, "solve", job, needle="aliases expand to more than 1,000,000 values")
+    assert "job file" in err
+    # batch YAML likewise (INPUT cannot be read: exit 2)
+    bomb, last = billion_laughs(9)
+    b = tmp_path / "batch.yaml"
+    b.write_text(bomb + "jobs: *" + last + "\n")
+    bad_input(capsys, "batch", b, needle="aliases expand")
+
+
+def test_yaml_recursive_alias(capsys, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("constraint: &a [*a]\n")
+    bad_input(capsys, "solve", job, needle="recursive alias")
+
+
+def test_yaml_aliases_and_merge_keys_within_bounds_still_work(tmp_path):
+    doc = safe.load_yaml("defaults: &d {tp: 2, pp: 2}\njobs:\n- {<<: *d, name: a}\n- {<<: *d, tp: 4}\n", "batch")
+    assert doc["jobs"] == [{"tp": 2, "pp": 2, "name": "a"}, {"tp": 4, "pp": 2}]
+
+
+# ------------------------------------------------------------------ duplicate keys
+
+
+def test_duplicate_keys_in_job_file(capsys, tmp_path, cluster_file):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: {cluster_file}\ntp: 2\npp: 1\ntp: 4\n")
+    bad_input(capsys, "solve", job, needle="line 4: duplicate key 'tp'")
+    job.write_text(f"cluster: {cluster_file}\nworld-size: 8\nworld_size: 4\n")
+    bad_input(capsys, "solve", job, needle="key 'world_size' given twice")
+    job.write_text(f"cluster: {cluster_file}\nconstraint: tp within host\nconstraints: [pp within host]\n")
+    bad_input(capsys, "solve", job, needle="given twice")
+
+
+def test_duplicate_keys_in_graph_file(capsys, tmp_path):
+    text = json.dumps(graph_doc())
+    f = tmp_path / "dup.json"
+    f.write_text(text.replace('"bandwidth":', '"bandwidth": 1, "bandwidth":', 1))
+    bad_input(capsys, "solve", f, "--tp", "2", needle="duplicate key 'bandwidth'")
+
+
+def test_duplicate_keys_in_batch_jsonl(tmp_path):
+    from rankmap.cli_batch import load_entries
+
+    jl = tmp_path / "jobs.jsonl"
+    jl.write_text('{"tp": 2, "tp": 4}\n')
+    (e,) = load_entries(str(jl))
+    assert "duplicate key 'tp'" in e.error.message
+
+
+def test_duplicate_keys_in_topology_yaml(capsys, tmp_path):
+    fabric = tmp_path / "topology.yaml"
+    fabric.write_text("- topology: t1\n  cluster_default: true\n  cluster_default: false\n  tree:\n"
+                      "    switches:\n    - switch: s1\n      nodes: n[1-2]\n")
+    bad_input(capsys, "cluster", "--fabric", fabric, "--gpu", "h100", "--gpus-per-node", "8",
+              needle="duplicate key 'cluster_default'")
+
+
+# ------------------------------------------------------------------ node lists
+
+
+def test_huge_nodelist_is_refused_before_expanding(capsys):
+    err = bad_input(capsys, "cluster", "--nodelist", "n[1-1000000]", "--gpus-per-node", "8", "--gpu", "h100",
+                    needle="names 1,000,000 hosts; the limit is 65,536")
+    assert "n[1-1000000]" in err
+    bad_input(capsys, "cluster", "--nodelist", "n[1-1000]x[1-1000]", "--gpus-per-node", "8", "--gpu", "h100",
+              needle="names 1,000,000 hosts")
+    bad_input(capsys, "cluster", "--nodelist", "n[0-99999999999999999999999]", "--gpus-per-node", "8",
+              "--gpu", "h100", needle="is not numeric")
+
+
+def test_hostlist_count_matches_expand():
+    for expr in ("node[001-016,040]", "a[1-2]b[1-3],c", "x", "r[1-2]-g[01-04],z[7]"):
+        assert count(expr) == len(expand(expr))
+    assert count("n[1-1000000]") == 1_000_000
+    assert len(expand(f"n[1-{MAX_HOSTS}]")) == MAX_HOSTS
+    with pytest.raises(InvalidArgumentError, match="limit"):
+        expand(f"n[1-{MAX_HOSTS}],m")
+    with pytest.raises(InvalidArgumentError, match="not numeric"):
+        expand("n[١-٣]")  # Arabic-Indic digits
+
+
+# ------------------------------------------------------------------ strict integers
+
+
+@pytest.mark.parametrize("value", ["8_0", "٨", "0x10", "8.0", "+8", " ", "1" * 40])
+def test_world_size_ascii_digits_only(capsys, value):
+    bad_input(capsys, "groups", "--world-size", value, needle="--world-size")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["groups", "--world-size", "8", "--tp", "2_0"],
+        ["groups", "--world-size", "8", "--hierarchical-cp-sizes", "1,2_0"],
+        ["cluster", "--gpu", "h100", "--gpus-per-node", "8_0", "--nodelist", "n[1-2]"],
+        ["cluster", "--gpu", "h100", "--gpus-per-node", "٨", "--nodelist", "n[1-2]"],
+        ["cluster", "--gpu", "h100", "--gpus-per-node", "8", "--nodelist", "n[1-2]", "--rate", "nic=5_0"],
+        ["serve", "--port", "5_0051"],
+        ["serve", "--workers", "٢"],
+        ["serve", "--max-queued", "1_0"],
+        ["traffic", "--world-size", "1_6", "--tp", "2"],
+    ],
+)
+def test_strict_integers_on_every_flag(capsys, argv):
+    bad_input(capsys, *argv)
+
+
+def test_strict_integers_in_solve_flags(capsys, cluster_file):
+    bad_input(capsys, "solve", cluster_file, "--seed", "1_0", needle="--seed")
+    bad_input(capsys, "solve", cluster_file, "--time-limit", "1_0", needle="--time-limit")
+    bad_input(capsys, "solve", cluster_file, "--time-limit", "nan", needle="--time-limit")
+    bad_input(capsys, "solve", "--gpu", "h100", "--gpus-per-node", "8_0", "--nodelist", "n[1-2]",
+              needle="--gpus-per-node")
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ("tp: 8_0", "job key 'tp' must be a non-negative integer written in ASCII digits, got '8_0'"),
+        ("tp: '٢'", "job key 'tp'"),
+        ("tp: 0x2", "got '0x2'"),
+        ("tp: 1:20", "got '1:20'"),  # YAML 1.1 sexagesimal (80) is a string here
+        ("tp: !!int 8_0", "integer '8_0' is not ASCII decimal digits"),
+        ("tp: true", "job key 'tp' must be an integer, got True"),
+        ("seed: 1_0", "job key 'seed'"),
+        ("world_size: '8 '", ""),  # surrounding spaces are fine: not an error about digits
+        ("hierarchical_cp_sizes: 1,2_0", "hierarchical_cp_sizes"),
+        ("time_limit: 1_0", "job key 'time_limit'"),
+        ("time_limit: 1e999", "out of range"),
+    ],
+)
+def test_strict_integers_in_job_files(capsys, tmp_path, cluster_file, line, needle):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: {cluster_file}\n{line}\n")
+    if line.startswith("world_size"):
+        code, out, err = run(capsys, "solve", job, "--time-limit", "5")
+        assert code == 0 and json.loads(out)["assignment"], err
+        return
+    bad_input(capsys, "solve", job, needle=needle)
+
+
+def test_yaml_numbers_are_decimal():
+    doc = safe.load_yaml("a: 010\nb: -3\nc: 4e9\nd: 1.5\ne: 8_0\nf: .inf\ng: 0o7\n", "x")
+    assert doc == {"a": 10, "b": -3, "c": 4e9, "d": 1.5, "e": "8_0", "f": ".inf", "g": "0o7"}
+
+
+# ------------------------------------------------------------------ finite JSON out, ranges
+
+
+@pytest.mark.parametrize("bw", [5e-324, 1e-7, 1e308])
+def test_bandwidth_out_of_range(capsys, tmp_path, bw):
+    doc = graph_doc()
+    for e in doc["edges"]:
+        e["bandwidth"] = bw
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc))
+    bad_input(capsys, "solve", f, "--tp", "2", needle=f"bandwidth {bw!r} GB/s, outside the accepted range")
+
+
+def test_non_finite_json_in_is_refused(capsys, tmp_path):
+    text = json.dumps(graph_doc())
+    f = tmp_path / "c.json"
+    f.write_text(text.replace('"bandwidth": 450', '"bandwidth": 1e999', 1))
+    bad_input(capsys, "solve", f, "--tp", "2", needle="number 1e999 is out of range")
+    f.write_text(text.replace('"bandwidth": 450', '"bandwidth": NaN', 1))
+    bad_input(capsys, "solve", f, "--tp", "2", needle="NaN is not a finite number")
+
+
+def test_core_refuses_out_of_range_bandwidth():
+    from rankmap.solver.cluster import cluster_from_graph
+
+    g = fat_tree_cluster(1, 2, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
+    u, v = next(iter(g.edges()))
+    g[u][v]["bandwidth"] = 5e-324
+    with pytest.raises(InvalidArgumentError, match="outside the accepted range"):
+        cluster_from_graph(g)
+
+
+def test_json_writer_refuses_non_finite():
+    assert safe.dump_json({"x": 1.5}) == '{"x": 1.5}'
+    with pytest.raises(InvalidArgumentError, match="non-finite"):
+        safe.dump_json({"x": float("inf")})
+
+
+# ------------------------------------------------------------------ local_index
+
+
+def test_local_index_range_is_one_range(capsys, tmp_path):
+    from rankmap.solver.cluster import MAX_LOCAL_INDEX, cluster_from_graph
+
+    doc = graph_doc()
+    gpu = next(n for n in doc["nodes"] if n.get("kind") == "gpu")
+    gpu["local_index"] = 2**40
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc))
+    bad_input(capsys, "solve", f, "--tp", "2", needle=f"the accepted range is 0..{MAX_LOCAL_INDEX}")
+    g = fat_tree_cluster(1, 2, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
+    n = next(n for n, d in g.nodes(data=True) if d.get("kind") == "gpu")
+    g.nodes[n]["local_index"] = 2**40
+    with pytest.raises(InvalidArgumentError, match="accepted range"):
+        cluster_from_graph(g)  # in process, as the service does
+    g.nodes[n]["local_index"] = MAX_LOCAL_INDEX
+    cluster_from_graph(g)
+
+
+# ------------------------------------------------------------------ server: key
+
+
+def test_job_server_key_is_validated(capsys, tmp_path, cluster_file):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"cluster: {cluster_file}\nserver: not-a-server\n")
+    bad_input(capsys, "solve", job, needle="job key 'server'")
+    job.write_text(f"cluster: {cluster_file}\nserver: 127.0.0.1:99999\n")
+    bad_input(capsys, "solve", job, needle="outside 1..65535")
+
+
+def test_job_with_server_is_validated_before_sending(capsys, tmp_path):
+    doc = graph_doc()
+    gpu = next(n for n in doc["nodes"] if n.get("kind") == "gpu")
+    gpu["local_index"] = 2**40
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc))
+    job = tmp_path / "job.yaml"
+    # port 1 on loopback: nothing listens, so reaching the network would be exit 1
+    job.write_text(f"cluster: {f}\nserver: 127.0.0.1:1\ntp: 2\n")
+    bad_input(capsys, "solve", job, needle="accepted range")
+    job.write_text(f"cluster: {f.parent / 'missing.json'}\nserver: 127.0.0.1:1\ntp: 8_0\n")
+    bad_input(capsys, "solve", job, needle="job key 'tp'")
+
+
+# ------------------------------------------------------------------ XML
+
+
+def _entity_xml(root: str) -> str:
+    return ('<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol "lol">\n'
+            ' <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">\n]>\n'
+            f"<{root}>&lol2;</{root.split()[0]}>\n")
+
+
+def test_nccl_xml_entities_are_refused(capsys, tmp_path):
+    f = tmp_path / "topo.xml"
+    f.write_text(_entity_xml("system version=\"1\""))
+    bad_input(capsys, "cluster", "--host-topology", f, needle="XML entity declarations are not accepted")
+    f.write_text('<?xml version="1.0"?>\n<!DOCTYPE s [<!ENTITY x SYSTEM "file:///etc/passwd">]>\n'
+                 '<system version="1">&x;</system>\n')
+    bad_input(capsys, "cluster", "--host-topology", f, needle="not accepted")
+
+
+def test_graphml_entities_are_refused(capsys, tmp_path):
+    f = tmp_path / "c.graphml"
+    f.write_text(_entity_xml('graphml xmlns="http://graphml.graphdrawing.org/xmlns"'))
+    bad_input(capsys, "solve", f, needle="XML entity declarations are not accepted")
+
+
+def test_nccl_xml_strict_integers(capsys, tmp_path):
+    f = tmp_path / "topo.xml"
+    f.write_text('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x030200" '
+                 'link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90">'
+                 '<nvlink target="0000:02:00.0" count="1_8" tclass="0x068000"/></gpu></pci></cpu></system>')
+    bad_input(capsys, "cluster", "--host-topology", f, needle="count='1_8'")
+
+
+# ------------------------------------------------------------------ the loaders themselves
+
+
+def test_load_json_limits():
+    assert safe.load_json('{"a": [1, 2.5, "[[["]}', "x") == {"a": [1, 2.5, "[[["]}
+    with pytest.raises(InvalidArgumentError, match="nested 3 levels deep; the limit is 2"):
+        safe.load_json("[[[]]]", "x", max_depth=2)
+    with pytest.raises(InvalidArgumentError, match="larger than the 4-byte limit"):
+        safe.load_json("[1, 2]", "x", max_bytes=4)
+    with pytest.raises(InvalidArgumentError, match="more than 30 digits"):
+        safe.load_json("1" * 5000, "x")
+    with pytest.raises(InvalidArgumentError, match="x line 2 column 1: malformed JSON"):
+        safe.load_json("[1,\n]", "x")
+
+
+def test_load_yaml_limits():
+    with pytest.raises(InvalidArgumentError, match="larger than"):
+        safe.load_yaml("a: 1\n", "x", max_bytes=3)
+    with pytest.raises(InvalidArgumentError, match="nested more than 2 levels"):
+        safe.load_yaml("a: [[1]]\n", "x", max_depth=2)
+    with pytest.raises(InvalidArgumentError, match="x line 2: malformed YAML"):
+        safe.load_yaml("a: [1\nb: 2\n", "x")
+    bomb, _ = billion_laughs(7)  # 9**7 = 4.8 million values
+    with pytest.raises(InvalidArgumentError, match="aliases expand"):
+        safe.load_yaml(bomb, "x")
+
+
+def test_strict_int_and_float():
+    assert safe.strict_int("42", "n") == 42 and safe.strict_int(7, "n") == 7
+    assert safe.strict_int("-3", "n", signed=True) == -3
+    for bad in ("8_0", "٨", "-3", "+3", "0x1", "", True, 1.0, "1" * 31):
+        with pytest.raises(InvalidArgumentError):
+            safe.strict_int(bad, "n")
+    assert safe.strict_float("4e9", "x") == 4e9 and safe.strict_float(2, "x") == 2.0
+    for bad in ("1_0", "nan", "inf", "1e999", "٣", True, float("nan")):
+        with pytest.raises(InvalidArgumentError):
+            safe.strict_float(bad, "x")
