@@ -106,15 +106,10 @@ def _read_text(path: str) -> str:
 
 
 def _yaml_load(text: str, path: str):
-    import yaml
+    """Strict YAML (depth, size, alias expansion, duplicate keys: rankmap.solver.formats.safe)."""
+    from rankmap.solver.formats.safe import load_yaml
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
-        raise InvalidArgumentError(f"{path}{where}: {problem}", "input") from None
+    return load_yaml(text, path, "input")
 
 
 def load_entries(path: str) -> list[Entry]:
@@ -146,6 +141,8 @@ def load_entries(path: str) -> list[Entry]:
         return entries
 
     text = _read_text(path)
+    from rankmap.solver.formats.safe import load_json
+
     base = os.path.dirname(os.path.abspath(path))
     stem = os.path.splitext(os.path.basename(path))[0]
     if path.lower().endswith(_JSONL_SUFFIXES):
@@ -155,10 +152,7 @@ def load_entries(path: str) -> list[Entry]:
                 continue
             where = f"{path} line {lineno}"
             try:
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidArgumentError(f"{where} column {exc.colno}: malformed JSON ({exc.msg})", "input") from None
+                obj = load_json(line, where, "input")  # depth, size, duplicate keys, finite numbers
                 name, job = job_from_entry(obj, base, where)
                 entries.append(Entry(index, name or f"{stem}:{lineno}", job))
             except RankmapError as exc:

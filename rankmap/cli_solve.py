@@ -10,13 +10,13 @@ file; an unknown key is an error naming it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 from typing import Any, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.formats.safe import dump_json, load_json, strict_float, strict_int
 
 __all__ = [
     "register",
@@ -140,11 +140,6 @@ def exposure_from_value(value: Any) -> dict[str, float]:
     )
 
 
-def _yaml_error_line(exc) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    return f" line {mark.line + 1}" if mark is not None else ""
-
-
 def load_job_file(path: str) -> dict[str, Any]:
     """Read a job YAML file into a dict of :data:`JOB_KEYS`.
 
@@ -157,17 +152,17 @@ def load_job_file(path: str) -> dict[str, Any]:
         Missing file, malformed YAML (with line), a non-mapping document, or an
         unknown key (named).
     """
-    import yaml
+    from rankmap.solver.formats.safe import MAX_YAML_BYTES, load_yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
+            text = fh.read(MAX_YAML_BYTES + 1)  # load_yaml refuses anything longer
     except FileNotFoundError:
         raise InvalidArgumentError(f"job file {path!r} does not exist", "job") from None
-    except yaml.YAMLError as exc:
-        raise InvalidArgumentError(f"job file {path}{_yaml_error_line(exc)}: malformed YAML", "job") from None
     except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
         raise InvalidArgumentError(f"cannot read job file {path!r}: {exc}", "job") from None
+    # depth, size, alias expansion, duplicate keys, ASCII decimal integers (safe.py)
+    doc = load_yaml(text, f"job file {path}", "job")
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -208,8 +203,15 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)
         if k == "model" and isinstance(value, dict):
             k = "model_mapping"
+        if k in out or (k in ("model", "model_mapping") and ({"model", "model_mapping"} & set(out))):
+            raise InvalidArgumentError(f"{where}: key {key!r} given twice (spellings of one key)", str(key))
         out[k] = value
     return out
+
+
+#: Job keys holding an integer (ASCII digits when written as a string; never a bool or a float).
+_JOB_INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "seq_length",
+                 "micro_batch_size", "global_batch_size", "num_micro_batches", "gpus_per_node", "seed")
 
 
 def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
@@ -241,8 +243,15 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
             if not getattr(args, key):
                 setattr(args, key, [str(v) for v in value])
             continue
-        if key == "hierarchical_cp_sizes" and isinstance(value, str):
-            value = [int(x) for x in value.split(",")]
+        if key == "hierarchical_cp_sizes":
+            items = value.split(",") if isinstance(value, str) else value
+            if not isinstance(items, list):
+                raise InvalidArgumentError(f"job key {key!r} must be a list of integers, got {value!r}", key)
+            value = [strict_int(x, f"job key {key!r}", key) for x in items]
+        if key in _JOB_INT_KEYS and value is not None:
+            value = strict_int(value, f"job key {key!r}", key)
+        if key == "time_limit" and value is not None:
+            value = strict_float(value, f"job key {key!r}", key)
         if key == "orders":
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
                 value = ",".join(value)
@@ -253,6 +262,13 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
         if key in ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format",
                    "server", "topology_name", "dtype") and value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"job key {key!r} must be a string, got {value!r}", key)
+        if key == "server" and value is not None:
+            from rankmap.cli import server_arg
+
+            try:
+                value = server_arg(value)  # the same check as --server
+            except argparse.ArgumentTypeError as exc:
+                raise InvalidArgumentError(f"job key 'server': {exc}", key) from None
         dest = key
         if getattr(args, dest, None) is None:
             setattr(args, dest, value)
@@ -293,9 +309,7 @@ def _options(args: argparse.Namespace):
         raise InvalidArgumentError(f"time_limit {args.time_limit!r} is not a number of seconds", "time_limit") from None
     seed = args.seed if args.seed is not None else 0
     if isinstance(seed, str):
-        if not seed.isdigit():
-            raise InvalidArgumentError(f"seed {seed!r} is not a non-negative integer", "seed")
-        seed = int(seed)
+        seed = strict_int(seed, "seed", "seed")
     exposure = exposure_from_value(getattr(args, "exposure", None))
     return SolveOptions(
         mode=(args.mode or "launcher"),
@@ -361,7 +375,11 @@ def solve_from_args(args: argparse.Namespace):
     graph, cfg, traffic, options = prepare_args(args)
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
+        from rankmap.solver.cluster import cluster_from_graph
 
+        # validate the cluster here as an in-process solve would (local_index, bandwidth
+        # ranges, ...): bad input is exit 2 before anything is sent, whatever the server says
+        cluster_from_graph(graph)
         with RankmapClient(args.server) as client:
             return client.solve_config(graph, cfg, traffic, options)
     from rankmap.progress import SolveProgress, progress_enabled
@@ -485,7 +503,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if fmt == "table":
         sys.stdout.write(solve_table(result) + "\n")
     else:
-        sys.stdout.write(json.dumps(result.to_dict()) + "\n")
+        sys.stdout.write(dump_json(result.to_dict()) + "\n")
     return 0
 
 
@@ -502,10 +520,7 @@ def _read_assignment(path: str) -> tuple[list[str], str | None]:
     order = None
     stripped = text.strip()
     if stripped.startswith(("[", "{")):
-        try:
-            doc = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(f"assignment file {path} line {exc.lineno}: {exc.msg}", "assignment") from None
+        doc = load_json(stripped, f"assignment file {path}", "assignment")  # depth, size, duplicate keys
         if isinstance(doc, dict):
             order = doc.get("order") if isinstance(doc.get("order"), str) else None
             doc = doc.get("assignment")
@@ -553,7 +568,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         lines.extend(cost_table(cost, traffic))
         sys.stdout.write("\n".join(lines) + "\n")
     else:
-        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.write(dump_json(doc) + "\n")
     return 0
 
 
@@ -565,7 +580,7 @@ _EXPOSURE_HELP = (
 
 def register(subparsers) -> None:
     """Add the ``solve`` and ``evaluate`` subcommands."""
-    from rankmap.cli import add_size_arguments, server_arg
+    from rankmap.cli import add_size_arguments, float_arg, int_at_least, server_arg
     from rankmap.cli_cluster import add_cluster_arguments
     from rankmap.cli_traffic import add_model_arguments
 
@@ -589,8 +604,8 @@ def register(subparsers) -> None:
                    help="e.g. 'tp within host', 'ep within leaf' (repeatable)")
     s.add_argument("--exclude-host", action="append", default=None, help="host not to use (repeatable)")
     s.add_argument("--exclude-device", action="append", default=None, help="GPU node id not to use (repeatable)")
-    s.add_argument("--time-limit", type=float, default=None, help="search budget, seconds (default 30)")
-    s.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
+    s.add_argument("--time-limit", type=float_arg, default=None, help="search budget, seconds (default 30)")
+    s.add_argument("--seed", type=int_at_least(0), default=None, help="CP-SAT random seed (default 0)")
     s.add_argument("--format", choices=("json", "table"), default=None, help="json (default) or table")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="solve on a rankmap server instead of in process")
