@@ -159,22 +159,23 @@ def strict_float(value: Any, what: str, field: str = "") -> float:
 
 # --------------------------------------------------------------------------- JSON
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+def _json_depth(data: bytes) -> int:
+    """Deepest bracket nesting of JSON text (UTF-8 bytes), brackets inside strings skipped.
 
-
-def _json_depth(text: str) -> int:
-    """Deepest bracket nesting of JSON text, strings skipped (C-speed regex + numpy)."""
-    if "[" not in text and "{" not in text:
-        return 0
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
-    if not brackets:
+    Vectorised (numpy), about 15 ms per MB: escaped backslashes and quotes are blanked, a
+    bracket is inside a string when an odd number of quotes precede it."""
+    if b"[" not in data and b"{" not in data:
         return 0
     import numpy as np
 
-    raw = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
-    step = np.where((raw == ord("[")) | (raw == ord("{")), 1, -1).astype(np.int64)
-    return int(np.cumsum(step).max())
+    data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    arr = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(arr == ord('"'))
+    opens = (arr == ord("[")) | (arr == ord("{"))
+    at = np.flatnonzero(opens | (arr == ord("]")) | (arr == ord("}")))
+    outside = (np.searchsorted(quotes, at) & 1) == 0
+    step = np.where(opens[at], 1, -1)[outside]
+    return int(np.cumsum(step).max()) if step.size else 0
 
 
 def _reject_constant(name: str):
@@ -200,14 +201,16 @@ def load_json(text: str | bytes, what: str, field: str = "", *, max_depth: int =
         overflows, an integer of more than :data:`MAX_INT_DIGITS` digits, not UTF-8.
     """
     _size_check(text, what, field, max_bytes, "JSON")
+    data = bytes(text) if isinstance(text, (bytes, bytearray)) else text.encode("utf-8", "surrogatepass")
+    depth = _json_depth(data)
     if isinstance(text, (bytes, bytearray)):
         try:
-            text = bytes(text).decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _fail(f"{what}: not UTF-8 text (byte {exc.start})", field) from None
+    del data
     if text.startswith("\ufeff"):
         text = text[1:]
-    depth = _json_depth(text)
     if depth > max_depth:
         raise _fail(f"{what}: JSON nested {depth} levels deep; the limit is {max_depth}", field)
 
