@@ -197,7 +197,8 @@ from rankmap.batch import (  # noqa: E402
 # --------------------------------------------------------------------------- the server back end
 
 
-def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: float) -> Iterable[dict]:
+def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: float,
+               tls_ca=None, token_file=None) -> Iterable[dict]:
     from rankmap.client import RankmapClient
     from rankmap.server import convert
 
@@ -214,7 +215,7 @@ def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: fl
             yield {"index": e.index, "name": e.name, "ok": False, "error": error_document(exc)}
     if not requests:
         return
-    with RankmapClient(server, timeout=timeout) as client:
+    with RankmapClient(server, timeout=timeout, tls_ca=tls_ca, token_file=token_file) as client:
         for pos, outcome in client.batch_solve(requests):
             e = owners[pos]
             if isinstance(outcome, Exception):
@@ -283,6 +284,9 @@ def register(subparsers) -> None:
 
     p.add_argument("input", help="folder of .yaml job files, a YAML list of jobs, or a .jsonl file")
     p.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT", help="solve on a rankmap server (BatchSolve)")
+    p.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="--server speaks TLS; FILE is the PEM CA that signed its certificate")
+    p.add_argument("--token-file", default=None, metavar="FILE", help="bearer token for --server (first line of FILE)")
     p.add_argument("--executor", choices=EXECUTORS, default="process",
                    help="process: a local process pool (default); ray: one Ray task per job "
                         "(needs pip install 'rankmap[ray]')")
@@ -346,7 +350,8 @@ def run(args: argparse.Namespace) -> int:
             for e in entries:
                 if e.error is not None:
                     emit({"index": e.index, "name": e.name, "ok": False, "error": error_document(e.error)})
-            source = _on_server(entries, args.server, args.omit_groups, args.timeout)
+            source = _on_server(entries, args.server, args.omit_groups, args.timeout,
+                                args.tls_ca, args.token_file)
         else:
             source = iter_solve_many(entries, executor, workers=args.workers, ray_address=ray_address,
                                      omit_groups=args.omit_groups,

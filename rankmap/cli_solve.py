@@ -380,7 +380,8 @@ def solve_from_args(args: argparse.Namespace):
         # validate the cluster here as an in-process solve would (local_index, bandwidth
         # ranges, ...): bad input is exit 2 before anything is sent, whatever the server says
         cluster_from_graph(graph)
-        with RankmapClient(args.server) as client:
+        with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
+                           token_file=getattr(args, "token_file", None)) as client:
             return client.solve_config(graph, cfg, traffic, options)
     from rankmap.progress import SolveProgress, progress_enabled
     from rankmap.solver import solve
@@ -609,6 +610,10 @@ def register(subparsers) -> None:
     s.add_argument("--format", choices=("json", "table"), default=None, help="json (default) or table")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="solve on a rankmap server instead of in process")
+    s.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="--server speaks TLS; FILE is the PEM CA that signed its certificate")
+    s.add_argument("--token-file", default=None, metavar="FILE",
+                   help="bearer token for --server (first line of FILE)")
     s.add_argument("--progress", action="store_true",
                    help="phase and best time so far on stderr for solves over ~1 s, even when stderr is not "
                         "a terminal (default: only on a terminal)")
