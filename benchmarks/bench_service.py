@@ -9,6 +9,15 @@ percentiles and failures by status code.
     python benchmarks/bench_service.py                      # 50 clients, 20 s, Solve on 16 GPUs
     python benchmarks/bench_service.py --duration 5 --gpus 64 --method evaluate
     python benchmarks/bench_service.py --server 10.0.0.5:50051 --clients 200 --json
+    python benchmarks/bench_service.py --soak-seconds 600     # soak: mixed requests, server RSS before/after
+
+Soak mode (``--soak-seconds S``): ``--clients`` threads (default 8 there) send a
+mix for S seconds: Solve, Evaluate, GetGroups (small and 65,536 ranks),
+BatchSolve of 4, requests with bad input (INVALID_ARGUMENT), requests with a
+deadline too short to finish (DEADLINE_EXCEEDED), undecodable bytes.  It
+prints the count and latency per kind, status codes, and the server's RSS after
+a warm-up, its peak and at the end (a leak shows as an end RSS that keeps
+growing with S); exit 1 on an unexpected status code (INTERNAL, UNKNOWN, ...).
 
 Clusters: hosts of ``--gpus-per-host`` GPUs on an NVSwitch (450 GB/s), 50 GB/s
 NICs to leaves of 4 hosts, 25 GB/s to one spine.  Solve: tp=2, pp=2, the
@@ -57,7 +66,8 @@ def _free_port() -> int:
 
 def start_server(workers: int | None, max_queued: int) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "rankmap", "serve", "--port", str(port), "--max-queued", str(max_queued), "--quiet"]
+    cmd = [sys.executable, "-m", "rankmap", "serve", "--port", str(port), "--max-queued", str(max_queued), "--quiet",
+           "--drain-delay", "0"]
     if workers:
         cmd += ["--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -156,6 +166,149 @@ def run_load(address: str, args) -> dict:
     }
 
 
+def rss_mib(pid: int) -> float:
+    """Resident set size of process ``pid`` in MiB (Linux /proc), NaN when unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+#: Soak request kinds and the status codes each may end with.
+SOAK_EXPECTED = {
+    "solve": {"OK"},
+    "evaluate": {"OK"},
+    "groups": {"OK"},
+    "groups_64k": {"OK", "DEADLINE_EXCEEDED"},
+    "batch": {"OK"},
+    "invalid": {"INVALID_ARGUMENT"},
+    "deadline": {"DEADLINE_EXCEEDED", "OK"},
+    "garbage": {"INVALID_ARGUMENT"},
+}
+
+
+def run_soak(address: str, args, pid: int | None) -> dict:
+    """Mixed requests for ``args.soak_seconds``; counts, latencies, codes and server RSS."""
+    import random
+
+    import grpc
+
+    from rankmap.server import convert
+    from rankmap.v1 import rankmap_pb2 as pb
+
+    graph = make_cluster(args.gpus, args.gpus_per_host)
+    gpus = [n for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"]
+    traffic = {"tp": 4e9, "dp": 1e9, "pp": 1e8}
+    solve = convert.solve_request(graph, tp=2, pp=2, traffic=traffic, time_limit_seconds=2.0, omit_groups=True)
+    big = convert.solve_request(make_cluster(256, 8), tp=8, pp=2, traffic=traffic, orders="all",
+                                time_limit_seconds=20.0, omit_groups=True)
+    requests = {
+        "solve": ("Solve", solve, 60.0),
+        "evaluate": ("Evaluate", convert.evaluate_request(graph, gpus, tp=2, pp=2, traffic=traffic), 60.0),
+        "groups": ("GetGroups", convert.get_groups_request(len(gpus), tp=2, pp=2), 60.0),
+        "groups_64k": ("GetGroups", convert.get_groups_request(65536, tp=8, pp=8, cp=2, ep=4, etp=1), 60.0),
+        "batch": ("BatchSolve", pb.BatchSolveRequest(requests=[solve] * 4), 120.0),
+        "invalid": ("Solve", convert.solve_request(graph, tp=3, traffic=traffic), 60.0),
+        "deadline": ("Solve", big, 0.2),
+        "garbage": ("Solve", b"\xff\xff\xff\xff\x0f not a request", 60.0),
+    }
+    weights = {"solve": 4, "evaluate": 4, "groups": 4, "groups_64k": 1, "batch": 1, "invalid": 2, "deadline": 1,
+               "garbage": 1}
+    kinds = list(weights)
+    lock = threading.Lock()
+    codes: Counter = Counter()
+    unexpected: Counter = Counter()
+    latency: dict[str, list[float]] = {k: [] for k in kinds}
+    stop_at = time.monotonic() + args.soak_seconds
+    channels = [grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 1 << 30)])
+                for _ in range(args.clients)]
+    service = "/rankmap.v1.RankmapService/"
+
+    def one(channel, kind: str) -> str:
+        method, request, timeout = requests[kind]
+        ser = (lambda b: b) if isinstance(request, bytes) else (lambda m: m.SerializeToString())
+        try:
+            if method == "BatchSolve":
+                list(channel.unary_stream(service + method, request_serializer=ser,
+                                          response_deserializer=lambda b: b)(request, timeout=timeout))
+            else:
+                channel.unary_unary(service + method, request_serializer=ser,
+                                    response_deserializer=lambda b: b)(request, timeout=timeout)
+            return "OK"
+        except grpc.RpcError as err:
+            return err.code().name
+
+    def worker(i: int) -> None:
+        rng = random.Random(i)
+        while time.monotonic() < stop_at:
+            kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
+            t0 = time.perf_counter()
+            code = one(channels[i], kind)
+            dt = time.perf_counter() - t0
+            with lock:
+                codes[code] += 1
+                latency[kind].append(dt)
+                if code not in SOAK_EXPECTED[kind] and code != "RESOURCE_EXHAUSTED":
+                    unexpected[f"{kind}:{code}"] += 1
+
+    # warm-up: one of each, then the baseline RSS
+    for kind in kinds:
+        one(channels[0], kind)
+    rss_before = rss_mib(pid) if pid else float("nan")
+    peak = [rss_before]
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(args.clients)]
+    t_begin = time.monotonic()
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        time.sleep(1.0)
+        if pid:
+            peak[0] = max(peak[0], rss_mib(pid))
+    elapsed = time.monotonic() - t_begin
+    time.sleep(1.0)  # let the last answers be freed
+    rss_after = rss_mib(pid) if pid else float("nan")
+    for ch in channels:
+        ch.close()
+    per_kind = {
+        k: {
+            "count": len(v),
+            "p50_ms": 1e3 * percentile(sorted(v), 0.5),
+            "p99_ms": 1e3 * percentile(sorted(v), 0.99),
+        }
+        for k, v in latency.items()
+    }
+    return {
+        "mode": "soak",
+        "clients": args.clients,
+        "duration_s": elapsed,
+        "requests": int(sum(codes.values())),
+        "rps": sum(codes.values()) / elapsed if elapsed > 0 else 0.0,
+        "codes": dict(codes),
+        "unexpected": dict(unexpected),
+        "per_kind": per_kind,
+        "rss_mib_after_warmup": rss_before,
+        "rss_mib_peak": peak[0],
+        "rss_mib_end": rss_after,
+    }
+
+
+def print_soak(stats: dict) -> None:
+    """The soak figures for people."""
+    print(f"rankmap service soak: {stats['clients']} clients x {stats['duration_s']:.0f} s, "
+          f"{stats['requests']} requests ({stats['rps']:.1f}/s), server {stats['server']}")
+    print(f"  {'kind':<11} {'count':>7} {'p50 ms':>9} {'p99 ms':>9}")
+    for k, v in stats["per_kind"].items():
+        print(f"  {k:<11} {v['count']:>7} {v['p50_ms']:>9.1f} {v['p99_ms']:>9.1f}")
+    print(f"  status codes     {stats['codes']}")
+    print(f"  unexpected       {stats['unexpected'] or 'none'}")
+    print(f"  server RSS MiB   after warm-up {stats['rss_mib_after_warmup']:.0f}, peak {stats['rss_mib_peak']:.0f}, "
+          f"end {stats['rss_mib_end']:.0f} ({stats['rss_mib_end'] - stats['rss_mib_after_warmup']:+.0f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=50, help="concurrent clients (default 50)")
@@ -168,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="server solve workers (default: CPU count)")
     ap.add_argument("--max-queued", type=int, default=64, help="server queue bound (default 64)")
     ap.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
+    ap.add_argument("--soak-seconds", type=float, default=None,
+                    help="soak mode: mixed requests for this long, server RSS before/after (e.g. 600)")
     args = ap.parse_args(argv)
+    if args.soak_seconds is not None and "--clients" not in (argv if argv is not None else sys.argv[1:]):
+        args.clients = 8
 
     proc = None
     address = args.server
@@ -176,7 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         proc, address = start_server(args.workers, args.max_queued)
     try:
         wait_ready(address)
-        stats = run_load(address, args)
+        if args.soak_seconds is not None:
+            stats = run_soak(address, args, proc.pid if proc is not None else None)
+        else:
+            stats = run_load(address, args)
     finally:
         if proc is not None:
             proc.terminate()
@@ -188,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     stats["server"] = address if args.server else f"local subprocess ({args.workers or os.cpu_count()} workers)"
     if args.json:
         print(json.dumps(stats))
-        return 0
+        return 0 if not stats.get("unexpected") else 1
+    if args.soak_seconds is not None:
+        print_soak(stats)
+        return 0 if not stats["unexpected"] else 1
     print(f"rankmap service load test: {stats['clients']} clients x {stats['duration_s']:.1f} s, "
           f"{stats['method']} on {stats['gpus']} GPUs, server {stats['server']}")
     print(f"  requests ok      {stats['requests_ok']}")
