@@ -184,6 +184,11 @@ def test_huge_nodelist_is_refused_before_expanding(capsys):
               "--gpu", "h100", needle="is not numeric")
 
 
+def test_cluster_gpu_count_is_bounded_before_building(capsys):
+    bad_input(capsys, "cluster", "--nodelist", "n[1-60000]", "--gpus-per-node", "64", "--gpu", "h100",
+              needle="60,000 hosts x 64 GPUs = 3,840,000 GPUs; the limit is 1,048,576")
+
+
 def test_hostlist_count_matches_expand():
     for expr in ("node[001-016,040]", "a[1-2]b[1-3],c", "x", "r[1-2]-g[01-04],z[7]"):
         assert count(expr) == len(expand(expr))

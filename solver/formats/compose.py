@@ -414,6 +414,11 @@ class _FabricBuilder:
 # ---------------------------------------------------------------- build
 
 
+#: Most GPUs :func:`build_cluster` builds (hosts x GPUs per host), checked before any node is
+#: created: 8 x the largest cluster rankmap is benchmarked on (131,072 GPUs).
+MAX_CLUSTER_GPUS = 1 << 20
+
+
 def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None, nodelist: Any = None,
                   topology_name: str | None = None, gpus_per_node: int | None = None,
                   oversubscription: Any = None, **rate_overrides: Any) -> nx.Graph:
@@ -497,6 +502,10 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     else:
         hosts = [DEFAULT_HOST]
 
+    if len(hosts) * template.gpu_count > MAX_CLUSTER_GPUS:
+        raise InvalidArgumentError(
+            f"{len(hosts):,} hosts x {template.gpu_count} GPUs = {len(hosts) * template.gpu_count:,} GPUs; the limit "
+            f"is {MAX_CLUSTER_GPUS:,}", "nodelist" if nodelist is not None else "fabric")
     multi = fab is not None or len(hosts) > 1
     if multi and not template.nic_rates():
         template = _with_default_nic(template)
