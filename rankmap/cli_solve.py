@@ -463,7 +463,9 @@ def solve_table(result) -> str:
         + " ".join(f"{k}={v}" for k, v in cfg.sizes.items())
         + f", mode {result.mode}"
     )
-    lines.append(f"status {result.status}   solve time {result.solve_seconds:.2f} s   orders searched: "
+    stopped = getattr(result, "stopped_by", "")
+    lines.append(f"status {result.status}" + (f" (stopped by the {stopped.replace('_', ' ')})" if stopped else "")
+                 + f"   solve time {result.solve_seconds:.2f} s   orders searched: "
                  + ", ".join(result.orders_searched))
     lines.append("")
     lines.append(f"chosen order  {result.order}      (baseline {result.baseline.order})")

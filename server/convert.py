@@ -487,6 +487,7 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
         bound_seconds=float(result.bound_seconds),
         solve_seconds=float(result.solve_seconds),
         orders_searched=list(result.orders_searched),
+        stopped_by=str(getattr(result, "stopped_by", "") or ""),
     )
     for h in result.hosts:
         out.hosts.add(
@@ -529,6 +530,7 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         apply={e.key: value_from_proto(e.value) for e in msg.apply.entries},
         mode=MODE_FROM_PROTO.get(msg.mode, "launcher"),
         orders_searched=tuple(msg.orders_searched),
+        stopped_by=str(msg.stopped_by),
     )
 
 

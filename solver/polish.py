@@ -57,21 +57,36 @@ def swap_budget(n: int, seconds: float, cap: int) -> int:
     return int(min(cap, max(4, seconds / max(step, 1e-12))))
 
 
-def faq_layout(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seed: int = 0) -> np.ndarray:
+def faq_layout(
+    cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seed: int = 0, seconds: float | None = None,
+) -> np.ndarray:
     """A free-mode layout from scipy's Fast Approximate QAP (Vogelstein et al., PLoS ONE 2015).
 
     ``scipy.optimize.quadratic_assignment(T, C, method="faq")`` minimises
     ``Σ T[i, j]·C[p_i, p_j]``, exactly the objective, from the barycenter start
-    (deterministic; ``seed`` fixes scipy's generator).  Returns the device per rank.
+    (deterministic; ``seed`` fixes scipy's generator).  At most 50 iterations,
+    fewer when ``seconds`` (nominal budget, seconds) is given: :func:`faq_iterations`.
+    Returns the device per rank.
     """
     from scipy.optimize import quadratic_assignment
 
     T = traffic_matrix(cfg, traffic)
     C = inverse_bandwidth_matrix(cluster)
     scale = float(C.max()) or 1.0
+    maxiter = 50 if seconds is None else faq_iterations(cfg.world_size, seconds)
     res = quadratic_assignment(T, C / scale, method="faq",
-                               options={"rng": np.random.default_rng(int(seed)), "maxiter": 50})
+                               options={"rng": np.random.default_rng(int(seed)), "maxiter": maxiter})
     return np.asarray(res.col_ind, dtype=np.int64)
+
+
+#: Work model of one FAQ iteration on n items, seconds: ~``n³ / FAQ_FLOPS_PER_SECOND`` (an idle
+#: core, with margin: a gradient product and a linear assignment).
+FAQ_FLOPS_PER_SECOND = 1e9
+
+
+def faq_iterations(n: int, seconds: float) -> int:
+    """FAQ iterations on ``n`` items that fit ``seconds`` of nominal work (2 to 50; deterministic)."""
+    return int(min(50, max(2, seconds * FAQ_FLOPS_PER_SECOND / max(n, 1) ** 3)))
 
 
 def traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], groups=None) -> np.ndarray:
@@ -295,9 +310,10 @@ def host_order_search(
     starts = [np.asarray(start, dtype=np.int64)]
     if H <= FAQ_MAX_RANKS and not deadline.check():
         res = quadratic_assignment(TB, CH / scale, method="faq",
-                                   options={"rng": np.random.default_rng(int(seed)), "maxiter": 50})
+                                   options={"rng": np.random.default_rng(int(seed)),
+                                            "maxiter": faq_iterations(H, time_limit_seconds / 2)})
         starts.append(np.asarray(res.col_ind, dtype=np.int64))
-    per_start = swap_budget(H, time_limit_seconds / len(starts), 8 * H)
+    per_start = swap_budget(H, time_limit_seconds / 2 / len(starts), 8 * H)
     for st in starts:
         out.append(_swap_descent(TB, CH, st, None, deadline, cancel, None, max_iter=per_start)[0])
     return out

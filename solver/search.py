@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import networkx as nx
@@ -49,47 +48,30 @@ from .deadline import Deadline
 from .decompose import (
     EXACT_MAX_DEVICES,
     HOST_MODEL_MAX_HOSTS,
-    VIRTUAL_ORDER_MAX_RANKS,
     dfs_host_order,
     domain_level_orders,
     host_model_order,
     local_orders,
     surrogate_exact,
-    virtual_layouts,
 )
 from .errors import InfeasibleError, InvalidArgumentError
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
 from .launch import apply_instructions, host_placements
-from .localsearch import descend
-from .orders import MEGATRON_CLI_ORDERS, candidate_orders, order_priority
-from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, host_order_search, launcher_projection, polish
+from .orders import MEGATRON_CLI_ORDERS, candidate_orders
+from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
+from .refine import CPSAT_SHARE, Candidate, refine
 from .timemodel import layout_cost, lower_bound
 from .traffic import TRAFFIC_CLASSES
-from .types import CostBreakdown, HostPlacement, Layout, SolveCancelled, SolveOptions, SolveResult
+from .types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
 
 __all__ = ["solve", "evaluate", "candidate_orders", "host_placements", "EXACT_MAX_DEVICES",
            "EXHAUSTIVE_MAX_DEVICES", "MEGATRON_CLI_ORDERS"]
 
 _REL_TOL = 1e-9
-#: Real-objective evaluations the local search may spend per second of time limit, for 1,000 ranks
-#: (scaled by 1,000 / world_size: an evaluation costs about linear time in the ranks).
-EVALS_PER_SECOND_PER_KRANK = 40.0
-#: The descent on the real objective runs up to this many ranks (an evaluation costs ~10 us per rank;
-#: beyond this the budget buys too few moves to matter and the decomposition's proposals stand).
-LOCAL_SEARCH_MAX_RANKS = 4096
-
-
-@dataclass
-class _Candidate:
-    cfg: ParallelConfig
-    dev_of_rank: np.ndarray
-    cost: CostBreakdown
-    rank: int  # position of the order in the candidate list
-
-    def key(self, baseline: np.ndarray):
-        changes = int(np.count_nonzero(self.dev_of_rank != baseline))
-        return (order_priority(self.cfg.order), changes, self.rank)
+#: The search stops at this fraction of the time limit; the step running then and the result
+#: (about 10 us per rank) take the rest, so a solve ends close to the limit.
+SEARCH_FRACTION = 0.95
 
 
 def solve(
@@ -147,7 +129,7 @@ def solve(
     t0 = time.perf_counter()
     options = options or SolveOptions()
     if deadline is None:
-        deadline = Deadline(options.time_limit_seconds, cancel)
+        deadline = Deadline(options.time_limit_seconds * SEARCH_FRACTION, cancel)
     elif deadline.cancel is None:
         deadline.cancel = cancel
     report = _progress_reporter(progress)
@@ -197,9 +179,9 @@ def solve(
     # surrogate models weigh bytes by how exposed they are
     surrogate = {c: v * exposure.get(c, 1.0) for c, v in traffic.items()}
 
-    candidates: list[_Candidate] = []
+    candidates: list[Candidate] = []
     if satisfies(cluster, base_cfg, base_groups, baseline_dev, constraints):
-        candidates.append(_Candidate(base_cfg, baseline_dev, baseline_cost, -1))
+        candidates.append(Candidate(base_cfg, baseline_dev, baseline_cost, -1))
     bound = lower_bound(cluster, cfg, traffic, exposure)
     proved = False
     reached = len(orders)  # orders searched before the deadline
@@ -211,7 +193,7 @@ def solve(
         candidates += found
         proved = not deadline.stopped  # every layout of every order was scored
     else:
-        per_order_limit = max(0.05, options.time_limit_seconds / max(1, len(orders)) / 2)
+        per_order_limit = max(0.05, options.time_limit_seconds * CPSAT_SHARE / max(1, len(orders)))
         for idx, ocfg in enumerate(orders):
             if deadline.check():
                 reached = idx
@@ -225,10 +207,10 @@ def solve(
                     continue
                 seen_dev.add(key)
                 if satisfies(cluster, ocfg, groups, dev, constraints):
-                    candidates.append(_Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
+                    candidates.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
             report("search", candidates)
-        candidates += _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints,
-                              baseline_dev, deadline, cancel, score)
+        candidates += refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints,
+                             baseline_dev, deadline, score)
     report("search", candidates)
 
     if not candidates:
@@ -296,7 +278,7 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
                 return out, idx
             groups = megatron_groups(ocfg)
             if satisfies(cluster, ocfg, groups, baseline_dev, constraints):
-                out.append(_Candidate(ocfg, baseline_dev, score(ocfg, baseline_dev, groups), idx))
+                out.append(Candidate(ocfg, baseline_dev, score(ocfg, baseline_dev, groups), idx))
         return out, len(orders)
     if deadline.check():
         return [], 0
@@ -322,7 +304,7 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
         tied = np.flatnonzero(cost <= lo + _REL_TOL * max(lo, 1e-30))
         pick = int(tied[np.argmin(changes[tied])])  # fewest changes; first enumerated on ties
         dev = layouts[pick].copy()
-        out.append(_Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
+        out.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
     return out, len(orders)
 
 
@@ -367,92 +349,6 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
         keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
         out.append(np.lexsort(keys))  # free mode, uneven hosts: depth-first device order
     return out
-
-
-def _refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
-            deadline, cancel, score):
-    """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective.
-
-    Each step checks ``deadline`` (the solve's wall-clock stop) and is skipped or cut short once it has passed.
-    """
-    if not candidates or options.mode == "fixed" or deadline.check():
-        return []
-    cancel = deadline.cancel
-    W = candidates[0].cfg.world_size
-    out: list[_Candidate] = []
-    if options.mode == "free" and W <= VIRTUAL_ORDER_MAX_RANKS:
-        # any digit order laid along the depth-first device order, numbered by the best order so far
-        best_now = min(candidates, key=lambda c: c.cost.total_seconds)
-        keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
-        dev_seq = np.lexsort(keys)
-        grp = megatron_groups(best_now.cfg)
-        for vdev in virtual_layouts(best_now.cfg, dev_seq):
-            if deadline.check():
-                break
-            if constraints and not satisfies(cluster, best_now.cfg, grp, vdev, constraints):
-                continue
-            out.append(_Candidate(best_now.cfg, vdev, score(best_now.cfg, vdev, grp), best_now.rank))
-    pool = candidates + out
-    top = _top_by_order(pool, baseline_dev, 3)
-    starts = [(cand, cand.dev_of_rank) for cand in top]
-    if W <= POLISH_MAX_RANKS:
-        if W <= FAQ_MAX_RANKS:
-            faq_for = list(top)
-            for cand in sorted(pool, key=lambda c: (order_priority(c.cfg.order), c.cost.total_seconds)):
-                if cand.cfg.order in MEGATRON_CLI_ORDERS and all(cand.cfg.order != t.cfg.order for t in faq_for):
-                    faq_for.append(cand)
-            for cand in faq_for:
-                if deadline.check():
-                    break
-                start = faq_layout(cluster, cand.cfg, surrogate, options.seed)
-                if launcher:
-                    start = launcher_projection(cluster, start)
-                starts.append((cand, start))
-        budget = max(0.2, options.time_limit_seconds / 6) / max(1, len(starts))
-        polished = []
-        for cand, start in starts:
-            if deadline.check():
-                break
-            grp = megatron_groups(cand.cfg)
-            check = None
-            if constraints:
-                check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
-                if not check(start):
-                    continue
-            dev = polish(cluster, cand.cfg, surrogate, start, options.mode, budget, grp, cancel, check, deadline)
-            polished.append(_Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
-        out += polished
-        pool = pool + polished
-    # descent on the real objective from the best layout of each of the best orders
-    if W > LOCAL_SEARCH_MAX_RANKS:
-        return out
-    evals = int(max(20, options.time_limit_seconds * EVALS_PER_SECOND_PER_KRANK * 1000.0 / max(W, 1)))
-    tops = _top_by_order(pool, baseline_dev, 3)
-    for cand in tops:
-        if deadline.check():
-            break
-        grp = megatron_groups(cand.cfg)
-        check = None
-        if constraints:
-            check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
-        dev, _c, _used = descend(cluster, cand.cfg, traffic, cand.dev_of_rank, options.mode,
-                                 max(1, evals // len(tops)), grp, exposure, deadline, cancel, check)
-        if not np.array_equal(dev, cand.dev_of_rank):
-            out.append(_Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
-    return out
-
-
-def _top_by_order(pool, baseline_dev, k):
-    """The best candidate of each of the ``k`` best orders."""
-    seen: set = set()
-    top = []
-    for cand in sorted(pool, key=lambda c: (c.cost.total_seconds, c.key(baseline_dev))):
-        if cand.cfg.order not in seen:
-            seen.add(cand.cfg.order)
-            top.append(cand)
-        if len(top) == k:
-            break
-    return top
 
 
 def _check_traffic(traffic: Mapping[str, float]) -> dict[str, float]:

@@ -1,0 +1,175 @@
+"""Second stage of the search on larger clusters, and the work budgets of the search (DESIGN §5).
+
+:func:`refine` adds candidates to the surrogate models' proposals
+(:mod:`.search`): free-mode digit orders (:func:`~rankmap.solver.decompose.virtual_layouts`),
+scipy FAQ starts and swap polish on the surrogate (:mod:`.polish`), then a
+first-improvement descent on the real objective (:mod:`.localsearch`).
+
+Every step has a deterministic work budget sized from the time limit T by a
+nominal work model (an idle core, with margin): the answer depends on the
+input only, whatever the machine's load, as long as the budgets complete
+before the deadline.  The shares of T below add up to well under T so that
+they do on an idle machine; the wall-clock :class:`~rankmap.solver.deadline.Deadline`
+is only a safety stop (a solve it stops says ``stopped_by = "time_limit"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .catalogue import ParallelConfig, megatron_groups
+from .constraints import satisfies
+from .decompose import VIRTUAL_ORDER_MAX_RANKS, virtual_layouts
+from .localsearch import descend
+from .orders import MEGATRON_CLI_ORDERS, order_priority
+from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, launcher_projection, polish
+from .types import CostBreakdown
+
+__all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT_SHARE", "LOCAL_SEARCH_MAX_RANKS",
+           "eval_budget", "refine"]
+
+#: Share of the time limit for the CP-SAT proposals of all orders (CP-SAT deterministic seconds).
+CPSAT_SHARE = 0.25
+#: Share of the time limit for the FAQ starts (sizes their iteration counts).
+FAQ_SHARE = 1 / 12
+#: Share of the time limit for the swap polish of all starts (sizes their swap counts).
+POLISH_SHARE = 1 / 8
+#: Share of the time limit for the free-mode digit-order layouts (real-objective evaluations).
+VIRTUAL_SHARE = 1 / 8
+#: Share of the time limit for the descent on the real objective (real-objective evaluations).
+DESCENT_SHARE = 1 / 4
+#: Work model of one evaluation of the real objective, seconds: fixed part + per rank.
+EVAL_SECONDS_FIXED = 1e-3
+EVAL_SECONDS_PER_RANK = 2e-5
+#: The descent on the real objective runs up to this many ranks (beyond this the budget buys
+#: too few moves to matter and the decomposition's proposals stand).
+LOCAL_SEARCH_MAX_RANKS = 4096
+
+
+def eval_budget(world_size: int, seconds: float) -> int:
+    """Real-objective evaluations that fit ``seconds`` of nominal work on ``world_size`` ranks (at least 1).
+
+    A deterministic count from the work model ``EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK · W``.
+    """
+    return max(1, int(seconds / (EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK * max(world_size, 1))))
+
+
+@dataclass
+class Candidate:
+    """A scored layout: order (config), device per rank, cost, position of the order in the candidate list."""
+
+    cfg: ParallelConfig
+    dev_of_rank: np.ndarray
+    cost: CostBreakdown
+    rank: int  # position of the order in the candidate list
+
+    def key(self, baseline: np.ndarray):
+        """Tie-break key: order priority, ranks moved from ``baseline``, order position."""
+        changes = int(np.count_nonzero(self.dev_of_rank != baseline))
+        return (order_priority(self.cfg.order), changes, self.rank)
+
+
+def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
+           deadline, score) -> list[Candidate]:
+    """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective.
+
+    Parameters
+    ----------
+    candidates : list of Candidate
+        The proposals so far (non-empty for anything to happen).
+    surrogate, traffic : mapping class -> bytes
+        Exposure-weighted bytes for the surrogate models; the real traffic.
+    deadline : Deadline
+        The solve's wall-clock stop: each step checks it and is skipped or cut
+        short once it has passed (the stop is recorded on it).
+    score : callable(cfg, dev, groups) -> CostBreakdown
+        The real objective.
+
+    Raises
+    ------
+    SolveCancelled
+        If ``deadline.cancel`` is set.
+    """
+    if not candidates or options.mode == "fixed" or deadline.check():
+        return []
+    cancel = deadline.cancel
+    T = options.time_limit_seconds
+    W = candidates[0].cfg.world_size
+    out: list[Candidate] = []
+    if options.mode == "free" and W <= VIRTUAL_ORDER_MAX_RANKS:
+        # any digit order laid along the depth-first device order, numbered by the best order so far
+        best_now = min(candidates, key=lambda c: c.cost.total_seconds)
+        keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
+        dev_seq = np.lexsort(keys)
+        grp = megatron_groups(best_now.cfg)
+        left = eval_budget(W, T * VIRTUAL_SHARE)
+        for vdev in virtual_layouts(best_now.cfg, dev_seq):
+            if left <= 0 or deadline.check():
+                break
+            if constraints and not satisfies(cluster, best_now.cfg, grp, vdev, constraints):
+                continue
+            left -= 1
+            out.append(Candidate(best_now.cfg, vdev, score(best_now.cfg, vdev, grp), best_now.rank))
+    pool = candidates + out
+    top = top_by_order(pool, baseline_dev, 3)
+    starts = [(cand, cand.dev_of_rank) for cand in top]
+    if W <= POLISH_MAX_RANKS:
+        if W <= FAQ_MAX_RANKS:
+            faq_for = list(top)
+            for cand in sorted(pool, key=lambda c: (order_priority(c.cfg.order), c.cost.total_seconds)):
+                if cand.cfg.order in MEGATRON_CLI_ORDERS and all(cand.cfg.order != t.cfg.order for t in faq_for):
+                    faq_for.append(cand)
+            for cand in faq_for:
+                if deadline.check():
+                    break
+                start = faq_layout(cluster, cand.cfg, surrogate, options.seed, T * FAQ_SHARE / len(faq_for))
+                if launcher:
+                    start = launcher_projection(cluster, start)
+                starts.append((cand, start))
+        budget = T * POLISH_SHARE / max(1, len(starts))
+        polished = []
+        for cand, start in starts:
+            if deadline.check():
+                break
+            grp = megatron_groups(cand.cfg)
+            check = None
+            if constraints:
+                check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
+                if not check(start):
+                    continue
+            dev = polish(cluster, cand.cfg, surrogate, start, options.mode, budget, grp, cancel, check, deadline)
+            polished.append(Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
+        out += polished
+        pool = pool + polished
+    # descent on the real objective from the best layout of each of the best orders
+    if W > LOCAL_SEARCH_MAX_RANKS:
+        return out
+    tops = top_by_order(pool, baseline_dev, 3)
+    evals = max(1, eval_budget(W, T * DESCENT_SHARE) // len(tops))
+    for cand in tops:
+        if deadline.check():
+            break
+        grp = megatron_groups(cand.cfg)
+        check = None
+        if constraints:
+            check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
+        dev, _c, _used = descend(cluster, cand.cfg, traffic, cand.dev_of_rank, options.mode, evals, grp, exposure,
+                                 deadline, cancel, check)
+        if not np.array_equal(dev, cand.dev_of_rank):
+            out.append(Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
+    return out
+
+
+def top_by_order(pool, baseline_dev, k):
+    """The best candidate of each of the ``k`` best orders (cost, then tie-break key)."""
+    seen: set = set()
+    top = []
+    for cand in sorted(pool, key=lambda c: (c.cost.total_seconds, c.key(baseline_dev))):
+        if cand.cfg.order not in seen:
+            seen.add(cand.cfg.order)
+            top.append(cand)
+        if len(top) == k:
+            break
+    return top
