@@ -68,20 +68,49 @@ def health(channel) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
 
 
-def test_sigterm_drains_then_exits_zero():
-    srv = ServeProcess("--workers", "1", "--max-queued", "4", "--drain-delay", "1.5", "--grace", "120")
+def long_solve() -> "pb.SolveRequest":
+    """A solve that keeps one worker busy for seconds (2,048 GPUs, every order)."""
+    req = pb.SolveRequest(cluster=cluster_proto(256, 8), omit_groups=True, time_limit_seconds=60)
+    req.sizes.tp, req.sizes.pp = 8, 2
+    req.orders.policy = pb.ORDER_POLICY_ALL
+    return req
+
+
+def busy(channel) -> bool:
+    """The only worker is busy: two quick calls in a row cannot get through within their deadline."""
+    small = convert.get_groups_request(8, tp=2)
+    return all(raw_call(channel, "GetGroups", small, 0.3)[0] == grpc.StatusCode.DEADLINE_EXCEEDED for _ in range(2))
+
+
+def test_sigterm_reports_not_serving_during_the_drain_delay():
+    srv = ServeProcess("--workers", "1", "--drain-delay", "60", "--grace", "5")
     channel = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
     try:
         assert health(channel) == "SERVING"
-        # a solve that runs for seconds (1,024 GPUs, every order) occupies the only worker
-        long = pb.SolveRequest(cluster=cluster_proto(128, 8), omit_groups=True, time_limit_seconds=30)
-        long.sizes.tp, long.sizes.pp = 8, 2
-        long.orders.policy = pb.ORDER_POLICY_ALL
-        small = convert.get_groups_request(8, tp=2)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: health(channel) == "NOT_SERVING", 10)
+        # still serving while load balancers take notice
+        code, details, _ = raw_call(channel, "GetGroups", convert.get_groups_request(8, tp=2), 30)
+        assert code == grpc.StatusCode.OK, details
+        srv.proc.send_signal(signal.SIGTERM)  # a second signal skips the rest of the delay
+        assert srv.proc.wait(30) == 0
+        srv._reader.join(10)
+        events = [e.get("event") for e in srv.entries() if "event" in e]
+        assert events == ["serving", "draining", "stopped"]
+    finally:
+        channel.close()
+        srv.close()
+
+
+def test_sigterm_finishes_running_work_refuses_queued_and_exits_zero():
+    srv = ServeProcess("--workers", "1", "--max-queued", "4", "--drain-delay", "0", "--grace", "120")
+    channel = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
+    small = convert.get_groups_request(8, tp=2)
+    try:
+        assert health(channel) == "SERVING"
         with futures.ThreadPoolExecutor(4) as ex:
-            running = ex.submit(raw_call, channel, "Solve", long, 300)
-            # the worker is busy once a quick call cannot get through within its deadline
-            assert wait_until(lambda: raw_call(channel, "GetGroups", small, 0.3)[0] == grpc.StatusCode.DEADLINE_EXCEEDED, 60)
+            running = ex.submit(raw_call, channel, "Solve", long_solve(), 300)
+            assert wait_until(lambda: busy(channel), 60)
             started = threading.Event()
 
             def queued_call():
@@ -91,25 +120,42 @@ def test_sigterm_drains_then_exits_zero():
             queued = ex.submit(queued_call)
             assert started.wait(10)
             srv.proc.send_signal(signal.SIGTERM)
-            # health says NOT_SERVING while the server still answers (the drain delay)
-            assert wait_until(lambda: health(channel) == "NOT_SERVING", 10)
             code, details, _ = queued.result(120)
-            assert code == grpc.StatusCode.UNAVAILABLE, details
-            assert "shutting down" in details
-            # new calls are refused from now on
+            assert code == grpc.StatusCode.UNAVAILABLE, details  # queued, or refused if it came after the signal
             assert raw_call(channel, "GetGroups", small, 10)[0] == grpc.StatusCode.UNAVAILABLE
             code, details, answer = running.result(300)
-            assert code == grpc.StatusCode.OK, details
+            assert code == grpc.StatusCode.OK, details  # the running solve kept its answer
             assert pb.SolveResponse.FromString(answer).assignment
         assert srv.proc.wait(60) == 0
         srv._reader.join(10)
         entries = srv.entries()  # every line is JSON
         assert not any("Traceback" in line for line in srv.lines)
         events = [e.get("event") for e in entries if "event" in e]
-        assert events[:1] == ["serving"] and "draining" in events and events[-1] == "stopped"
-        codes = [e["code"] for e in entries if e.get("method") == "Solve"]
-        assert codes == ["OK"]
-        assert "UNAVAILABLE" in [e["code"] for e in entries if e.get("method") == "GetGroups"]
+        assert events == ["serving", "draining", "stopped"]
+        assert [e["code"] for e in entries if e.get("method") == "Solve"] == ["OK"]
     finally:
         channel.close()
         srv.close()
+
+
+def test_stop_answers_queued_work_unavailable_in_process():
+    """Deterministic: the queue is observed before the stop (no signal, no timing)."""
+    from rankmap.server.service import serve
+
+    server = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
+    channel = grpc.insecure_channel(server.address)
+    try:
+        with futures.ThreadPoolExecutor(4) as ex:
+            running = ex.submit(raw_call, channel, "Solve", long_solve(), 300)
+            assert wait_until(lambda: server.servicer._pending == 1, 30)
+            queued = ex.submit(raw_call, channel, "GetGroups", convert.get_groups_request(8, tp=2), 120)
+            assert wait_until(lambda: server.servicer._pending == 2, 30)
+            stopped = server.stop(grace=120, drain_delay=0)
+            code, details, _ = queued.result(60)
+            assert code == grpc.StatusCode.UNAVAILABLE and "shutting down" in details
+            code, details, _ = running.result(300)
+            assert code == grpc.StatusCode.OK, details
+            assert stopped.wait(60)
+    finally:
+        channel.close()
+        server.stop(grace=None).wait(10)
