@@ -39,6 +39,7 @@ from collections import Counter
 
 
 def make_cluster(gpus: int, gpus_per_host: int):
+    """Hosts of ``gpus_per_host`` GPUs on an NVSwitch, leaves of 4 hosts, one spine."""
     import networkx as nx
 
     g = nx.Graph()
@@ -65,6 +66,7 @@ def _free_port() -> int:
 
 
 def start_server(workers: int | None, max_queued: int) -> tuple[subprocess.Popen, str]:
+    """``rankmap serve`` in a subprocess on a free loopback port: (process, address)."""
     port = _free_port()
     cmd = [sys.executable, "-m", "rankmap", "serve", "--port", str(port), "--max-queued", str(max_queued), "--quiet",
            "--drain-delay", "0"]
@@ -75,6 +77,7 @@ def start_server(workers: int | None, max_queued: int) -> tuple[subprocess.Popen
 
 
 def wait_ready(address: str, timeout: float = 60.0) -> None:
+    """Block until the server at ``address`` reports SERVING."""
     from rankmap.client import RankmapClient
 
     with RankmapClient(address, timeout=timeout, retries=100, backoff_initial=0.05, backoff_max=0.5) as c:
@@ -84,6 +87,7 @@ def wait_ready(address: str, timeout: float = 60.0) -> None:
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (linear interpolation), NaN when empty."""
     if not sorted_values:
         return float("nan")
     k = (len(sorted_values) - 1) * q
@@ -93,6 +97,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_load(address: str, args) -> dict:
+    """``args.clients`` clients sending one kind of request for ``args.duration`` seconds."""
     import grpc
 
     from rankmap.client import RankmapClient, RankmapRpcError
@@ -310,6 +315,7 @@ def print_soak(stats: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the load test (or the soak with ``--soak-seconds``) and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=50, help="concurrent clients (default 50)")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of load (default 20)")

@@ -86,6 +86,7 @@ class AsyncRankmapClient:
         self._stub = rankmap_pb2_grpc.RankmapServiceStub(self._channel)
 
     async def close(self) -> None:
+        """Close the channel (unless it was given)."""
         if self._own_channel:
             await self._channel.close()
 

@@ -43,9 +43,9 @@ def _int_at_least(minimum: int):
 
 
 def register(subparsers) -> None:
+    """Add ``serve`` to the ``rankmap`` subcommands."""
     from rankmap.cli import port_arg, seconds_arg
 
-    """Add ``serve`` to the ``rankmap`` subcommands."""
     p = subparsers.add_parser("serve", help="run the gRPC service (rankmap.v1.RankmapService)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
     p.add_argument("--port", type=port_arg, default=50051, help="port (default 50051; 0 = any free port)")
