@@ -268,10 +268,11 @@ def solve_assignment(
         slot = _read(solver, x, n)
         optimal = status == cp_model.OPTIMAL
         bound = _bound(const, solver, scale, gains)
-        if optimal and tie_break and hint is not None and gains and deadline is not None and deadline.remaining() <= 0.0:
+        tie = optimal and tie_break and hint is not None and gains
+        if tie and deadline is not None and deadline.remaining() <= 0.0:
             deadline.hit()  # the tie-break solve would start after the deadline: skip it
             stopped = True
-        elif optimal and tie_break and hint is not None and gains:
+        elif tie:
             best = int(round(solver.ObjectiveValue()))
             model.Add(objective >= best)
             # fewest items moved; among those, keep the lowest items (ranks) in place
