@@ -53,6 +53,7 @@ JOB_KEYS = (
     "traffic",
     "model",
     "model_file",
+    "megatron_args",
     "seq_length",
     "micro_batch_size",
     "global_batch_size",
@@ -260,7 +261,7 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
                     f"job key 'orders' must be default, megatron-cli, all or a list of orders, got {value!r}", "orders"
                 )
         if key in ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format",
-                   "server", "topology_name", "dtype") and value is not None and not isinstance(value, str):
+                   "server", "topology_name", "dtype", "megatron_args") and value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"job key {key!r} must be a string, got {value!r}", key)
         if key == "server" and value is not None:
             from rankmap.cli import server_arg
@@ -333,20 +334,18 @@ def _usable_gpus(graph, options) -> int:
     return n
 
 
-def _traffic(args: argparse.Namespace, cfg) -> dict:
+def _traffic(args: argparse.Namespace, cfg):
     """Payloads per class: the model's (preset, file, or a job file's model mapping),
     with the classes named by --traffic replaced; --traffic alone gives just those."""
     from rankmap.cli_traffic import _OVERRIDE_FLAGS, traffic_from_args
-    from rankmap.solver.traffic import TRAFFIC_CLASSES, parse_traffic, traffic_from_model, with_overrides
+    from rankmap.solver.traffic import parse_traffic, traffic_from_model, with_overrides
 
     spec = getattr(args, "_model_spec", None)
-    if spec is None:
+    if spec is None or getattr(args, "megatron_args", None) is not None:
         return traffic_from_args(args, cfg)
     spec = with_overrides(spec, **{f: getattr(args, a, None) for a, f in _OVERRIDE_FLAGS.items()})
     out = traffic_from_model(spec, cfg)
-    if args.traffic is not None:
-        out.update(parse_traffic(args.traffic))
-    return {c: float(out.get(c, 0.0)) for c in TRAFFIC_CLASSES}
+    return out.replace(parse_traffic(args.traffic) if args.traffic is not None else {})
 
 
 def prepare_args(args: argparse.Namespace):
@@ -357,6 +356,9 @@ def prepare_args(args: argparse.Namespace):
         job = load_job_file(args.cluster)
         args.cluster = None
         merge_job(args, job)
+    from rankmap.cli_traffic import apply_megatron_sizes
+
+    apply_megatron_sizes(args)
     graph = _load_cluster(args)
     options = _options(args)
     gpus = _usable_gpus(graph, options)
@@ -540,7 +542,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.cli import config_from_args
     from rankmap.solver import evaluate
 
+    from rankmap.cli_traffic import apply_megatron_sizes
+
     exposure = exposure_from_value(args.exposure)
+    apply_megatron_sizes(args)
     graph = _load_cluster(args)
     assignment, file_order = _read_assignment(args.assignment)
     order = args.order if args.order is not None else (file_order or "tp-cp-ep-dp-pp")
@@ -564,7 +569,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise
     traffic = _traffic(args, cfg)
     cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
-    doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": traffic,
+    doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
            "cost": cost.to_dict()}
     if args.format == "table":
         lines = [f"order {cfg.order}  world_size {cfg.world_size}", ""]

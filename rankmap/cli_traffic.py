@@ -24,6 +24,10 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.traffic import (
     CLASS_GROUP,
     CLASS_KIND,
+    Traffic,
+    bytes_sent_per_rank,
+    class_collectives,
+    parse_megatron_args,
     DEFAULT_MODEL,
     DTYPE_BYTES,
     TRAFFIC_CLASSES,
@@ -34,7 +38,6 @@ from rankmap.solver.traffic import (
     load_model_file,
     model_preset,
     num_micro_batches,
-    pair_bytes_factor,
     params_per_rank,
     parse_traffic,
     preset_names,
@@ -49,6 +52,8 @@ __all__ = [
     "add_model_arguments",
     "model_from_args",
     "traffic_from_args",
+    "megatron_from_args",
+    "apply_megatron_sizes",
     "traffic_document",
     "traffic_table",
 ]
@@ -96,14 +101,71 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, traffic: bool = True
     add("--num-micro-batches", type=positive_int_arg, default=None, metavar="N",
         help="micro-batches per step m (default: the model's, 8 for presets)")
     add("--dtype", default=None, choices=tuple(DTYPE_BYTES), help="training dtype (default bf16)")
+    add("--megatron-args", default=None, metavar="'ARGS'",
+        help="Megatron-LM pretrain_gpt.py arguments as one quoted string ('--num-layers 80 --hidden-size 8192 "
+             "--sequence-parallel ...'): model, batch, precision and parallel options; the parallel sizes in "
+             "them fill in (or must agree with) --tp/--pp/--cp/--ep/--etp; unknown flags are ignored")
     if traffic:
         add("--traffic", default=None, metavar="CLASS=BYTES,...",
             help="explicit payloads in bytes per rank per step, e.g. tp=4e9,dp=1GB; "
                  "on top of the model's when a model flag is given, else alone")
 
 
+#: rankmap size flag -> the Megatron-LM flag that sets it.
+_MEGATRON_SIZE_FLAGS = {
+    "tp": "--tensor-model-parallel-size",
+    "pp": "--pipeline-model-parallel-size",
+    "cp": "--context-parallel-size",
+    "ep": "--expert-model-parallel-size",
+    "etp": "--expert-tensor-parallel-size",
+}
+
+
+def megatron_from_args(args: argparse.Namespace):
+    """The parsed ``--megatron-args`` (cached on ``args``), or None.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a malformed argument string (see :func:`~rankmap.solver.traffic.parse_megatron_args`).
+    """
+    text = getattr(args, "megatron_args", None)
+    if text is None:
+        return None
+    cached = getattr(args, "_megatron_parsed", None)
+    if cached is None or cached[0] != text:
+        cached = (text, parse_megatron_args(text))
+        args._megatron_parsed = cached
+    return cached[1]
+
+
+def apply_megatron_sizes(args: argparse.Namespace) -> None:
+    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args``; a flag given both ways must agree.
+
+    Raises
+    ------
+    InvalidArgumentError
+        When a rankmap size flag and the Megatron argument disagree (naming both).
+    """
+    meg = megatron_from_args(args)
+    if meg is None:
+        return
+    # Megatron runs the sizes of its arguments, its defaults (1; etp = tp) for the ones not given.
+    sizes = meg.sizes_with_defaults()
+    for key, flag in _MEGATRON_SIZE_FLAGS.items():
+        given = getattr(args, key, None)
+        value = int(sizes[key])
+        if given is None:
+            setattr(args, key, value)
+        elif int(given) != value:
+            said = f"{flag} {value}" if key in meg.sizes else f"Megatron's default {flag} {value}"
+            raise InvalidArgumentError(f"--{key} {given} disagrees with {said} in --megatron-args", key)
+
+
 def _model_flags_given(args: argparse.Namespace) -> bool:
     if getattr(args, "model", None) is not None or getattr(args, "model_file", None) is not None:
+        return True
+    if getattr(args, "megatron_args", None) is not None:
         return True
     return any(getattr(args, attr, None) is not None for attr in _OVERRIDE_FLAGS)
 
@@ -120,11 +182,13 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
     """
     name = getattr(args, "model", None)
     path = getattr(args, "model_file", None)
-    if name is not None and path is not None:
-        raise InvalidArgumentError(
-            f"give --model ({name!r}) or --model-file ({path!r}), not both", "model"
-        )
-    if path is not None:
+    meg = megatron_from_args(args)
+    given = [f for f, v in (("--model", name), ("--model-file", path), ("--megatron-args", meg)) if v is not None]
+    if len(given) > 1:
+        raise InvalidArgumentError(f"give one of {' and '.join(given)}, not several", "model")
+    if meg is not None:
+        base = meg.model
+    elif path is not None:
         base = load_model_file(path)
     elif name is not None:
         base = model_preset(name)
@@ -134,7 +198,7 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
     return with_overrides(base, **overrides)
 
 
-def traffic_from_args(args: argparse.Namespace, cfg) -> dict:
+def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
     """Payloads per class (bytes per rank per step) from parsed flags.
 
     * A model flag given (``--model``, ``--model-file`` or an override such as
@@ -148,11 +212,10 @@ def traffic_from_args(args: argparse.Namespace, cfg) -> dict:
     text = getattr(args, "traffic", None)
     explicit = parse_traffic(text) if text is not None else {}
     if text is not None and not _model_flags_given(args):
-        base = zero_traffic()
+        base = Traffic(zero_traffic())
     else:
         base = traffic_from_model(model_from_args(args), cfg)
-    base.update(explicit)
-    return {c: float(base[c]) for c in TRAFFIC_CLASSES}
+    return base.replace(explicit)
 
 
 def _model_section(args: argparse.Namespace, cfg) -> dict | None:
@@ -174,24 +237,46 @@ def _model_section(args: argparse.Namespace, cfg) -> dict | None:
 
 
 def traffic_document(traffic: dict, cfg, model: dict | None = None) -> dict:
-    """The JSON document of ``rankmap traffic``."""
+    """The JSON document of ``rankmap traffic``.
+
+    Per class: its group family and size, the payload ``bytes`` (S, bytes per
+    rank per step), ``bytes_sent_per_rank`` (the most bytes one rank puts on
+    the wire per step, what papers publish), the ``shape`` (one entry per part:
+    kind, payload, subgroup size and stride, pipeline wrap share), the
+    ``formula`` and its ``source``.
+    """
+    sent = bytes_sent_per_rank(traffic, cfg)
+    notes = getattr(traffic, "notes", {})
     classes = {}
     for c in TRAFFIC_CLASSES:
         n = class_group_size(c, cfg)
         s = float(traffic.get(c, 0.0))
+        parts = class_collectives(traffic, c)
+        formula, source = notes.get(c, ("", ""))
+        if not formula and s > 0:
+            formula, source = "given explicitly", "user input"
         classes[c] = {
             "group": CLASS_GROUP[c],
-            "kind": CLASS_KIND[c],
+            "kind": parts[0].kind if parts else CLASS_KIND[c],
             "group_size": n,
             "bytes": s,
-            "pair_bytes": pair_bytes_factor(CLASS_KIND[c], n) * s,
+            "bytes_sent_per_rank": sent[c],
+            "shape": [
+                {"kind": p.kind, "bytes": p.payload_bytes, "subgroup_size": p.size or n, "stride": p.stride,
+                 **({"wrap": p.wrap} if p.kind == "p2p_chain" else {}), "what": p.what}
+                for p in parts
+            ],
+            "formula": formula,
+            "source": source,
         }
     return {
         "world_size": cfg.world_size,
         "sizes": dict(cfg.sizes),
         "model": model,
         "traffic": {c: float(traffic.get(c, 0.0)) for c in TRAFFIC_CLASSES},
+        "bytes_sent_per_rank": sent,
         "total_bytes": float(sum(traffic.get(c, 0.0) for c in TRAFFIC_CLASSES)),
+        "total_bytes_sent_per_rank": float(sum(sent.values())),
         "classes": classes,
     }
 
@@ -223,12 +308,15 @@ def traffic_table(doc: dict) -> str:
         lines.append(desc)
         lines.append(f"parameters per rank: {_count(p['dense_per_rank'])} dense, {_count(p['expert_per_rank'])} expert")
     lines.append("")
-    header = ["class", "group", "kind", "ranks", "bytes/rank/step", "per pair"]
+    header = ["class", "group", "shape", "ranks", "payload S", "sent/rank/step"]
     rows = []
     for c, info in doc["classes"].items():
-        rows.append([c, info["group"], info["kind"], str(info["group_size"]),
-                     format_bytes(info["bytes"]), format_bytes(info["pair_bytes"])])
-    rows.append(["total", "", "", "", format_bytes(doc["total_bytes"]), ""])
+        shape = " + ".join(
+            p["kind"] + (f"[{p['subgroup_size']}]" if p["subgroup_size"] != info["group_size"] else "")
+            + (" +wrap" if p.get("wrap") else "") for p in info["shape"]) or info["kind"]
+        rows.append([c, info["group"], shape, str(info["group_size"]),
+                     format_bytes(info["bytes"]), format_bytes(info["bytes_sent_per_rank"])])
+    rows.append(["total", "", "", "", format_bytes(doc["total_bytes"]), format_bytes(doc["total_bytes_sent_per_rank"])])
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     right = {3, 4, 5}
 
@@ -242,8 +330,12 @@ def traffic_table(doc: dict) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines.append(fmt(rows[-1]))
     lines.append("")
-    lines.append("bytes: 1 GB = 1e9 B. per pair: all_reduce 2S/n, all_gather and all_to_all S/n, "
-                 "p2p_chain S between consecutive stages each way.")
+    lines.append("bytes: 1 GB = 1e9 B.  sent/rank/step: the most bytes one rank puts on the wire per training "
+                 "step (ring all_reduce 2(n-1)/n S, all_gather and all_to_all (n-1)/n S, ring_p2p S, p2p_chain S to "
+                 "each neighbour; [k] = over subgroups of k).")
+    for c, info in doc["classes"].items():
+        if info["bytes"] > 0 and info["formula"]:
+            lines.append(f"  {c}: {info['formula']}  [{info['source']}]")
     return "\n".join(lines)
 
 
@@ -251,6 +343,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the payloads; returns 0 (bad input raises InvalidArgumentError)."""
     from rankmap.cli import config_from_args
 
+    apply_megatron_sizes(args)
     cfg = config_from_args(args)
     traffic = traffic_from_args(args, cfg)
     doc = traffic_document(traffic, cfg, _model_section(args, cfg))

@@ -266,17 +266,38 @@ def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool
 
     Classes come in report order.
     """
-    from rankmap.solver.traffic import DEFAULT_MODEL, traffic_from_mapping, traffic_from_model
+    from rankmap.solver.traffic import (DEFAULT_MODEL, Traffic, parse_megatron_args, traffic_from_mapping,
+                                        traffic_from_model, with_overrides)
 
     explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else {}
-    if has_traffic and msg.HasField("model"):
+    if has_traffic and msg.megatron_args:
+        meg = parse_megatron_args(msg.megatron_args)
+        # Megatron runs the sizes of its arguments (defaults 1, etp = tp): the request's must match.
+        for key, value in meg.sizes_with_defaults().items():
+            if int(getattr(cfg, key)) != int(value):
+                given = "given" if key in meg.sizes else "Megatron's default"
+                raise InvalidArgumentError(
+                    f"sizes.{key}={getattr(cfg, key)} disagrees with {key}={value} ({given}) "
+                    "in traffic.megatron_args", "traffic.megatron_args",
+                )
+        model = meg.model
+        if msg.HasField("model"):
+            if msg.model.preset:
+                raise InvalidArgumentError(
+                    "give traffic.model.preset or traffic.megatron_args, not both", "traffic.model.preset"
+                )
+            over = {k: value_from_proto(v, tuples=True) for k, v in sorted(msg.model.overrides.items())}
+            model = with_overrides(model, **over)
+        base = traffic_from_model(model, cfg)
+    elif has_traffic and msg.HasField("model"):
         base = traffic_from_model(_model_from_proto(msg.model), cfg)
     elif explicit:
-        base = {}
+        base = Traffic({})
     else:
         base = traffic_from_model(DEFAULT_MODEL, cfg)
-    base.update(explicit)
-    return {c: float(base[c]) for c in _class_order(base)}
+    out = base.replace(explicit)
+    order = _class_order(out)
+    return Traffic({c: float(out[c]) for c in order}, out.collectives, out.notes)
 
 
 # --------------------------------------------------------------------------- requests

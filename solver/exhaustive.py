@@ -20,8 +20,8 @@ from typing import Mapping
 import numpy as np
 
 from .cluster import Cluster
-from .timemodel import class_flows, class_groups, collective_steps, flow_bytes
-from .traffic import CLASS_KIND, TRAFFIC_CLASSES
+from .timemodel import class_groups, collective_steps, part_flows
+from .traffic import TRAFFIC_CLASSES, class_collectives
 
 __all__ = ["EXHAUSTIVE_MAX_DEVICES", "PairRoutes", "enumerate_layouts", "bulk_cost"]
 
@@ -108,18 +108,18 @@ def bulk_cost(
     total = np.zeros(layouts.shape[0])
     phases = []
     for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
         arr = fam[c] - cfg.rank_offset
-        n = arr.shape[1]
-        if s <= 0 or n <= 1:
+        if arr.shape[1] <= 1:
             continue
-        kind = CLASS_KIND[c]
-        fb = flow_bytes(kind, s, n)
-        flows = list(class_flows(kind, arr))
-        src = np.concatenate([f[0] for f in flows])
-        dst = np.concatenate([f[1] for f in flows])
-        steps = collective_steps(kind, n)
-        phases.append((src, dst, fb, steps, float(exposure.get(c, 1.0))))
+        for part in class_collectives(traffic, c):
+            batches = list(part_flows(part, arr))
+            if not batches:
+                continue
+            src = np.concatenate([f[0] for f in batches])
+            dst = np.concatenate([f[1] for f in batches])
+            fb = np.concatenate([np.full(f[0].shape[0], f[2]) for f in batches])
+            steps = collective_steps(part.kind, part.size or arr.shape[1])
+            phases.append((src, dst, fb, steps, float(exposure.get(c, 1.0))))
     for lo in range(0, layouts.shape[0], _CHUNK):
         if deadline is not None and deadline.check():
             total[lo:] = np.inf
@@ -127,9 +127,9 @@ def bulk_cost(
         P = layouts[lo:lo + _CHUNK]
         for src, dst, fb, steps, x in phases:
             ds, dd = P[:, src], P[:, dst]
-            load = routes.R[ds, dd].sum(axis=1) * fb  # (l, L')
+            load = (routes.R[ds, dd] * fb[None, :, None]).sum(axis=1)  # (l, L')
             link_t = (load * routes.inv_cap).max(axis=1) if load.shape[1] else np.zeros(P.shape[0])
-            per_flow = routes.q[ds, dd].max(axis=1) * fb
+            per_flow = (routes.q[ds, dd] * fb[None, :]).max(axis=1)
             lat = routes.lat[ds, dd].max(axis=1) * steps
             total[lo:lo + _CHUNK] += x * (np.maximum(link_t, per_flow) + lat)
     return total

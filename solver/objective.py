@@ -17,7 +17,7 @@ import numpy as np
 
 from .catalogue import ParallelConfig
 from .timemodel import class_groups, flow_bytes, layout_cost, lower_bound
-from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES
+from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, class_collectives, subgroups
 
 __all__ = [
     "TRAFFIC_CLASSES",
@@ -38,6 +38,7 @@ def active_families(cfg: ParallelConfig, traffic: Mapping[str, float], groups: M
     Yields
     ------
     (class, kind, groups, per_pair_bytes)
+        One tuple per part of a class (:func:`~rankmap.solver.traffic.class_collectives`);
         ``groups`` has shape (number of groups, n) with n > 1, ranks without
         ``rank_offset``, members ascending; ``per_pair_bytes`` the bytes of
         one flow (:func:`~rankmap.solver.timemodel.flow_bytes`).  Classes with
@@ -45,11 +46,14 @@ def active_families(cfg: ParallelConfig, traffic: Mapping[str, float], groups: M
     """
     fam = class_groups(cfg, groups)
     for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
         arr = np.sort(fam[c] - cfg.rank_offset, axis=1)
-        n = arr.shape[1]
-        if s > 0 and n > 1:
-            yield c, CLASS_KIND[c], arr, flow_bytes(CLASS_KIND[c], s, n)
+        if arr.shape[1] <= 1:
+            continue
+        for part in class_collectives(traffic, c):
+            sub = subgroups(arr, part)
+            k = sub.shape[1]
+            if k > 1:
+                yield c, part.kind, sub, flow_bytes(part.kind, part.payload_bytes, k)
 
 
 def ordered_pairs(arr: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:

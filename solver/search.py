@@ -62,7 +62,7 @@ from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, refine
 from .timemodel import layout_cost, lower_bound
-from .traffic import TRAFFIC_CLASSES
+from .traffic import TRAFFIC_CLASSES, Traffic
 from .types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
 
 __all__ = ["solve", "evaluate", "candidate_orders", "host_placements", "EXACT_MAX_DEVICES",
@@ -351,7 +351,7 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
     return out
 
 
-def _check_traffic(traffic: Mapping[str, float]) -> dict[str, float]:
+def _check_traffic(traffic: Mapping[str, float]) -> Traffic:
     out = {}
     for k, v in dict(traffic or {}).items():
         if k not in TRAFFIC_CLASSES:
@@ -365,7 +365,8 @@ def _check_traffic(traffic: Mapping[str, float]) -> dict[str, float]:
         if not np.isfinite(fv) or fv < 0:
             raise InvalidArgumentError(f"traffic {k} = {v!r} must be finite and >= 0 bytes", f"traffic.{k}")
         out[k] = fv
-    return out
+    # keep each class's parts (shapes) when the traffic came from a model
+    return Traffic(out, getattr(traffic, "collectives", None), getattr(traffic, "notes", None))
 
 
 def _exclude(graph: nx.Graph, options: SolveOptions) -> nx.Graph:

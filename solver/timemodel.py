@@ -11,8 +11,17 @@ bytes per rank per step:
 ``all_gather``   ring: (n−1)/n·S per ring edge (also reduce-scatter).
 ``all_to_all``   S/n for every ordered pair (NCCL's all-to-all is n−1 point-
                  to-point sends of S/n per rank).
+``ring_p2p``     S from each member to its ring successor (ring attention's
+                 KV exchange, TransformerEngine ``AttnFuncWithCPAndKVP2P``).
 ``p2p_chain``    S between consecutive members, each direction (Megatron's
-                 ``send_forward``/``send_backward`` between pipeline stages).
+                 ``send_forward``/``send_backward`` between pipeline stages);
+                 with interleaving a share ``wrap`` of S also between the last
+                 and the first member.
+
+A class made of several parts (:class:`~rankmap.solver.traffic.Collective`:
+hierarchical context parallelism, distributed-optimizer instances,
+node-limited MoE dispatch) runs them one after the other on their subgroups:
+its time is the sum of the parts' times.
 
 Time of one class, all its groups at once (DESIGN §4)::
 
@@ -33,7 +42,8 @@ import numpy as np
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster
 from .fabric import LinkLoads
-from .traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, class_group_size
+from .traffic import (CLASS_GROUP, TRAFFIC_CLASSES, Collective, class_collectives, class_group_size,
+                      collective_bytes_per_rank, subgroups)
 from .types import Bottleneck, ClassCost, CostBreakdown
 
 __all__ = [
@@ -42,6 +52,8 @@ __all__ = [
     "collective_steps",
     "class_flows",
     "class_time",
+    "parts_time",
+    "part_flows",
     "layout_cost",
     "lower_bound",
 ]
@@ -61,7 +73,7 @@ def flow_bytes(kind: str, payload_bytes: float, n: int) -> float:
         return (n - 1) / n * s
     if kind == "all_to_all":
         return s / n
-    if kind == "p2p_chain":
+    if kind in ("p2p_chain", "ring_p2p"):
         return s
     raise ValueError(f"unknown collective kind {kind!r}")
 
@@ -78,6 +90,8 @@ def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
         return (n - 1) / n * float(payload_bytes)
     if kind == "p2p_chain":
         return (2.0 if n > 2 else 1.0) * float(payload_bytes)
+    if kind == "ring_p2p":
+        return float(payload_bytes)
     return flow_bytes(kind, payload_bytes, n)
 
 
@@ -89,7 +103,7 @@ def collective_steps(kind: str, n: int) -> int:
     """
     if n <= 1:
         return 0
-    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1}.get(kind, 1)
+    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "ring_p2p": n - 1}.get(kind, 1)
 
 
 def class_flows(kind: str, groups: np.ndarray):
@@ -141,12 +155,107 @@ def _merge(a: LinkLoads | None, b: LinkLoads) -> LinkLoads:
     )
 
 
+def part_flows(part: Collective, groups: np.ndarray):
+    """Flows of one part over a class's groups: ``(src, dst, bytes)`` batches.
+
+    ``groups`` has shape (g, n); the part runs on :func:`~rankmap.solver.traffic.subgroups`
+    of it.  Bytes per flow follow :func:`flow_bytes`; an interleaved pipeline's
+    wrap-around adds last → first and first → last flows of ``wrap·S``.
+    """
+    arr = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part)
+    if arr.ndim != 2 or arr.size == 0:
+        return
+    k = arr.shape[1]
+    fb = flow_bytes(part.kind, part.payload_bytes, k)
+    if fb <= 0:
+        return
+    for src, dst in class_flows(part.kind, arr):
+        yield src, dst, fb
+    if part.kind == "p2p_chain" and part.wrap > 0 and k > 1:
+        a, b = arr[:, -1], arr[:, 0]
+        yield np.concatenate([a, b]), np.concatenate([b, a]), part.wrap * float(part.payload_bytes)
+
+
+def _part_time(cluster: Cluster, part: Collective, groups: np.ndarray, dev_of_rank: np.ndarray, exposure: float,
+               stats: dict | None):
+    """(seconds, latency seconds, Bottleneck or None) of one part."""
+    fab = cluster.fabric
+    loads = None
+    for src, dst, fb in part_flows(part, groups):
+        loads = _merge(loads, fab.route_loads(dev_of_rank[src], dev_of_rank[dst], fb))
+    if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
+        return 0.0, 0.0, None
+    cap = fab.capacities_gbps()
+    ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
+    if stats is not None:
+        stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
+    link = int(np.argmax(ratio))
+    link_t = float(ratio[link])
+    t = max(link_t, loads.max_flow_seconds)
+    k = part.size or np.asarray(groups).shape[1]
+    latency = loads.max_latency_seconds * collective_steps(part.kind, k)
+    is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
+    bott = Bottleneck(
+        kind="link" if is_link else "per-flow",
+        link=tuple(str(x) for x in fab.link_name(link)),
+        load_bytes=float(loads.load_bytes[link]),
+        capacity_gbps=float(cap[link]),
+        utilization=float(link_t / t) if t > 0 else 0.0,
+        flows=int(loads.flows[link]),
+        flow_bytes=loads.max_flow_bytes,
+        flow_gbps=loads.max_flow_gbps,
+    )
+    return t + latency, latency, bott
+
+
+def parts_time(
+    cluster: Cluster, parts, groups: np.ndarray, dev_of_rank: np.ndarray, payload_bytes: float,
+    exposure: float = 1.0, stats: dict | None = None,
+) -> ClassCost:
+    """Predicted time of one class made of ``parts`` (run one after the other), all groups at once.
+
+    Parameters
+    ----------
+    cluster : Cluster
+    parts : sequence of Collective
+        The class's parts (:func:`~rankmap.solver.traffic.class_collectives`).
+    groups : numpy.ndarray of int, shape (g, n)
+        Ranks (``rank_offset`` removed) of every group of the class.
+    dev_of_rank : numpy.ndarray of int, shape (world_size,)
+    payload_bytes : float
+        The class's payload, recorded in the result.
+    exposure : float
+        x_c, recorded in the result (the caller weighs the total).
+
+    Returns
+    -------
+    ClassCost
+        ``seconds`` = Σ over parts of max(link load / capacity, slowest flow) +
+        latency; the bottleneck of the slowest part.
+    """
+    groups = np.asarray(groups)
+    n = groups.shape[1] if groups.ndim == 2 else 1
+    bpr = float(sum(collective_bytes_per_rank(p, n) for p in parts))
+    total = lat = 0.0
+    worst, bott = -1.0, None
+    if groups.size and n > 1:
+        for p in parts:
+            t, l_s, b = _part_time(cluster, p, groups, dev_of_rank, exposure, stats)
+            total += t
+            lat += l_s
+            if b is not None and t > worst:
+                worst, bott = t, b
+    if bott is None:
+        return ClassCost(0.0, exposure, bpr, float(payload_bytes))
+    return ClassCost(total, exposure, bpr, float(payload_bytes), lat, bott)
+
+
 def class_time(
     cluster: Cluster, kind: str, groups: np.ndarray, dev_of_rank: np.ndarray, payload_bytes: float,
     exposure: float = 1.0,
     stats: dict | None = None,
 ) -> ClassCost:
-    """Predicted time of one class with all its groups running at once (DESIGN §4).
+    """Predicted time of one class of one collective ``kind`` with all its groups running at once (DESIGN §4).
 
     Parameters
     ----------
@@ -166,38 +275,8 @@ def class_time(
     -------
     ClassCost
     """
-    groups = np.asarray(groups)
-    n = groups.shape[1] if groups.ndim == 2 else 1
-    fb = flow_bytes(kind, payload_bytes, n) if payload_bytes > 0 else 0.0
-    bpr = bytes_per_rank(kind, payload_bytes, n) if payload_bytes > 0 else 0.0
-    if fb <= 0 or groups.size == 0:
-        return ClassCost(0.0, exposure, bpr, float(payload_bytes))
-    fab = cluster.fabric
-    loads = None
-    for src, dst in class_flows(kind, groups):
-        loads = _merge(loads, fab.route_loads(dev_of_rank[src], dev_of_rank[dst], fb))
-    if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
-        return ClassCost(0.0, exposure, bpr, float(payload_bytes))
-    cap = fab.capacities_gbps()
-    ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
-    if stats is not None:
-        stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
-    link = int(np.argmax(ratio))
-    link_t = float(ratio[link])
-    t = max(link_t, loads.max_flow_seconds)
-    latency = loads.max_latency_seconds * collective_steps(kind, n)
-    is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
-    bott = Bottleneck(
-        kind="link" if is_link else "per-flow",
-        link=tuple(str(x) for x in fab.link_name(link)),
-        load_bytes=float(loads.load_bytes[link]),
-        capacity_gbps=float(cap[link]),
-        utilization=float(link_t / t) if t > 0 else 0.0,
-        flows=int(loads.flows[link]),
-        flow_bytes=loads.max_flow_bytes,
-        flow_gbps=loads.max_flow_gbps,
-    )
-    return ClassCost(t + latency, exposure, bpr, float(payload_bytes), latency, bott)
+    parts = (Collective(kind, float(payload_bytes)),) if payload_bytes > 0 else ()
+    return parts_time(cluster, parts, groups, dev_of_rank, payload_bytes, exposure, stats)
 
 
 def class_groups(cfg: ParallelConfig, groups: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -225,7 +304,8 @@ def layout_cost(
     device_of_rank : numpy.ndarray of int, shape (world_size,)
         Index into ``cluster.devices`` per global rank (rank_offset removed).
     traffic : mapping class -> bytes per rank per step
-        Missing classes count as 0.
+        Missing classes count as 0.  A :class:`~rankmap.solver.traffic.Traffic`
+        carries each class's parts (shapes); a plain mapping uses the default shapes.
     groups : optional precomputed ``megatron_groups(cfg)``.
     exposure : mapping class -> x_c in [0, 1], optional
         Missing classes are fully exposed (1).
@@ -245,7 +325,8 @@ def layout_cost(
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
         arr = fam[c] - cfg.rank_offset
-        classes[c] = class_time(cluster, CLASS_KIND[c], arr, dev_of, s, float(exposure.get(c, 1.0)), stats)
+        classes[c] = parts_time(cluster, class_collectives(traffic, c), arr, dev_of, s, float(exposure.get(c, 1.0)),
+                                stats)
     total = float(sum(v.exposure * v.seconds for v in classes.values()))
     return CostBreakdown(total_seconds=total, by_class={c: v.seconds for c, v in classes.items()}, classes=classes)
 
@@ -313,14 +394,18 @@ def lower_bound(
     """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout of ``cfg`` (any order with these sizes).
 
     Classes are separate phases, so the bound is ``Σ_c x_c·LB_c`` with
-    :func:`class_lower_bound`; it depends on the sizes, not the order.
+    :func:`class_lower_bound` summed over each class's parts (run one after
+    the other on their subgroups); it depends on the sizes, not the order.
     """
     exposure = dict(exposure or {})
     total = 0.0
     for c in TRAFFIC_CLASSES:
         n = class_group_size(c, cfg)
         g = cfg.world_size // cfg.pp if c == "embedding" else cfg.world_size // n
-        s = float(traffic.get(c, 0.0) or 0.0)
-        if s > 0 and n > 1:
-            total += float(exposure.get(c, 1.0)) * class_lower_bound(cluster, CLASS_KIND[c], g, n, s)
+        if n <= 1:
+            continue
+        for p in class_collectives(traffic, c):
+            k = p.size or n
+            lb = class_lower_bound(cluster, p.kind, g * (n // k), k, p.payload_bytes)
+            total += float(exposure.get(c, 1.0)) * lb
     return total

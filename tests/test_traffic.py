@@ -141,8 +141,11 @@ def test_seed_tp2_pp4_dp2_by_hand():
     assert t["tp"] == 4 * 6 * 8 * act == 3_221_225_472
     # pp = m * act = 8 * 16,777,216 = 134,217,728 B
     assert t["pp"] == 8 * act == 134_217_728
-    # dp = (2 + 4) bytes * 5,047,558,144 params / (tp*pp = 8) = 3,785,668,608 B
-    assert t["dp"] == 6 * 5_047_558_144 / 8 == 3_785_668_608
+    # dp, Megatron's default (no --use-distributed-optimizer): a ring all-reduce of the fp32 main
+    # gradients (bf16 reduces in fp32) of the P/(tp*pp) parameters a rank holds:
+    # 4 bytes * 5,047,558,144 / 8 = 2,523,779,072 B
+    assert t["dp"] == 4 * 5_047_558_144 / 8 == 2_523_779_072
+    assert [c.kind for c in t.collectives["dp"]] == ["all_reduce"]
     # embedding = V*h/tp * grad bytes = 50304*4096/2*4 = 412,090,368 B (tied, pp > 1)
     assert t["embedding"] == 50304 * 4096 / 2 * 4 == 412_090_368
     # cp = 1 and a dense model: no cp, ep, etp or edp traffic
@@ -152,8 +155,12 @@ def test_seed_tp2_pp4_dp2_by_hand():
 def test_seed_cp_formula():
     cfg = parallel_config(16, tp=2, cp=2, pp=2)
     t = traffic_from_model(SEED, cfg)
-    # L_s = 12; cp = 4 * L_s * m * b * s * (k/tp) * (h/a) * bytes = 4*12*8*1*2048*16*128*2
-    assert t["cp"] == 4 * 12 * 8 * 1 * 2048 * (32 / 2) * (4096 / 32) * 2 == 3_221_225_472
+    # cp_comm_type p2p (Megatron's default, TE AttnFuncWithCPAndKVP2P): per layer and micro-batch
+    # 3(cp-1) sends of KV = b*(s/cp)*(2k/tp)*d*bytes = 1*1024*(2*32/2)*128*2 = 8,388,608 B to the
+    # ring successor (KV forward; KV and dKV backward).  L_s = 12, m = 8:
+    # cp = 8 * 12 * 3 * (2-1) * 8,388,608 = 2,415,919,104 B
+    assert t["cp"] == 8 * 12 * 3 * 1 * (1024 * 32 * 128 * 2) == 2_415_919_104
+    assert [c.kind for c in t.collectives["cp"]] == ["ring_p2p"]
     # act now uses s/cp = 1024 tokens: tp = 4*12*8*(1*1024*4096*2)
     assert t["tp"] == 4 * 12 * 8 * 1024 * 4096 * 2
     assert t["pp"] == 8 * 1024 * 4096 * 2
@@ -161,7 +168,7 @@ def test_seed_cp_formula():
 
 def test_dp_bytes_scale_with_one_over_tp_pp():
     base = traffic_from_model(SEED, parallel_config(128))["dp"]  # tp = pp = 1
-    assert base == 6 * 5_047_558_144
+    assert base == 4 * 5_047_558_144  # fp32 gradient all-reduce
     for tp, pp in [(2, 1), (1, 2), (2, 4), (4, 2), (8, 8)]:
         t = traffic_from_model(SEED, parallel_config(128, tp=tp, pp=pp))  # dp >= 2
         assert math.isclose(t["dp"], base / (tp * pp))
@@ -175,7 +182,7 @@ def test_dp_payload_times_tp_pp_is_constant(tp, pp, dp):
     if dp == 1:
         assert t["dp"] == 0
     else:
-        assert math.isclose(t["dp"] * tp * pp, 6 * 5_047_558_144)
+        assert math.isclose(t["dp"] * tp * pp, 4 * 5_047_558_144)
 
 
 def test_dense_model_has_no_expert_traffic():
@@ -203,14 +210,33 @@ def test_untied_embeddings_have_no_embedding_allreduce():
 
 
 def test_moe_formulas_mixtral():
-    model = model_preset("mixtral-8x7b", seq_length=4096)
-    cfg = parallel_config(64, tp=2, ep=4, etp=2, pp=2)  # dp = 16, edp = 64/(2*4*2) = 4
+    """Mixtral 8x7B recipe (seq 4096, gbs 512, alltoall dispatcher, SP, distributed optimizer).
+
+    tp 2, ep 4, etp 2, pp 2 on 64 GPUs: dp = 64/(2*2) = 16, edp = 64/(4*2*2) = 4,
+    m = 512/16 = 32 micro-batches, L_moe,s = 32/2 = 16 MoE layers per stage.
+    X = b*s*h = 4096*4096 = 16,777,216 elements; with SP a rank holds Y = X/tp tokens.
+    - tp: only the attention half of each layer (the experts run on etp): 16 halves, each
+      AG + RS forward and 2 AG + 1 RS backward of X*2 bytes -> 10 bytes/element:
+      32 * 16 * 16,777,216 * 10 = 85,899,345,920 B.
+    - ep (MoEAlltoAllTokenDispatcher): K*Y = 2 * 8,388,608 elements per dispatch and per
+      combine, forward and backward, 2 bytes: 32 * 16 * 2 * 8,388,608 * 8 = 68,719,476,736 B.
+    - etp: all-gather / reduce-scatter of etp*K*Y, 4 per MoE layer:
+      32 * 16 * 2*2*8,388,608 * 2 * 4 = 137,438,953,472 B.
+    - pp: m * X * 2 / tp = 32 * 16,777,216 = 536,870,912 B.
+    - dp / edp: distributed optimizer, (4 + 2) bytes per held parameter.
+    """
+    model = model_preset("mixtral-8x7b")
+    assert (model.seq_length, model.global_batch_size, model.moe_token_dispatcher_type) == (4096, 512, "alltoall")
+    assert model.sequence_parallel and model.use_distributed_optimizer
+    cfg = parallel_config(64, tp=2, ep=4, etp=2, pp=2)
+    assert (cfg.dp, cfg.edp) == (16, 4)
     t = traffic_from_model(model, cfg)
-    act = 1 * 4096 * 4096 * 2
-    L_s = L_moe_s = 32 / 2
-    assert t["ep"] == 4 * L_moe_s * 8 * act * 2
-    assert t["etp"] == 2 * L_moe_s * 8 * act * 2
-    assert t["tp"] == 4 * L_s * 8 * act
+    X = 4096 * 4096
+    assert num_micro_batches(model, cfg) == 32
+    assert t["tp"] == 32 * 16 * X * 10 == 85_899_345_920
+    assert t["ep"] == 32 * 16 * 2 * (X / 2) * 8 == 68_719_476_736
+    assert t["etp"] == 32 * 16 * 2 * 2 * (X / 2) * 2 * 4 == 137_438_953_472
+    assert t["pp"] == 32 * X * 2 / 2 == 536_870_912
     counts = count_parameters(model)
     dense, expert = params_per_rank(model, cfg)
     assert dense == counts.dense / 4 and expert == counts.expert / (2 * 4 * 2)
@@ -221,13 +247,34 @@ def test_moe_formulas_mixtral():
 
 
 def test_deepseek_moe_layers():
+    """DeepSeek-V3 (arXiv:2412.19437 §3.2, §3.3): flex dispatcher, node-limited routing
+    M = 4 of G = 8 groups, FP8 dispatch and BF16 combine, 3 dense layers first.
+
+    ep 64, pp 16 on 2,048 GPUs (the published layout): dp = 128, m = 15360/128 = 120,
+    L_moe,s = 58/16 = 3.625, Y = b*s*h = 4096*7168 = 29,360,128 elements (tp = 1).
+    Per token element: dispatch forward 1 byte (FP8) + combine forward 2 + backward 2 + 2 = 7.
+    Between the 8 node groups (8 ranks each, stride 8) one copy per selected node, M = 4:
+    120 * 3.625 * 4 * 29,360,128 * 7 = 357,606,359,040 B; inside a group K = 8 copies:
+    120 * 3.625 * 8 * 29,360,128 * 7 = 715,212,718,080 B.
+    """
     model = model_preset("deepseek-v3")
     pattern = model.moe_layer_pattern()
     assert pattern[:3] == (False, False, False) and all(pattern[3:]) and len(pattern) == 61
-    t = traffic_from_model(model, parallel_config(256, ep=8, pp=16, etp=1))
-    act = 1 * 4096 * 7168 * 2
-    assert math.isclose(t["ep"], 4 * (58 / 16) * 8 * act * 8)
+    cfg = parallel_config(2048, ep=64, pp=16, etp=1)
+    assert num_micro_batches(model, cfg) == 120
+    t = traffic_from_model(model, cfg)
+    Y = 4096 * 7168
+    between, inside = t.collectives["ep"]
+    assert (between.kind, between.size, between.stride) == ("all_to_all", 8, 8)
+    assert (inside.kind, inside.size, inside.stride) == ("all_to_all", 8, 1)
+    assert math.isclose(between.payload_bytes, 120 * 3.625 * 4 * Y * 7)
+    assert math.isclose(between.payload_bytes, 357_606_359_040)
+    assert math.isclose(inside.payload_bytes, 120 * 3.625 * 8 * Y * 7)
+    assert t["ep"] == between.payload_bytes + inside.payload_bytes
     assert t["etp"] == 0  # etp = 1
+    # ep 8 = G: one rank per group, nothing forwarded inside it
+    t8 = traffic_from_model(model, parallel_config(256, ep=8, pp=16, etp=1))
+    assert [p.size for p in t8.collectives["ep"]] == [8]
 
 
 def test_moe_layer_freq_int_and_list():
@@ -520,9 +567,15 @@ def test_cli_json(capsys):
     assert rc == 0 and err == ""
     doc = json.loads(out)
     assert doc["traffic"]["tp"] == 3_221_225_472
-    assert doc["traffic"]["dp"] == 3_785_668_608
+    assert doc["traffic"]["dp"] == 2_523_779_072
     assert doc["classes"]["dp"]["group"] == "DATA_PARALLEL_GROUP_WITH_CP"
-    assert doc["classes"]["dp"]["pair_bytes"] == 3_785_668_608 / 2
+    # a ring all-reduce over dp = 2 sends 2(n-1)/n * S = S per rank
+    assert doc["classes"]["dp"]["bytes_sent_per_rank"] == 2_523_779_072
+    assert doc["bytes_sent_per_rank"]["dp"] == 2_523_779_072
+    assert [p["kind"] for p in doc["classes"]["dp"]["shape"]] == ["all_reduce"]
+    assert doc["classes"]["dp"]["shape"][0]["subgroup_size"] == 2
+    assert "630,944,768 parameters" in doc["classes"]["dp"]["formula"]  # 5,047,558,144 / 8
+    assert "distrib_optimizer.py" in doc["classes"]["dp"]["source"]
     assert doc["model"]["name"] == "gpt-24l-4096"
     assert doc["model"]["parameters"]["total"] == 5_047_558_144
     assert doc["sizes"]["dp"] == 2
@@ -543,7 +596,7 @@ def test_cli_table(capsys):
         (["--model", "gpt5"], "gpt5"),
         (["--traffic", "tp=-4"], "-4"),
         (["--traffic", "xx=4"], "xx"),
-        (["--model", "default", "--model-file", "x.yaml"], "not both"),
+        (["--model", "default", "--model-file", "x.yaml"], "not several"),
         (["--tp", "64"], "tp=64"),
         (["--global-batch-size", "3"], "global_batch_size=3"),
         (["--model-file", "/nonexistent/m.yaml"], "cannot read"),
