@@ -23,8 +23,9 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
   time, swap and evaluation counts, all sized from ``time_limit_seconds``)
   decide the answer; one :class:`~rankmap.solver.deadline.Deadline` created
   when ``solve`` starts is the wall-clock safety stop of every phase.  A
-  search it stopped has ``stopped_by = "time_limit"`` and is FEASIBLE unless
-  the lower bound meets the cost.
+  search it stopped has ``stopped_by = "time_limit"`` and is FEASIBLE, even
+  when the lower bound meets the cost (DESIGN §5: a stopped solve never claims
+  OPTIMAL, so a loaded machine cannot turn one answer into another status).
 * **Constraints** (:mod:`.constraints`) filter every candidate.
 * **Tie-breaking**: the baseline (default order, baseline devices) unless
   something is strictly cheaper; then the default order, the other
@@ -226,13 +227,16 @@ def solve(
     tol = _REL_TOL * max(best_cost, 1e-30)
     tied = [c for c in candidates if c.cost.total_seconds <= best_cost + tol]
     best = min(tied, key=lambda c: c.key(baseline_dev))
-    status, bound = _status(best.cost.total_seconds, bound, proved)
+    status, bound = _status(best.cost.total_seconds, bound, proved, bool(deadline.stopped_by))
     return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options,
                    orders[:max(reached, 1)], launcher, deadline.stopped_by)
 
 
-def _status(cost: float, lower: float, enumerated: bool) -> tuple[str, float]:
+def _status(cost: float, lower: float, enumerated: bool, stopped: bool = False) -> tuple[str, float]:
     """Status and reported bound (DESIGN §5).
+
+    ``stopped``: the time limit cut some phase short; such a solve never
+    claims OPTIMAL (DESIGN §5), whatever the bound.
 
     ``enumerated``: every layout of the searched space was scored, so ``cost``
     is the optimum.  Otherwise the bound is the analytic ``lower`` bound, and
@@ -240,9 +244,11 @@ def _status(cost: float, lower: float, enumerated: bool) -> tuple[str, float]:
     never above the cost (``min`` with a valid bound stays valid), and is never
     taken from the cost of a layout found.
     """
-    if enumerated:
+    if enumerated and not stopped:
         return "OPTIMAL", cost
-    optimal = cost <= lower * (1 + 1e-9) + 1e-30
+    if enumerated:
+        return "FEASIBLE", min(lower, cost)
+    optimal = not stopped and cost <= lower * (1 + 1e-9) + 1e-30
     return ("OPTIMAL" if optimal else "FEASIBLE"), min(lower, cost)
 
 

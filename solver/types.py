@@ -383,8 +383,8 @@ class SolveResult:
     stopped_by : str
         ``"time_limit"`` when the wall-clock limit stopped some part of the
         search before its deterministic work budget completed (the answer may
-        then depend on the machine's load, and the status is OPTIMAL only if
-        the lower bound meets the cost); ``""`` when the budget completed.
+        then depend on the machine's load, and the status is never OPTIMAL);
+        ``""`` when the budget completed.
     """
 
     config: ParallelConfig

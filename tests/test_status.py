@@ -254,3 +254,15 @@ def test_stopped_by_in_json_table_and_proto():
     assert msg.stopped_by == "time_limit"
     assert result_from_proto(msg).stopped_by == "time_limit"
     assert result_to_proto(done).stopped_by == ""
+
+
+def test_a_stopped_solve_never_claims_optimal():
+    """DESIGN §5: a solve the time limit stopped is FEASIBLE even when the bound meets the cost
+    (or every layout happened to be scored): the status must not depend on the machine's load."""
+    from rankmap.solver.search import _status
+
+    assert _status(2.0, 2.0, False) == ("OPTIMAL", 2.0)
+    assert _status(2.0, 2.0, False, stopped=True) == ("FEASIBLE", 2.0)
+    assert _status(2.0, 1.5, True) == ("OPTIMAL", 2.0)
+    assert _status(2.0, 1.5, True, stopped=True) == ("FEASIBLE", 1.5)
+    assert _status(2.0, 1.5, False) == ("FEASIBLE", 1.5)
