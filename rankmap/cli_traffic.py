@@ -140,7 +140,13 @@ def megatron_from_args(args: argparse.Namespace):
 
 
 def apply_megatron_sizes(args: argparse.Namespace) -> None:
-    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args``; a flag given both ways must agree.
+    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args``; a size given both ways must agree.
+
+    Only the sizes the Megatron arguments spell out count
+    (``--tensor-model-parallel-size`` ...): a model-only argument string
+    (``--num-layers 80 --hidden-size 8192 ...``) stands in for a model file,
+    and the parallel sizes then come from rankmap's own flags (default 1,
+    etp = tp), as they would with ``--model-file``.
 
     Raises
     ------
@@ -150,16 +156,15 @@ def apply_megatron_sizes(args: argparse.Namespace) -> None:
     meg = megatron_from_args(args)
     if meg is None:
         return
-    # Megatron runs the sizes of its arguments, its defaults (1; etp = tp) for the ones not given.
-    sizes = meg.sizes_with_defaults()
     for key, flag in _MEGATRON_SIZE_FLAGS.items():
+        if key not in meg.sizes:
+            continue
         given = getattr(args, key, None)
-        value = int(sizes[key])
+        value = int(meg.sizes[key])
         if given is None:
             setattr(args, key, value)
         elif int(given) != value:
-            said = f"{flag} {value}" if key in meg.sizes else f"Megatron's default {flag} {value}"
-            raise InvalidArgumentError(f"--{key} {given} disagrees with {said} in --megatron-args", key)
+            raise InvalidArgumentError(f"--{key} {given} disagrees with {flag} {value} in --megatron-args", key)
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:
@@ -187,7 +192,7 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
     if len(given) > 1:
         raise InvalidArgumentError(f"give one of {' and '.join(given)}, not several", "model")
     if meg is not None:
-        base = meg.model
+        base = meg.model_for(getattr(args, "tp", None) or 1, getattr(args, "pp", None) or 1)
     elif path is not None:
         base = load_model_file(path)
     elif name is not None:

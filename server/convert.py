@@ -222,7 +222,12 @@ def traffic_to_proto(traffic=None, model=None) -> "pb.Traffic":
     traffic : mapping class -> bytes, or str ``"tp=4e9,dp=1GB"``, or None
         Validated here with the solver's parser (same messages as the CLI).
     model : str preset name, mapping (``preset`` plus ModelSpec fields),
-        ``ModelSpec``, or None.
+        ``ModelSpec``, Megatron-LM arguments, or None.
+        Megatron-LM arguments are a string with ``--`` flags
+        (``"--num-layers 80 --hidden-size 8192 ..."``, a ``torchrun ...
+        pretrain_gpt.py`` prefix allowed) or a
+        :class:`~rankmap.solver.traffic.MegatronArgs`; they travel as
+        ``Traffic.megatron_args`` and are read on the server.
     """
     from rankmap.solver.traffic import parse_traffic, traffic_from_mapping
 
@@ -235,7 +240,15 @@ def traffic_to_proto(traffic=None, model=None) -> "pb.Traffic":
             # an empty mapping still means "explicit, no traffic" (not "default model")
             out.bytes["tp"] = 0.0
     if model is not None:
-        out.model.CopyFrom(_model_to_proto(model))
+        from rankmap.solver.traffic import MegatronArgs, parse_megatron_args
+
+        if isinstance(model, MegatronArgs):
+            model = model.text
+        if isinstance(model, str) and "--" in model:
+            parse_megatron_args(model)  # same messages as the CLI, before anything is sent
+            out.megatron_args = model
+        else:
+            out.model.CopyFrom(_model_to_proto(model))
     return out
 
 
@@ -272,15 +285,15 @@ def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool
     explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else {}
     if has_traffic and msg.megatron_args:
         meg = parse_megatron_args(msg.megatron_args)
-        # Megatron runs the sizes of its arguments (defaults 1, etp = tp): the request's must match.
-        for key, value in meg.sizes_with_defaults().items():
-            if int(getattr(cfg, key)) != int(value):
-                given = "given" if key in meg.sizes else "Megatron's default"
+        # The sizes the Megatron arguments spell out must match the request's (a model-only
+        # argument string stands in for a model file: the sizes are the request's).
+        for key, value in sorted(meg.sizes.items()):
+            if key in ("tp", "pp", "cp", "ep", "etp") and int(getattr(cfg, key)) != int(value):
                 raise InvalidArgumentError(
-                    f"sizes.{key}={getattr(cfg, key)} disagrees with {key}={value} ({given}) "
+                    f"sizes.{key}={getattr(cfg, key)} disagrees with {key}={value} "
                     "in traffic.megatron_args", "traffic.megatron_args",
                 )
-        model = meg.model
+        model = meg.model_for(cfg.tp, cfg.pp)
         if msg.HasField("model"):
             if msg.model.preset:
                 raise InvalidArgumentError(

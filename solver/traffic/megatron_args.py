@@ -153,22 +153,66 @@ class MegatronArgs:
     Attributes
     ----------
     model : ModelSpec
+        The model at the sizes the arguments give (:meth:`model_for` at
+        ``tp``/``pp`` of :attr:`sizes`, 1 when absent).
     sizes : dict of str -> int
         ``tp pp cp ep etp`` given on the command line (Megatron's defaults, 1
         and etp = tp, are filled in by :meth:`sizes_with_defaults`).
     ignored : tuple of str
         Flags rankmap does not read (training flags such as ``--lr``).
+    vocab_size : int
+        ``--vocab-size`` before padding (default 50257, GPT-2's tokenizer).
+    divisible_by : int
+        ``--make-vocab-size-divisible-by`` (default 128).
+    layers_per_vp_stage : int or None
+        ``--num-layers-per-virtual-pipeline-stage``.
+    text : str
+        The argument string as given.
     """
 
     model: ModelSpec
     sizes: dict
     ignored: tuple
+    vocab_size: int = 50257
+    divisible_by: int = 128
+    layers_per_vp_stage: int | None = None
+    text: str = ""
 
     def sizes_with_defaults(self) -> dict[str, int]:
         """``tp pp cp ep etp`` with Megatron's defaults (1; etp = tp)."""
         out = {k: int(self.sizes.get(k, 1)) for k in ("tp", "pp", "cp", "ep")}
         out["etp"] = int(self.sizes.get("etp", out["tp"]))
         return out
+
+    def model_for(self, tp: int, pp: int) -> ModelSpec:
+        """The model as Megatron builds it at tensor-parallel size ``tp`` and pipeline size ``pp``.
+
+        Two model quantities depend on the sizes: the padded vocabulary
+        (Megatron-LM ``_vocab_size_with_padding``: ``vocab_size`` rounded up to
+        a multiple of ``make_vocab_size_divisible_by · tp``) and the virtual
+        pipeline size from ``--num-layers-per-virtual-pipeline-stage``
+        (``num_layers / pp / layers_per_stage``, ``validate_args``).
+
+        Raises
+        ------
+        InvalidArgumentError
+            When ``--num-layers-per-virtual-pipeline-stage`` does not divide
+            ``num_layers / pp``.
+        """
+        import dataclasses
+
+        div = self.divisible_by * int(tp)
+        changes: dict[str, Any] = {"vocab_size": -(-self.vocab_size // div) * div}
+        lpvs = self.layers_per_vp_stage
+        if lpvs is not None:
+            L = self.model.num_layers
+            if L % pp or (L // pp) % lpvs:
+                raise InvalidArgumentError(
+                    f"--num-layers-per-virtual-pipeline-stage {lpvs} does not divide num_layers/pp = {L}/{pp}",
+                    _FIELD,
+                )
+            changes["virtual_pipeline_model_parallel_size"] = L // pp // lpvs
+        return dataclasses.replace(self.model, **changes)
 
 
 def _tokens(text: str) -> list[str]:
@@ -250,7 +294,9 @@ def parse_megatron_args(text: str, name: str = "megatron-args") -> MegatronArgs:
         raise InvalidArgumentError(
             f"megatron_args lacks {', '.join(missing)} (Megatron-LM requires them)", _FIELD
         )
-    return _build(values, tuple(dict.fromkeys(ignored)), name)
+    import dataclasses
+
+    return dataclasses.replace(_build(values, tuple(dict.fromkeys(ignored)), name), text=text)
 
 
 def _build(values: dict[str, Any], ignored: tuple, name: str) -> MegatronArgs:
@@ -267,7 +313,8 @@ def _build(values: dict[str, Any], ignored: tuple, name: str) -> MegatronArgs:
     if values.pop("_disable_bias", False):
         fields["add_bias_linear"] = False
     vocab = values.pop("_vocab_size", 50257)
-    div = values.pop("_divisible_by", 128) * tp
+    div0 = values.pop("_divisible_by", 128)
+    div = div0 * tp
     fields["vocab_size"] = -(-vocab // div) * div
     lpvs = values.pop("_layers_per_vp_stage", None)
     pe = values.get("position_embedding")
@@ -290,4 +337,5 @@ def _build(values: dict[str, Any], ignored: tuple, name: str) -> MegatronArgs:
             )
         fields["virtual_pipeline_model_parallel_size"] = L // pp // lpvs
     fields.setdefault("micro_batch_size", 1)
-    return MegatronArgs(model=ModelSpec(**fields), sizes=sizes, ignored=ignored)
+    return MegatronArgs(model=ModelSpec(**fields), sizes=sizes, ignored=ignored, vocab_size=vocab,
+                        divisible_by=div0, layers_per_vp_stage=lpvs)
