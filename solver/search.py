@@ -16,6 +16,10 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.timemodel.lower_bound`).
+* **Free mode on equal hosts** runs the launcher-mode search first (the same
+  budgets, so the launcher solve's answer), then the free-layout steps from
+  all its candidates: every launcher layout is a free layout, so free mode is
+  never worse than launcher mode.
 * **Status, bound and time limit**: the bound is the optimum when every layout
   was enumerated, else the analytic lower bound; never the cost of a layout
   found, and never a CP-SAT bound (its models are surrogates, not relaxations
@@ -27,6 +31,9 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
   when the lower bound meets the cost (DESIGN §5: a stopped solve never claims
   OPTIMAL, so a loaded machine cannot turn one answer into another status).
 * **Constraints** (:mod:`.constraints`) filter every candidate.
+* **Baseline** (DESIGN §5): the default order on the launcher's device order,
+  :func:`~rankmap.solver.launch.launcher_device_order` (hosts natural-sorted by
+  name unless ``options.launch_order`` says otherwise, GPUs by local index).
 * **Tie-breaking**: the baseline (default order, baseline devices) unless
   something is strictly cheaper; then the default order, the other
   megatron-cli order, then fewest ranks moved from the baseline.
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 import networkx as nx
@@ -57,7 +65,7 @@ from .decompose import (
 )
 from .errors import InfeasibleError, InvalidArgumentError
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
-from .launch import apply_instructions, host_placements
+from .launch import apply_instructions, host_placements, launcher_device_order
 from .orders import MEGATRON_CLI_ORDERS, candidate_orders
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
@@ -73,6 +81,9 @@ _REL_TOL = 1e-9
 #: The search stops at this fraction of the time limit; the step running then and the result
 #: (about 10 us per rank) take the rest, so a solve ends close to the limit.
 SEARCH_FRACTION = 0.95
+#: Free mode on equal hosts: the share of the time limit sizing the free-layout search that follows the
+#: launcher-mode search (whose budgets are those of a launcher solve).
+FREE_AFTER_LAUNCHER_SHARE = 0.35
 
 
 def solve(
@@ -167,7 +178,8 @@ def solve(
         raise InvalidArgumentError(f"no order in {options.orders!r} is valid for these sizes", "orders")
     constraints = tuple(options.constraints)
     base_cfg = cfg.with_order(DEFAULT_ORDER)
-    baseline_dev = np.arange(W, dtype=np.int64)
+    # DESIGN §5: the baseline is what the launcher does without rankmap (hosts in launch order)
+    baseline_dev = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
     base_groups = megatron_groups(base_cfg)
 
     def score(c, dev, grp=None):
@@ -194,24 +206,19 @@ def solve(
         candidates += found
         proved = not deadline.stopped  # every layout of every order was scored
     else:
-        per_order_limit = max(0.05, options.time_limit_seconds * CPSAT_SHARE / max(1, len(orders)))
-        for idx, ocfg in enumerate(orders):
-            if deadline.check():
-                reached = idx
-                break
-            groups = megatron_groups(ocfg)
-            seen_dev: set = set()
-            for dev in _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
-                                  per_order_limit, deadline):
-                key = dev.tobytes()
-                if key in seen_dev:
-                    continue
-                seen_dev.add(key)
-                if satisfies(cluster, ocfg, groups, dev, constraints):
-                    candidates.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
-            report("search", candidates)
-        candidates += refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints,
-                             baseline_dev, deadline, score)
+        args = (cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report)
+        if options.mode == "free" and np.unique(cluster.gpus_per_host).size == 1:
+            # every launcher layout is a free layout: free mode first runs the launcher-mode search
+            # (same budgets, so the same answer), then searches free layouts from all its candidates
+            found, reached = _search(*args, candidates, replace(options, mode="launcher"), True)
+            candidates += found
+            found, _r = _search(*args, candidates, replace(
+                options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE), False,
+                proposals=W <= EXACT_MAX_DEVICES)  # above that, the free proposals are the launcher ones
+            candidates += found
+        else:
+            found, reached = _search(*args, candidates, options, launcher)
+            candidates += found
     report("search", candidates)
 
     if not candidates:
@@ -314,6 +321,36 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
     return out, len(orders)
 
 
+def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report,
+            initial, options, launcher, proposals=True):
+    """Candidates of the surrogate proposals of every order (unless not ``proposals``), then :func:`refine`.
+
+    ``initial``: the candidates so far (refine starts from them too).  Returns
+    (new candidates, orders reached before the deadline).
+    """
+    out: list[Candidate] = []
+    reached = len(orders)
+    per_order_limit = max(0.05, options.time_limit_seconds * CPSAT_SHARE / max(1, len(orders)))
+    for idx, ocfg in enumerate(orders if proposals else ()):
+        if deadline.check():
+            reached = idx
+            break
+        groups = megatron_groups(ocfg)
+        seen_dev: set = set()
+        for dev in _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
+                              per_order_limit, deadline):
+            key = dev.tobytes()
+            if key in seen_dev:
+                continue
+            seen_dev.add(key)
+            if satisfies(cluster, ocfg, groups, dev, constraints):
+                out.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
+        report("search", list(initial) + out)
+    out += refine(cluster, list(initial) + out, surrogate, traffic, exposure, options, launcher, constraints,
+                  baseline_dev, deadline, score)
+    return out, reached
+
+
 def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, deadline):
     """Layouts proposed by the surrogate models for one order (device per rank arrays).
 
@@ -330,13 +367,15 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
             out.append(res.slot_of_item)
         return out
     if launcher or np.unique(cluster.gpus_per_host).size == 1:
-        host_orders = [np.arange(len(cluster.hosts)), dfs_host_order(cluster)]
+        hob = cluster.host_of[baseline_dev]
+        launch_hosts = hob[np.sort(np.unique(hob, return_index=True)[1])]  # the launcher's host order
+        host_orders = [launch_hosts, np.arange(len(cluster.hosts)), dfs_host_order(cluster)]
         if len(cluster.hosts) <= HOST_MODEL_MAX_HOSTS and not deadline.check():
             ho = host_model_order(cluster, ocfg, groups, surrogate, options, time_limit / 2, cancel, deadline)
             if ho is not None:
                 host_orders.append(ho)
         dom_orders = domain_level_orders(cluster, ocfg, groups, surrogate, options, time_limit / 4, cancel,
-                                         host_orders[1], deadline)
+                                         host_orders[2], deadline)
         host_orders += dom_orders
         if not deadline.check():
             host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
