@@ -244,30 +244,8 @@ def replicate_host(template: nx.Graph, num_hosts: int, hosts_per_leaf: int, nic_
     return g
 
 
-def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, nvlink_gbps: float = 900.0,
-                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_oversubscription: float = 2.0) -> nx.Graph:
-    """NVL72-style racks: all GPUs of a rack on one NVLink switch domain, per-GPU NICs to leaves
-    (9 hosts x 4 NICs x 50 GB/s = 1800 GB/s into a leaf, 900 GB/s up at 2:1)."""
-    g = nx.Graph(name=f"{racks} x NVL{hosts_per_rack * gpus_per_host}")
-    leaf_of_host = []
-    for r in range(racks):
-        sw = f"rack{r}/nvswitch"
-        g.add_node(sw, kind="nvswitch")
-        for t in range(hosts_per_rack):
-            h = r * hosts_per_rack + t
-            host = f"r{r}t{t:02d}"
-            leaf = h // hosts_per_leaf
-            leaf_of_host.append(leaf)
-            for i in range(gpus_per_host):
-                gpu = f"{host}/gpu{i}"
-                g.add_node(gpu, kind="gpu", host=host, local_index=i)
-                g.add_edge(gpu, sw, bandwidth=nvlink_gbps)
-                nic = f"{host}/nic{i}"
-                g.add_node(nic, kind="nic", host=host)
-                g.add_edge(gpu, nic, bandwidth=nic_gbps)
-                g.add_edge(nic, f"switch:leaf{leaf}", bandwidth=nic_gbps)
-    _add_leaf_tree(g, leaf_of_host, None, leaf_oversubscription, None)
-    return g
+# NVL72 racks: rankmap.solver.builders.nvl72_cluster (moved there, issue 12 item 4)
+from rankmap.solver.builders import nvl72_cluster  # noqa: E402
 
 
 @dataclass

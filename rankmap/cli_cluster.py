@@ -13,6 +13,11 @@
   topology of a YAML file); ``--nodelist``: the hosts to include, a Slurm hostlist.
 * ``--rate KEY=GBPS``: override a link rate (keys ``nvlink pcie pix pxb phb node sys nic``),
   repeatable or comma-separated.
+* ``--kubernetes-nodes FILE`` (with ``--topology-labels a,b,c`` or ``--kueue-topology FILE``),
+  ``--volcano-hypernodes FILE``, ``--topograph-model FILE``, ``--ibnetdiscover FILE``: the
+  other network sources of DESIGN §8 (:mod:`rankmap.solver.formats.sources`).
+* ``--nvlink-domains FILE``, ``--nvlink-domain-rate GBPS``, ``--block-links nvlink|network``:
+  multi-host NVLink domains (:mod:`rankmap.solver.formats.nvlink`).
 * ``--oversubscription R``: the fabric's oversubscription ratio, downlink : uplink capacity of
   a switch whose uplinks the fabric file does not give (``2`` or ``2:1``; ``2,1`` = leaves 2:1,
   higher levels 1:1).  Default 1: non-blocking.  Every edge of the output is a physical link
@@ -34,7 +39,8 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import RATE_KEYS, build_cluster, dump_graph, node_link_text, summarize
 from rankmap.solver.formats.safe import strict_float
 
-__all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "parse_rates"]
+__all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "cluster_flags_given", "parse_rates",
+           "SOURCE_FLAGS"]
 
 
 def parse_rates(items: list[str] | None) -> dict[str, float]:
@@ -76,6 +82,24 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--oversubscription", metavar="R", default=None,
                    help="fabric oversubscription, a switch's downlink:uplink capacity where the fabric file gives no "
                         "LinkSpeed: 2 or 2:1, or per level leaf first (2,1); default 1 (non-blocking)")
+    g = p.add_argument_group("other topology sources (DESIGN §8)")
+    g.add_argument("--kubernetes-nodes", metavar="FILE", default=None,
+                   help="`kubectl get nodes -o json|yaml`: topology labels, GPU counts, nvidia.com/gpu.clique")
+    g.add_argument("--topology-labels", metavar="A,B,C", default=None,
+                   help="node-label keys of the topology levels, top first (default: detected from known keys)")
+    g.add_argument("--kueue-topology", metavar="FILE", default=None,
+                   help="Kueue Topology object whose spec.levels name the node labels")
+    g.add_argument("--volcano-hypernodes", metavar="FILE", default=None, help="Volcano HyperNode objects (YAML/JSON)")
+    g.add_argument("--topograph-model", metavar="FILE", default=None, help="Topograph switch/block model (YAML)")
+    g.add_argument("--ibnetdiscover", metavar="FILE", default=None, help="`ibnetdiscover` output (InfiniBand)")
+    g.add_argument("--nvlink-domains", metavar="FILE", default=None,
+                   help="NVLink domain per host: `pdsh nvidia-smi -q` output (ClusterUUID, CliqueId) or HOST DOMAIN "
+                        "lines")
+    g.add_argument("--nvlink-domain-rate", metavar="GBPS", default=None,
+                   help="each GPU's link to its NVLink domain, GB/s per direction (default: the GPU's NVLink ports, "
+                        "GB200 NVL72 900)")
+    g.add_argument("--block-links", choices=("nvlink", "network"), default="nvlink",
+                   help="Slurm topology/block blocks are NVLink domains (default) or network switches only")
 
 
 def cluster_from_args(args: argparse.Namespace):
@@ -88,8 +112,21 @@ def cluster_from_args(args: argparse.Namespace):
         topology_name=args.topology_name,
         gpus_per_node=args.gpus_per_node,
         oversubscription=getattr(args, "oversubscription", None),
+        **{k: getattr(args, k, None) for k in SOURCE_FLAGS},
+        block_links=getattr(args, "block_links", None) or "nvlink",
         **parse_rates(args.rate),
     )
+
+
+#: Flags of :func:`add_cluster_arguments` beyond the Slurm ones (argparse dest names).
+SOURCE_FLAGS = ("kubernetes_nodes", "topology_labels", "kueue_topology", "volcano_hypernodes", "topograph_model",
+                "ibnetdiscover", "nvlink_domains", "nvlink_domain_rate")
+
+
+def cluster_flags_given(args: argparse.Namespace) -> bool:
+    """True when any flag that describes a cluster (other than a CLUSTER graph file) is set."""
+    return bool(getattr(args, "host_topology", None) or getattr(args, "fabric", None)
+                or getattr(args, "nodelist", None) or any(getattr(args, k, None) for k in SOURCE_FLAGS))
 
 
 def run(args: argparse.Namespace) -> int:

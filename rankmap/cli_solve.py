@@ -277,7 +277,9 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
 
 def _load_cluster(args: argparse.Namespace):
     """The cluster graph from CLUSTER or --host-topology/--fabric/--nodelist."""
-    if args.cluster and (args.host_topology or args.fabric or args.nodelist or getattr(args, "gpu", None)
+    from rankmap.cli_cluster import cluster_flags_given
+
+    if args.cluster and (cluster_flags_given(args) or getattr(args, "gpu", None)
                          or getattr(args, "rate", None) or getattr(args, "topology_name", None)
                          or getattr(args, "gpus_per_node", None)):
         raise InvalidArgumentError(
@@ -288,7 +290,7 @@ def _load_cluster(args: argparse.Namespace):
         from rankmap.solver.formats.graphfile import load_graph
 
         return load_graph(args.cluster)
-    if args.host_topology or args.fabric or args.nodelist:
+    if cluster_flags_given(args):
         from rankmap.cli_cluster import cluster_from_args
 
         return cluster_from_args(args)

@@ -22,7 +22,7 @@ import networkx as nx
 
 from .errors import InvalidArgumentError
 
-__all__ = ["FatTreeTier", "fat_tree_cluster"]
+__all__ = ["FatTreeTier", "fat_tree_cluster", "nvl72_cluster"]
 
 
 class FatTreeTier(NamedTuple):
@@ -231,4 +231,80 @@ def fat_tree_cluster(
             g.nodes[lower]["oversubscription"] = down / up
             g.add_edge(lower, upper, bandwidth=float(up), link="fabric")
         child_link = up
+    return g
+
+
+def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, nvlink_gbps: float = 900.0,
+                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_oversubscription: float = 2.0) -> nx.Graph:
+    """GB200 NVL72-style racks: every rack one NVLink domain, per-GPU NICs to leaf switches.
+
+    Parameters
+    ----------
+    racks : int
+        Number of racks (NVLink domains), >= 1.
+    hosts_per_rack : int
+        Compute trays per rack (NVL72: 18).
+    gpus_per_host : int
+        GPUs per tray (GB200: 4, two Grace Blackwell superchips).
+    nvlink_gbps : float
+        Each GPU's link to its rack's NVLink switches, GB/s per direction: GB200 NVLink 5,
+        18 links x 50 GB/s = 900 (NVIDIA's "1.8 TB/s bidirectional per GPU";
+        ``bandwidths.md`` §1, src 3).
+    nic_gbps : float
+        One NIC port per GPU, GB/s per direction (ConnectX-7 NDR 400 Gb/s = 50).
+    hosts_per_leaf : int
+        Trays per leaf switch, counted over the whole cluster (a leaf may span two racks).
+    leaf_oversubscription : float
+        A leaf's downlink : uplink capacity (2.0: 9 hosts x 4 NICs x 50 = 1800 GB/s down,
+        900 up).
+
+    Returns
+    -------
+    networkx.Graph
+        Hosts ``r{rack}t{tray:02d}``, GPUs ``{host}/gpu{i}`` with ``nvlink_domain="rack{r}"``;
+        per rack one node ``nvlink:rack{r}`` (kind ``nvswitch``, ``role="nvlink_domain"``)
+        linked to each of its GPUs at ``nvlink_gbps``; NIC ``{host}/nic{i}`` linked to GPU i
+        and to leaf ``switch:leaf{h // hosts_per_leaf}`` at ``nic_gbps``; every leaf linked to
+        ``switch:spine`` by one edge of its downlink capacity / ``leaf_oversubscription``.
+        The NVLink nodes and the NIC tree are separate trees of the switch forest.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A count < 1 or a rate that is not finite and > 0.
+    """
+    for what, v in (("racks", racks), ("hosts_per_rack", hosts_per_rack), ("gpus_per_host", gpus_per_host),
+                    ("hosts_per_leaf", hosts_per_leaf)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidArgumentError(f"nvl72_cluster: {what} {v!r} must be an integer >= 1", "cluster")
+    nv = _positive(nvlink_gbps, "nvlink_gbps")
+    nic_bw = _positive(nic_gbps, "nic_gbps")
+    ratio = _positive(leaf_oversubscription, "leaf_oversubscription")
+    g = nx.Graph(name=f"{racks} x NVL{hosts_per_rack * gpus_per_host}")
+    down: dict[int, float] = {}
+    for r in range(racks):
+        dom = f"rack{r}"
+        sw = f"nvlink:{dom}"
+        g.add_node(sw, kind="nvswitch", role="nvlink_domain", nvlink_domain=dom)
+        for t in range(hosts_per_rack):
+            h = r * hosts_per_rack + t
+            host = f"r{r}t{t:02d}"
+            leaf = h // hosts_per_leaf
+            lid = f"switch:leaf{leaf}"
+            if lid not in g:
+                g.add_node(lid, kind="switch", tier=0)
+            for i in range(gpus_per_host):
+                gpu = f"{host}/gpu{i}"
+                g.add_node(gpu, kind="gpu", host=host, local_index=i, nvlink_domain=dom)
+                g.add_edge(gpu, sw, bandwidth=nv, link="nvlink")
+                nic = f"{host}/nic{i}"
+                g.add_node(nic, kind="nic", host=host, port_bandwidth=nic_bw)
+                g.add_edge(gpu, nic, bandwidth=nic_bw, link="pcie")
+                g.add_edge(nic, lid, bandwidth=nic_bw, link="net")
+                down[leaf] = down.get(leaf, 0.0) + nic_bw
+    g.add_node("switch:spine", kind="switch", tier=1)
+    for leaf, d in sorted(down.items()):
+        lid = f"switch:leaf{leaf}"
+        g.nodes[lid]["downlink_gbps"] = d
+        g.add_edge(lid, "switch:spine", bandwidth=d / ratio, link="fabric")
     return g

@@ -309,7 +309,8 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     InvalidArgumentError
         Naming the node or edge: no GPUs; a missing, non-numeric, non-finite
         or non-positive bandwidth; a non-integer or duplicate ``local_index``
-        inside a host; GPUs not connected to each other.
+        inside a host; an ``nvlink_domain`` that is not a non-empty string
+        (<= 256 characters); GPUs not connected to each other.
     """
     if not isinstance(graph, nx.Graph):
         raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
@@ -334,6 +335,11 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         kind = data.get("kind", "gpu")
         if kind == "gpu":
             gpu_nodes.append(n)
+            dom = data.get("nvlink_domain")
+            if dom is not None and (not isinstance(dom, str) or not dom.strip() or len(dom) > 256):
+                raise InvalidArgumentError(
+                    f"GPU {n!r} has nvlink_domain {dom!r}; it must be a non-empty string of at most 256 characters "
+                    "(the NVLink domain's name, e.g. an NVL72 rack or a ClusterUUID)", "cluster.nodes")
     if not gpu_nodes:
         raise InvalidArgumentError("the cluster graph has no GPU nodes (kind 'gpu' or no kind)", "cluster.nodes")
 

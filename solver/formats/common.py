@@ -66,6 +66,7 @@ __all__ = [
     "HostTemplate",
     "resolve_generation",
     "generation_from_sm",
+    "generation_from_product",
     "default_rates",
     "check_rate_overrides",
     "pcie_rate",
@@ -202,6 +203,9 @@ class GpuGeneration:
         Default NIC port GB/s of the reference platform.
     note : str
         Where the numbers come from.
+    nvlink_domain : bool
+        True for generations built as multi-host NVLink domains (GB200 NVL72): their hosts are
+        normally placed in an ``nvlink_domain`` (see :mod:`.nvlink`).
     """
 
     name: str
@@ -212,6 +216,7 @@ class GpuGeneration:
     sys: float
     nic: float
     note: str
+    nvlink_domain: bool = False
 
     @property
     def pcie(self) -> float:
@@ -259,9 +264,20 @@ _gen(["h800"], nvlink=_NV2_3_4, links=8, topology="nvswitch", pcie_gen=5, sys=22
      note="NVLink 4 export part: 8 links x 50 GB/s bidir (inferred in bandwidths.md); as H100 otherwise")
 _gen(["h20"], nvlink=_NV2_3_4, links=18, topology="nvswitch", pcie_gen=5, sys=22.0, nic=_NDR,
      note="Hopper export part with 18 NVLink 4 links; as H100")
-_gen(["b200", "gb200", "b100", "blackwell", "sm100"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=5,
+_gen(["b200", "b100", "blackwell", "sm100"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=5,
      sys=40.0, nic=_NDR,
      note="NVLink 5: 18 links x 100 GB/s bidir (src 3); PCIe Gen5; DGX B200 Emerald Rapids (ERP_QPI_BW 40); NDR")
+# GB200 (Grace Blackwell superchip, NVL72 racks): a compute tray ("host") holds 2 Grace CPUs and
+# 4 B200 GPUs; all 18 NVLink 5 ports of a GPU go to the rack's NVLink switch trays, so the GPUs
+# of a rack form one NVLink domain (72 x 900 GB/s per direction, 1.8 TB/s bidir per GPU [bw §1,
+# src 3]).  As a single host, its 4 GPUs reach each other over that switch at 18 x 50 = 900.
+# Grace is Arm: NCCL's ARM_BW 6 between the tray's sockets [bw §2]; one ConnectX-7 NDR
+# 400 Gb/s = 50 GB/s per GPU [bw §3] (the GB200 NVL72 reference design).
+_gen(["gb200", "graceblackwell"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=5, sys=6.0, nic=_NDR,
+     nvlink_domain=True,
+     note="GB200: NVLink 5, 18 links x 100 GB/s bidir = 900 GB/s per GPU per direction to the rack's NVLink "
+          "switches (src 3); NVL72 = 18 trays x 4 GPUs in one NVLink domain; Grace Arm (ARM_BW 6); "
+          "ConnectX-7 NDR 50 GB/s per GPU")
 _gen(["b300", "gb300", "sm103"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=6, sys=40.0, nic=_XDR,
      note="NVLink 5: 18 links x 100 GB/s bidir (src 3); PCIe Gen6 (~121 GB/s x16, src 15,16); XDR 800 Gb/s (src 12)")
 _gen(["ada", "l40", "l40s", "l4", "rtx4090", "rtx6000ada", "sm89"], nvlink=0.0, links=0, topology="pcie",
@@ -324,6 +340,26 @@ def resolve_generation(gpu: Any, field_name: str = "gpu") -> GpuGeneration | Non
     base = GENERATIONS["generic"]
     return GpuGeneration(name=f"nvlink{rate:g}", nvlink=rate, links=0, topology="pcie", pcie_gen=base.pcie_gen,
                          sys=base.sys, nic=base.nic, note=f"explicit NVLink rate {rate:g} GB/s per link; " + base.note)
+
+
+def generation_from_product(product: Any) -> GpuGeneration | None:
+    """The generation named in a GPU product string, or None.
+
+    For GPU Feature Discovery's ``nvidia.com/gpu.product`` label and ``nvidia-smi`` product
+    names: ``"NVIDIA-H100-80GB-HBM3"`` -> h100, ``"NVIDIA-GB200"`` -> gb200,
+    ``"NVIDIA-A100-SXM4-80GB"`` -> a100, ``"Tesla-V100-SXM2-16GB"`` -> v100,
+    ``"NVIDIA-GeForce-RTX-4090"`` -> ada.  The words (split at ``-``, ``_``, blanks) are tried
+    one by one, then adjacent pairs joined (``RTX`` + ``4090``); ``sm``-numbers and the
+    ``generic`` entry are not matched.
+    """
+    if not isinstance(product, str) or not product.strip():
+        return None
+    words = [w for w in re.split(r"[-_\s]+", product.strip().lower()) if w]
+    cands = words + [a + b for a, b in zip(words, words[1:])]
+    for w in cands:
+        if w in GENERATIONS and not w.startswith("sm") and w not in ("generic", "unknown"):
+            return GENERATIONS[w]
+    return None
 
 
 RATE_KEYS = ("nvlink", "pcie", "pix", "pxb", "phb", "node", "sys", "nic")

@@ -73,7 +73,9 @@ from .hostlist import compress, expand
 from .nccl_xml import looks_like_nccl_xml, parse_nccl_xml
 from .nvsmi import looks_like_nvsmi, parse_topo_matrix
 from .safe import strict_int
-from .slurm import Fabric, read_fabric
+from .nvlink import apply_nvlink_domains, check_domain_name, check_domain_rate, domain_rate, read_nvlink_domains
+from .slurm import Fabric
+from .sources import read_network
 
 __all__ = ["build_cluster", "load_host_template", "synthetic_host", "summarize", "bandwidth_levels",
            "link_capacities", "parse_oversubscription"]
@@ -330,8 +332,13 @@ class _FabricBuilder:
         # capacities over the whole file (the cabling does not depend on the job's hosts)
         down: dict[str, float] = {}
 
+        def cap(s, n: str) -> float | None:  # Gb/s cap of a host's NIC ports under switch s
+            return s.port_gbps[n] * 8.0 if n in s.port_gbps else s.link_speed
+
         def trunk(child: str, parent: str) -> float:
             p = sw[parent]
+            if child in p.trunk_gbps:
+                return p.trunk_gbps[child]
             if p.link_speed:
                 return p.link_speed / 8.0
             return down_of(child) / self.ratio(h(child)) / len(parents[child])
@@ -339,7 +346,7 @@ class _FabricBuilder:
         def down_of(name: str) -> float:
             if name not in down:
                 s = sw[name]
-                down[name] = (sum(bw for n in s.nodes for _, bw in self.ports(s.link_speed, share(n, name)))
+                down[name] = (sum(bw for n in s.nodes for _, bw in self.ports(cap(s, n), share(n, name)))
                               + sum(trunk(c, name) for c in s.switches))
             return down[name]
 
@@ -354,7 +361,7 @@ class _FabricBuilder:
                 continue
             for n in s.nodes:
                 if n in selected:
-                    self.attach_host(n, ids[name], s.link_speed, share(n, name))
+                    self.attach_host(n, ids[name], cap(s, n), share(n, name))
             for c in s.switches:
                 if keep[c]:
                     self.link(ids[c], ids[name], trunk(c, name))
@@ -421,7 +428,10 @@ MAX_CLUSTER_GPUS = 1 << 20
 
 def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None, nodelist: Any = None,
                   topology_name: str | None = None, gpus_per_node: int | None = None,
-                  oversubscription: Any = None, **rate_overrides: Any) -> nx.Graph:
+                  oversubscription: Any = None, *, kubernetes_nodes: Any = None, topology_labels: Any = None,
+                  kueue_topology: Any = None, volcano_hypernodes: Any = None, topograph_model: Any = None,
+                  ibnetdiscover: Any = None, nvlink_domains: Any = None, nvlink_domain_rate: Any = None,
+                  block_links: str = "nvlink", **rate_overrides: Any) -> nx.Graph:
     """Build the cluster graph (DESIGN §2) from real-world inputs.
 
     Parameters
@@ -446,6 +456,22 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         Ratio of a switch's downlink to uplink capacity, for switches whose uplinks the fabric
         file does not give (no ``LinkSpeed``): one number for every level or one per level,
         leaf first (``2``, ``"2:1"``, ``[2, 1]``, ``"2,1"``).  Default 1: non-blocking.
+    kubernetes_nodes, topology_labels, kueue_topology, volcano_hypernodes, topograph_model, ibnetdiscover
+        The other fabric sources of DESIGN §8, each a path (or, except ``topology_labels``, an
+        already parsed :class:`~.slurm.Fabric`); see :func:`.sources.read_network` for which
+        combine.  Kubernetes nodes also give each host's GPU count (``nvidia.com/gpu``
+        capacity) and product (``nvidia.com/gpu.product``), used when neither
+        ``host_topology`` nor ``gpus_per_node`` / ``gpu`` is given.
+    nvlink_domains : path or mapping, optional
+        Host -> NVLink domain: ``nvidia-smi -q`` output of the hosts (``HOST: ...`` lines with
+        ``ClusterUUID`` / ``CliqueId``) or ``HOST DOMAIN`` lines (:func:`.nvlink.parse_nvsmi_query`);
+        a mapping is used as is.  Adds to the domains the fabric source gives (wins over them).
+    nvlink_domain_rate : float, optional
+        GB/s per direction of each GPU's link to its NVLink domain (default: see
+        :func:`.nvlink.domain_rate`, 900 for GB200 NVL72).
+    block_links : ``"nvlink"`` or ``"network"``
+        Whether Slurm ``topology/block`` base blocks are NVLink domains (default) or only
+        network switches.
     **rate_overrides
         GB/s: ``nvlink pcie pix pxb phb node sys nic`` (see :mod:`.common` and this module's
         docstring).
@@ -459,10 +485,19 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     """
     overrides = check_rate_overrides(rate_overrides)
     ratios = parse_oversubscription(oversubscription)
+    domain_gbps = check_domain_rate(nvlink_domain_rate)
+    if block_links not in ("nvlink", "network"):
+        raise InvalidArgumentError(f"block_links {block_links!r} must be 'nvlink' or 'network'", "block_links")
     if topology_name is not None and fabric is None:
         raise InvalidArgumentError(f"topology name {topology_name!r} given without a fabric file", "topology_name")
     if host_topology is not None and gpus_per_node is not None:
         raise InvalidArgumentError("give either a host topology file or gpus_per_node, not both", "gpus_per_node")
+    fab: Fabric | None = read_network(fabric=fabric, topology_name=topology_name, kubernetes_nodes=kubernetes_nodes,
+                                      topology_labels=topology_labels, kueue_topology=kueue_topology,
+                                      volcano_hypernodes=volcano_hypernodes, topograph_model=topograph_model,
+                                      ibnetdiscover=ibnetdiscover)
+    if host_topology is None and gpus_per_node is None and fab is not None and fab.host_gpus:
+        gpus_per_node, gpu = _hosts_from_inventory(fab, nodelist, gpu)
     if host_topology is not None:
         template = load_host_template(host_topology, gpu=gpu, **overrides)
     elif gpus_per_node is not None:
@@ -477,7 +512,6 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     if template.gpu_count == 0:
         raise InvalidArgumentError(f"{template.source}: the host topology has no GPU", "host_topology")
 
-    fab: Fabric | None = read_fabric(fabric, topology_name) if fabric is not None else None
     if nodelist is not None:
         hosts = expand(nodelist, field="nodelist")
         if not hosts:
@@ -540,6 +574,28 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                 fb.blocks(fab)
         warnings += fb.warnings
         fabric_info["oversubscription"] = ratios[0] if len(ratios) == 1 else list(ratios)
+        if fab is not None and fab.format != "slurm":
+            fabric_info["format"] = fab.format
+
+    domains = _domains(fab, block_links, nvlink_domains, hosts)
+    gen = GENERATIONS.get(template.gpu)
+    if domains:
+        rate, why = domain_rate(template, gen, domain_gbps)
+        if domain_gbps is None and gen is not None and (gen.links == 0 or gen.topology != "nvswitch") and \
+                not (fab is not None and fab.domains) and nvlink_domains is None:
+            warnings.append(f"{template.gpu} GPUs have no NVSwitch: the fabric's blocks are not treated as NVLink "
+                            "domains (give --nvlink-domain-rate to force it)")
+        else:
+            count = apply_nvlink_domains(G, template, hosts, domains, rate, gen.links if gen and gen.links else None)
+            fabric_info["nvlink_domains"] = {"count": len(count), "hosts": sum(count.values()), "rate_gbps": rate,
+                                             "rate_from": why}
+    elif domain_gbps is not None:
+        raise InvalidArgumentError("an NVLink domain rate is given but no input places any host in an NVLink domain "
+                                   "(Slurm topology/block, --nvlink-domains, Kubernetes gpu.clique labels, a "
+                                   "Topograph model)", "nvlink_domain_rate")
+    elif gen is not None and gen.nvlink_domain and len(hosts) > 1:
+        warnings.append(f"{template.gpu} hosts without an NVLink domain: each host's GPUs reach only each other over "
+                        "NVLink; give --nvlink-domains (nvidia-smi -q ClusterUUIDs) or a fabric with NVLink blocks")
 
     ngpu = template.gpu_count * len(hosts)
     if len(hosts) == 1:
@@ -555,6 +611,61 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     if warnings:
         G.graph["warnings"] = list(dict.fromkeys(warnings))
     return G
+
+
+def _domains(fab: Fabric | None, block_links: str, nvlink_domains: Any, hosts: list[str]) -> dict[str, str]:
+    """Host -> NVLink domain of the selected hosts: the fabric source's domains, Slurm base
+    blocks (``block_links="nvlink"``), then ``nvlink_domains`` (which wins)."""
+    out: dict[str, str] = {}
+    if fab is not None:
+        if fab.kind == "block" and block_links == "nvlink":
+            for b in fab.switches.values():
+                for n in b.nodes:
+                    out.setdefault(n, b.name)
+        out.update(fab.domains)
+    if nvlink_domains is not None:
+        if isinstance(nvlink_domains, dict):
+            extra = {str(h): check_domain_name(d, f"nvlink_domains[{h!r}]") for h, d in nvlink_domains.items()}
+        else:
+            extra = read_nvlink_domains(nvlink_domains, hosts)
+        unknown = [h for h in extra if h not in set(hosts)]
+        if unknown and len(unknown) == len(extra):
+            raise InvalidArgumentError(f"nvlink domains: none of its hosts ({_short(unknown)}) is in the cluster "
+                                       f"({_short(hosts)})", "nvlink_domains")
+        out.update(extra)
+    selected = set(hosts)
+    return {h: d for h, d in out.items() if h in selected}
+
+
+def _hosts_from_inventory(fab: Fabric, nodelist: Any, gpu: Any) -> tuple[int, Any]:
+    """GPUs per host and GPU generation from a node inventory (Kubernetes node capacities).
+
+    All selected hosts must have the same GPU count; the generation comes from ``gpu`` or
+    else from the hosts' product names (:func:`.common.generation_from_product`)."""
+    from .common import generation_from_product
+
+    hosts = expand(nodelist, field="nodelist") if nodelist is not None else fab.hosts
+    counts: dict[int, list[str]] = {}
+    for h in hosts:
+        if h in fab.host_gpus:
+            counts.setdefault(fab.host_gpus[h], []).append(h)
+    if not counts:
+        raise InvalidArgumentError(f"{fab.source}: none of the selected hosts reports a GPU count; give "
+                                   "--gpus-per-node and --gpu", "gpus_per_node")
+    if len(counts) > 1:
+        parts = "; ".join(f"{c} GPUs: {_short(hs, 60)}" for c, hs in sorted(counts.items()))
+        raise InvalidArgumentError(f"{fab.source}: the hosts have different GPU counts ({parts}); select hosts of "
+                                   "one kind with --nodelist or give --gpus-per-node", "gpus_per_node")
+    n = next(iter(counts))
+    if gpu is None:
+        products = sorted({fab.host_products[h] for h in hosts if h in fab.host_products})
+        gens = {generation_from_product(p) for p in products}
+        if len(products) == 0 or None in gens or len({g.name for g in gens}) != 1:
+            raise InvalidArgumentError(
+                f"{fab.source}: cannot tell the GPU generation from the product labels "
+                f"({', '.join(products) or 'none'}); give --gpu", "gpu")
+        gpu = next(iter(gens)).name
+    return n, gpu
 
 
 def _short(hosts: Iterable[str], limit: int = 160) -> str:
@@ -653,6 +764,8 @@ def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
         e = hosts.setdefault(h, {"gpus": [], "nics": [], "nvswitch": False})
         if kind == "gpu":
             e["gpus"].append(d.get("local_index"))
+            if d.get("nvlink_domain"):
+                e["nvswitch"] = f"domain {d['nvlink_domain']}"
         elif kind == "nic":
             e["nics"].append(d.get("name", str(n)))
         else:
@@ -660,12 +773,15 @@ def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
     hosts = {h: e for h, e in hosts.items() if e["gpus"]}
     ngpu = sum(len(e["gpus"]) for e in hosts.values())
     nnic = sum(len(e["nics"]) for e in hosts.values())
+    ndom = sum(1 for _, d in G.nodes(data=True) if d.get("role") == "nvlink_domain")
     lines = [f"cluster: {G.graph.get('name', '')}".rstrip(),
-             f"hosts {len(hosts)}  GPUs {ngpu}  NICs {nnic}  switches {switches}  gpu {G.graph.get('gpu', '?')}"]
+             f"hosts {len(hosts)}  GPUs {ngpu}  NICs {nnic}  switches {switches}  gpu {G.graph.get('gpu', '?')}"
+             + (f"  NVLink domains {ndom}" if ndom else "")]
     rows = [("host", "GPUs", "NICs", "NVSwitch", "NIC names")]
     for h, e in list(hosts.items())[:max_hosts]:
         names = ",".join(e["nics"])
-        rows.append((h, str(len(e["gpus"])), str(len(e["nics"])), "yes" if e["nvswitch"] else "no",
+        nvs = e["nvswitch"] if isinstance(e["nvswitch"], str) else ("yes" if e["nvswitch"] else "no")
+        rows.append((h, str(len(e["gpus"])), str(len(e["nics"])), nvs,
                      names if len(names) <= 60 else names[:57] + "..."))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines.append("")

@@ -46,7 +46,10 @@ class Switch:
 
     ``switches`` are child switch names, ``nodes`` host names directly below it,
     ``link_speed`` the LinkSpeed value as written, read as Gb/s per link below the switch
-    (None when absent), ``line`` its line.
+    (None when absent), ``line`` its line.  Readers that know physical capacities
+    (``ibnetdiscover``) set ``trunk_gbps`` (child switch -> GB/s of all its cables to this
+    switch, summed) and ``port_gbps`` (host -> GB/s of each of its NIC ports on this switch);
+    they take precedence over ``link_speed``.
     """
 
     name: str
@@ -55,6 +58,8 @@ class Switch:
     link_speed: float | None = None
     line: int = 0
     role: str = "switch"  # "switch" (tree), "block", "ring"
+    trunk_gbps: dict[str, float] = field(default_factory=dict)
+    port_gbps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,7 +67,11 @@ class Fabric:
     """A parsed Slurm topology.
 
     ``kind`` is ``"tree"``, ``"block"``, ``"ring"`` or ``"flat"``; ``switches`` keeps file
-    order; ``hosts`` lists every host once, in order of first appearance.
+    order; ``hosts`` lists every host once, in order of first appearance.  The other readers
+    (:mod:`.kubernetes`, :mod:`.volcano`, :mod:`.topograph`, :mod:`.ibnetdiscover`) produce a
+    ``"tree"`` Fabric too, and may fill ``domains`` (host -> NVLink domain name, see
+    :mod:`.nvlink`), ``host_gpus`` (host -> GPU count, e.g. a node's ``nvidia.com/gpu``
+    capacity) and ``host_products`` (host -> GPU product name); ``format`` names the reader.
     """
 
     kind: str
@@ -72,6 +81,10 @@ class Fabric:
     source: str = ""
     hosts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    domains: dict[str, str] = field(default_factory=dict)
+    host_gpus: dict[str, int] = field(default_factory=dict)
+    host_products: dict[str, str] = field(default_factory=dict)
+    format: str = "slurm"
 
     def host_set(self) -> set[str]:
         return set(self.hosts)
