@@ -27,7 +27,7 @@ GROUP = {
     "embedding": "EMBEDDING_GROUP",
 }
 # ring all-reduce, ring all-gather/reduce-scatter, all-to-all, pipeline
-SHAPE = {"tp": "ar", "cp": "ag", "dp": "ag", "edp": "ag", "etp": "ar", "embedding": "ar", "ep": "a2a", "pp": "p2p"}
+SHAPE = {"tp": "ar", "cp": "ring", "dp": "ag", "edp": "ag", "etp": "ar", "embedding": "ar", "ep": "a2a", "pp": "p2p"}
 
 
 def is_gpu(g, x):
@@ -81,6 +81,8 @@ class Reference:
                     out += [(a, b, payload), (b, a, payload)]
             elif shape == "a2a":
                 out += [(a, b, payload / n) for a in grp for b in grp if a != b]
+            elif shape == "ring":  # ring attention: S to the ring successor
+                out += [(grp[i], grp[(i + 1) % n], payload) for i in range(n)]
             else:
                 per = (2 if shape == "ar" else 1) * (n - 1) / n * payload
                 out += [(grp[i], grp[(i + 1) % n], per) for i in range(n)]

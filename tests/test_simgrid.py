@@ -196,3 +196,70 @@ def test_small_fabrics_within_25_percent(name):
             if abs(p - t) > 0.25 * t:
                 bad.append(f"{order}/{hosts} {cls}: predicted {1e3 * p:.1f} ms, simulated {1e3 * t:.1f} ms")
     assert not bad, "\n".join(bad)
+
+
+# --------------------------------------------------------------------------- (d) Megatron-shaped traffic
+
+def _model_traffic(cfg, **kw):
+    from rankmap.solver.traffic import model_preset, traffic_from_model
+
+    base = dict(num_layers=8, num_micro_batches=4, global_batch_size=None)
+    return traffic_from_model(model_preset("llama3-8b", **{**base, **kw}), cfg)
+
+
+MEGATRON_SHAPES = {
+    # sequence parallel (tp all-gathers), ring attention (cp ring_p2p), interleaved pipeline v=2
+    # (last -> first wrap flows), distributed optimizer in 2 instances (dp in two parts)
+    "sp-cp-p2p-vp2-2instances": (
+        lambda: vm.leaf_spine([2, 2], oversub=2),
+        dict(tp=2, cp=2, pp=4, num_distributed_optimizer_instances=2),
+        dict(sequence_parallel=True, virtual_pipeline_model_parallel_size=2, use_distributed_optimizer=True),
+    ),
+    # hierarchical context parallelism a2a+p2p (an all-to-all inside pairs, a ring across them)
+    "cp-a2a+p2p": (
+        lambda: vm.leaf_spine([2, 2], oversub=2),
+        dict(tp=2, cp=4, hierarchical_context_parallel_sizes=(2, 2)),
+        dict(cp_comm_type="a2a+p2p", hierarchical_context_parallel_sizes=(2, 2), sequence_parallel=True),
+    ),
+    # MoE with node-limited routing (flex: all-to-all between 2 groups and inside each)
+    "moe-flex-node-limited": (
+        lambda: vm.leaf_spine([2, 2], oversub=2),
+        dict(tp=1, ep=8, etp=1),
+        dict(num_experts=16, moe_router_topk=4, moe_token_dispatcher_type="flex", moe_router_num_groups=2,
+             moe_router_group_topk=1, moe_ffn_hidden_size=2048, use_distributed_optimizer=True),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MEGATRON_SHAPES))
+def test_megatron_shaped_traffic_within_25_percent(name):
+    """The shapes a model gives (DESIGN §3: ring_p2p, pipeline wrap, classes in several parts over
+    subgroups) predicted against SimGrid, which writes the flows out pair by pair itself and
+    simulates each part of a class on its own (parts run one after the other)."""
+    build, sizes, options = MEGATRON_SHAPES[name]
+    g = build()
+    router = sm.Router(g)
+    world = sum(len(v) for v in vm.hosts_of(g).values())
+    base = parallel_config(world, **sizes)
+    traffic = _model_traffic(base, **options)
+    multi = [c for c, parts in traffic.collectives.items() if len(parts) > 1]
+    assert multi or any(p.wrap > 0 for parts in traffic.collectives.values() for p in parts), traffic.collectives
+    from rankmap.solver.errors import InvalidArgumentError
+
+    layouts = []
+    for order in (vm.DEFAULT_ORDER, vm.PP_BEFORE_DP):
+        try:
+            c = base.with_order(order)
+        except InvalidArgumentError:  # Megatron refuses pp before dp when edp != dp
+            continue
+        layouts += [(order, c, vm.assignment_for(g, vm.host_orders(g)[hosts])) for hosts in ("sorted", "interleaved")]
+    sims = sm.simulate_layouts(g, [(c, a) for _, c, a in layouts], traffic, router=router)
+    bad = []
+    for (order, c, a), sim in zip(layouts, sims):
+        pred = evaluate(g, c, a, traffic)
+        assert set(sim.by_class) == {k for k, v in traffic.items() if v > 0}
+        for cls, t in sim.by_class.items():
+            p = pred.by_class.get(cls, 0.0)
+            if abs(p - t) > 0.25 * max(t, 1e-12):
+                bad.append(f"{order} {cls}: predicted {1e3 * p:.3f} ms, simulated {1e3 * t:.3f} ms")
+    assert not bad, "\n".join(bad)

@@ -48,7 +48,7 @@ def test_classes_groups_and_kinds_match_design():
         "embedding": "EMBEDDING_GROUP",
     }
     assert CLASS_KIND == {
-        "tp": "all_reduce", "cp": "all_gather", "ep": "all_to_all", "etp": "all_reduce",
+        "tp": "all_reduce", "cp": "ring_p2p", "ep": "all_to_all", "etp": "all_reduce",
         "dp": "all_gather", "edp": "all_gather", "pp": "p2p_chain", "embedding": "all_reduce",
     }
 

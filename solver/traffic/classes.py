@@ -10,7 +10,7 @@ when the user gives bytes without a model (:data:`CLASS_KIND`):
 class      group (``group_desc`` in Megatron-core)      default
 =========  ==========================================  ==========
 tp         TENSOR_MODEL_PARALLEL_GROUP                 all_reduce
-cp         CONTEXT_PARALLEL_GROUP                      all_gather
+cp         CONTEXT_PARALLEL_GROUP                      ring_p2p
 ep         EXPERT_MODEL_PARALLEL_GROUP                 all_to_all
 etp        EXPERT_TENSOR_PARALLEL_GROUP                all_reduce
 dp         DATA_PARALLEL_GROUP_WITH_CP                 all_gather
@@ -79,7 +79,7 @@ class TrafficClass:
 #: The one registry of traffic classes, in report order.  A new class is added here.
 REGISTRY: tuple[TrafficClass, ...] = (
     TrafficClass("tp", "TENSOR_MODEL_PARALLEL_GROUP", "all_reduce", "tensor-parallel activations"),
-    TrafficClass("cp", "CONTEXT_PARALLEL_GROUP", "all_gather", "context-parallel keys/values"),
+    TrafficClass("cp", "CONTEXT_PARALLEL_GROUP", "ring_p2p", "context-parallel keys/values"),
     TrafficClass("ep", "EXPERT_MODEL_PARALLEL_GROUP", "all_to_all", "MoE token dispatch and combine"),
     TrafficClass("etp", "EXPERT_TENSOR_PARALLEL_GROUP", "all_reduce", "expert tensor-parallel tokens"),
     TrafficClass("dp", "DATA_PARALLEL_GROUP_WITH_CP", "all_gather", "dense gradients and parameters"),
