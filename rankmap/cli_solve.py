@@ -10,13 +10,14 @@ file; an unknown key is an error naming it.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from typing import Any, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats.safe import dump_json, load_json, strict_float, strict_int
+from rankmap.solve_report import LAUNCHERS, cost_table, solve_table  # the table output (re-exported here)
+from rankmap.solver.types import LAUNCH_ORDER_POLICIES
 
 __all__ = [
     "register",
@@ -61,6 +62,7 @@ JOB_KEYS = (
     "dtype",
     "exposure",
     "mode",
+    "launch_order",
     "orders",
     "constraint",
     "exclude_host",
@@ -200,6 +202,8 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
         if k not in JOB_KEYS:
             known = ", ".join(extra_known + JOB_KEYS)
             raise InvalidArgumentError(f"{where}: unknown key {key!r}; known keys: {known}", str(key))
+        if k == "launch_order" and isinstance(value, str) and value not in LAUNCH_ORDER_POLICIES:
+            value = value if os.path.isabs(value) else os.path.join(base_dir, value)  # a host list file
         if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)
         if k == "model" and isinstance(value, dict):
@@ -244,6 +248,17 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
             if not getattr(args, key):
                 setattr(args, key, [str(v) for v in value])
             continue
+        if key == "launch_order":
+            if isinstance(value, list):
+                if not value or not all(isinstance(v, str) and v for v in value):
+                    raise InvalidArgumentError(
+                        f"job key 'launch_order' must be sorted, listed, a host list file or a list of host names, "
+                        f"got {value!r}", key)
+                value = tuple(value)
+            elif not isinstance(value, str):
+                raise InvalidArgumentError(
+                    f"job key 'launch_order' must be sorted, listed, a host list file or a list of host names, "
+                    f"got {value!r}", key)
         if key == "hierarchical_cp_sizes":
             items = value.split(",") if isinstance(value, str) else value
             if not isinstance(items, list):
@@ -315,6 +330,7 @@ def _options(args: argparse.Namespace):
         seed = strict_int(seed, "seed", "seed")
     exposure = exposure_from_value(getattr(args, "exposure", None))
     return SolveOptions(
+        launch_order=launch_order_from_value(getattr(args, "launch_order", None)),
         mode=(args.mode or "launcher"),
         orders=orders,
         constraints=tuple(parse_constraint(c) for c in (args.constraint or [])),
@@ -324,6 +340,40 @@ def _options(args: argparse.Namespace):
         seed=seed,
         exposure=exposure,
     )
+
+
+def launch_order_from_value(value: Any) -> str | tuple[str, ...]:
+    """``--launch-order`` / job key ``launch_order``: ``sorted`` (default), ``listed``, a host list file
+    (:func:`~rankmap.solver.launch.parse_host_list`: one host or hostlist expression per line, e.g.
+    ``scontrol show hostnames`` output or an MPI hostfile) or a list of host names.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A file that does not exist or cannot be read, or one without hosts (field ``launch_order``).
+    """
+    from rankmap.solver.launch import parse_host_list
+    from rankmap.solver.formats.safe import MAX_YAML_BYTES
+
+    if value is None:
+        return "sorted"
+    if isinstance(value, (list, tuple)):
+        return tuple(str(v) for v in value)
+    if value in LAUNCH_ORDER_POLICIES:
+        return value
+    try:
+        with open(value, encoding="utf-8") as fh:
+            text = fh.read(MAX_YAML_BYTES + 1)
+    except FileNotFoundError:
+        raise InvalidArgumentError(
+            f"launch order {value!r} is neither sorted, listed nor an existing host list file", "launch_order"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(f"cannot read launch order file {value!r}: {exc}", "launch_order") from None
+    if len(text) > MAX_YAML_BYTES:
+        raise InvalidArgumentError(f"launch order file {value!r} is larger than {MAX_YAML_BYTES} bytes",
+                                   "launch_order")
+    return parse_host_list(text, f"launch order file {value}")
 
 
 def _usable_gpus(graph, options) -> int:
@@ -394,123 +444,51 @@ def solve_from_args(args: argparse.Namespace):
         return solve(graph, cfg, traffic, options, progress=bar)
 
 
-def _fmt_s(x: float) -> str:
-    """Seconds for people, 4 significant digits: ``180.0 ms``, ``2.749 s``, ``12.35 us``."""
-    x = float(x)
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return f"{x} s"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(x) >= scale or unit == "ns":
-            v = x / scale
-            decimals = max(0, 3 - int(math.floor(math.log10(abs(v)))))
-            return f"{v:.{decimals}f} {unit}"
-    raise AssertionError("unreachable")
+def _check_emit(args: argparse.Namespace) -> None:
+    """``--emit KIND`` needs ``-o FILE`` and a known kind; ``-o`` needs ``--emit`` (exit 2 before solving)."""
+    from rankmap.solver.launch_files import EMIT_KINDS
+
+    kind, path = getattr(args, "emit", None), getattr(args, "output", None)
+    if kind is not None and kind not in EMIT_KINDS:
+        raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(EMIT_KINDS)}", "emit")
+    if kind is not None and not path:
+        raise InvalidArgumentError(f"--emit {kind} needs -o FILE (the file to write)", "output")
+    if path and kind is None:
+        raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(EMIT_KINDS)}", "emit")
 
 
-def _exposure_note(cost) -> str:
-    """``exposure tp 0.5, dp 0.2 (other classes 1)``, or "" when every class is fully exposed."""
-    partial = [(c, cc.exposure) for c, cc in (cost.classes or {}).items() if cc.exposure != 1.0]
-    if not partial:
-        return ""
-    return "exposure " + ", ".join(f"{c} {x:g}" for c, x in partial) + " (other classes 1)"
+def _write_launch_files(args: argparse.Namespace, result) -> dict[str, str]:
+    """Write the ``--emit`` files; returns {path: text} written (empty without --emit)."""
+    from rankmap.solver.launch_files import emit_files
 
-
-def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
-    """The per-class rows of a cost (DESIGN §4) and its total line.
-
-    One row per class that moves bytes: bytes one rank sends per step, the
-    class's time ``T_c`` (and the baseline's, when given) and what limits it
-    (:meth:`~rankmap.solver.types.Bottleneck.describe`); then the predicted
-    communication time per step, ``Σ_c x_c·T_c``.
-    """
-    from rankmap.solver.traffic import format_bytes
-    from rankmap.solver.types import ClassCost
-
-    cols = [("class", "<10s"), ("bytes/rank", ">10s")]
-    if baseline is None:
-        cols.append(("time", ">10s"))
-    else:
-        cols += [("time (chosen)", ">13s"), ("time (baseline)", ">15s")]
-
-    def row(cells: list[str], tail: str) -> str:
-        return ("  ".join(format(c, f) for c, (_, f) in zip(cells, cols)) + "  " + tail).rstrip()
-
-    lines = [row([name for name, _ in cols], "bottleneck" + (" (chosen)" if baseline is not None else ""))]
-    classes = cost.classes or {}
-    for c, t in cost.by_class.items():
-        cc = classes.get(c) or ClassCost(float(t))
-        tb = baseline.by_class.get(c, 0.0) if baseline is not None else 0.0
-        if traffic.get(c, 0.0) == 0 and t == 0 and tb == 0 and cc.bytes_per_rank == 0:
-            continue
-        cells = [c, format_bytes(cc.bytes_per_rank), _fmt_s(t)]
-        if baseline is not None:
-            cells.append(_fmt_s(tb))
-        lines.append(row(cells, cc.bottleneck.describe()))
-    note = _exposure_note(cost)
-    cells = ["total/step", "", _fmt_s(cost.total_seconds)]
-    if baseline is not None:
-        cells.append(_fmt_s(baseline.total_seconds))
-    lines.append(row(cells, "predicted communication time per step, Σ x_c·T_c" + (f"; {note}" if note else "")))
-    return lines
-
-
-def solve_table(result) -> str:
-    """Human-readable report of a :class:`~rankmap.solver.SolveResult`."""
-    from rankmap.cli import groups_table
-
-    cfg = result.config
-    lines = []
-    lines.append(
-        f"rankmap solve: {cfg.world_size} GPUs, "
-        + " ".join(f"{k}={v}" for k, v in cfg.sizes.items())
-        + f", mode {result.mode}"
-    )
-    stopped = getattr(result, "stopped_by", "")
-    lines.append(f"status {result.status}" + (f" (stopped by the {stopped.replace('_', ' ')})" if stopped else "")
-                 + f"   solve time {result.solve_seconds:.2f} s   orders searched: "
-                 + ", ".join(result.orders_searched))
-    lines.append("")
-    lines.append(f"chosen order  {result.order}      (baseline {result.baseline.order})")
-    lines.append(f"apply         {result.apply.get('note', '')}")
-    lines.append("")
-    lines.append("node_rank  host                  CUDA_VISIBLE_DEVICES   global ranks")
-    for h in result.hosts[:64]:
-        r = h.global_ranks
-        span = f"{r[0]}..{r[-1]}" if len(r) > 1 and r[-1] - r[0] == len(r) - 1 else ",".join(map(str, r[:16]))
-        lines.append(f"{h.node_rank:<9d}  {h.host:<20.20s}  {','.join(map(str, h.cuda_visible_devices)):<21s}  {span}")
-    if len(result.hosts) > 64:
-        lines.append(f"... {len(result.hosts) - 64} more hosts")
-    lines.append("")
-    lines.extend(cost_table(result.cost, result.traffic, baseline=result.baseline.cost))
-    lines.append(
-        f"improvement {100 * result.improvement:.1f}% over the baseline;  lower bound {_fmt_s(result.bound_seconds)}"
-        + (
-            f" (gap {100 * (result.cost.total_seconds / result.bound_seconds - 1):.1f}%)"
-            if result.bound_seconds > 0
-            else ""
-        )
-    )
-    lines.append("")
-    host_of = {}
-    for h in result.hosts:
-        for lr, r in enumerate(h.global_ranks):
-            host_of[r - cfg.rank_offset] = f"{h.host}:{h.cuda_visible_devices[lr]}"
-    lines.append("where each group sits (gRANK@host:gpu):")
-    lines.append(groups_table(cfg, max_rows=16, max_groups=8, placement=host_of))
-    return "\n".join(lines)
+    if getattr(args, "emit", None) is None:
+        return {}
+    files = emit_files(args.emit, dict(result.apply), result.hosts, result.config.world_size, args.output,
+                       list(result.apply.get("megatron_args", [])), result.config.rank_offset)
+    for path, text in files.items():
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot write {path!r}: {exc.strerror or exc}", "output") from None
+    return files
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
+    _check_emit(args)
     result = solve_from_args(args)
     fmt = args.format or "json"
     if fmt not in ("json", "table"):
         raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
+    written = _write_launch_files(args, result)
     if fmt == "table":
-        sys.stdout.write(solve_table(result) + "\n")
+        launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
+        sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")
     else:
-        sys.stdout.write(dump_json(result.to_dict()) + "\n")
+        doc = result.to_dict()
+        if written:
+            doc["written"] = sorted(written)
+        sys.stdout.write(dump_json(doc) + "\n")
     return 0
 
 
@@ -607,6 +585,15 @@ def register(subparsers) -> None:
     s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None,
                    help="launcher (default: contiguous blocks of ranks per host, as torchrun/Slurm), "
                         "free (any bijection) or fixed (only the order is chosen)")
+    s.add_argument("--launch-order", default=None, metavar="sorted|listed|FILE",
+                   help="how the launcher numbers the hosts without rankmap, the baseline: sorted (default: "
+                        "natural-sorted names, as srun/torchrun), listed (cluster file order) or FILE, a host list "
+                        "in launch order (scontrol show hostnames, an MPI hostfile)")
+    s.add_argument("--emit", default=None, metavar="KIND",
+                   help="write a launch file: slurm-hostfile (SLURM_HOSTFILE for srun --distribution=arbitrary), "
+                        "torchrun (a script run on every host), rankfile (Open MPI), kubernetes (node per pod "
+                        "index); needs -o FILE")
+    s.add_argument("-o", "--output", default=None, metavar="FILE", help="the file --emit writes")
     s.add_argument("--orders", default=None,
                    help="orders to search: default (tp-cp-ep-dp-pp only; the default) | megatron-cli "
                         "(+ tp-cp-ep-pp-dp) | all | O1,O2,...")

@@ -19,6 +19,7 @@ from .errors import InvalidArgumentError
 __all__ = [
     "MODES",
     "ORDER_POLICIES",
+    "LAUNCH_ORDER_POLICIES",
     "DOMAIN_LEVELS",
     "Constraint",
     "SolveOptions",
@@ -37,6 +38,8 @@ __all__ = [
 MODES = ("launcher", "free", "fixed")
 #: Named order policies; anything else is a comma-separated list of orders.
 ORDER_POLICIES = ("default", "megatron-cli", "all")
+#: Named launch orders (DESIGN §5 baseline); anything else is a sequence of host names.
+LAUNCH_ORDER_POLICIES = ("sorted", "listed")
 #: Named domain levels a constraint can refer to.  ``nvlink`` is the finest
 #: bandwidth level, ``host`` the ``host`` attribute, ``leaf``/``spine``/``core``
 #: the first/second/third bandwidth level coarser than a host; ``level:N`` is
@@ -148,6 +151,13 @@ class SolveOptions:
     exposure : mapping of class -> float
         ``x_c`` in [0, 1] per traffic class (DESIGN §4): the share of the
         class's time not overlapped with compute; classes not named are 1.
+    launch_order : str or tuple of str
+        How the launcher numbers the hosts without rankmap, which makes the
+        baseline (DESIGN §5) and the ``fixed`` mode's device order:
+        ``"sorted"`` (default: natural-sorted host names, as ``srun`` and
+        torchrun under Slurm), ``"listed"`` (order of first appearance in the
+        cluster graph) or the host names in launch order (e.g. the
+        scheduler's hostfile), every host of the cluster once.
     """
 
     mode: str = "launcher"
@@ -158,9 +168,28 @@ class SolveOptions:
     time_limit_seconds: float = 30.0
     seed: int = 0
     exposure: Mapping[str, float] = None  # type: ignore[assignment]
+    launch_order: str | tuple[str, ...] = "sorted"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "exposure", check_exposure(self.exposure))
+        lo = self.launch_order
+        if isinstance(lo, str):
+            if lo not in LAUNCH_ORDER_POLICIES:
+                raise InvalidArgumentError(
+                    f"launch_order {lo!r} is not one of {', '.join(LAUNCH_ORDER_POLICIES)} or a list of hosts",
+                    "launch_order",
+                )
+        else:
+            try:
+                hosts = tuple(lo)
+            except TypeError:
+                raise InvalidArgumentError(f"launch_order must be sorted, listed or a list of hosts, got {lo!r}",
+                                           "launch_order") from None
+            if not hosts or not all(isinstance(h, str) and h for h in hosts):
+                raise InvalidArgumentError(
+                    f"launch_order must be a non-empty list of host names, got {list(hosts)[:4]!r}", "launch_order"
+                )
+            object.__setattr__(self, "launch_order", hosts)
         if self.mode not in MODES:
             raise InvalidArgumentError(f"mode {self.mode!r} is not one of {', '.join(MODES)}", "mode")
         if not (isinstance(self.time_limit_seconds, (int, float)) and np.isfinite(self.time_limit_seconds)) or (
