@@ -24,6 +24,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.traffic import (
     CLASS_GROUP,
     CLASS_KIND,
+    PRESET_RECIPES,
     Traffic,
     bytes_sent_per_rank,
     class_collectives,
@@ -238,6 +239,8 @@ def _model_section(args: argparse.Namespace, cfg) -> dict | None:
             "expert_per_rank": expert_rank,
         },
         "spec": model.to_dict(),
+        # the published recipe's parallel sizes, for a preset (solver.traffic.presets cites each)
+        "recipe": dict(PRESET_RECIPES[model.name]) if model.name in PRESET_RECIPES else None,
     }
 
 
@@ -312,6 +315,10 @@ def traffic_table(doc: dict) -> str:
                 f"{spec['dtype']}")
         lines.append(desc)
         lines.append(f"parameters per rank: {_count(p['dense_per_rank'])} dense, {_count(p['expert_per_rank'])} expert")
+        rec = model.get("recipe")
+        if rec:
+            lines.append("published recipe: " + "  ".join(f"{k} {rec[k]}" for k in ("tp", "pp", "cp", "ep", "vp"))
+                         + f"  on {rec['gpus']:,} GPUs (sources in rankmap.solver.traffic.presets)")
     lines.append("")
     header = ["class", "group", "shape", "ranks", "payload S", "sent/rank/step"]
     rows = []
@@ -335,12 +342,15 @@ def traffic_table(doc: dict) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines.append(fmt(rows[-1]))
     lines.append("")
-    lines.append("bytes: 1 GB = 1e9 B.  sent/rank/step: the most bytes one rank puts on the wire per training "
-                 "step (ring all_reduce 2(n-1)/n S, all_gather and all_to_all (n-1)/n S, ring_p2p S, p2p_chain S to "
+    lines.append("bytes: 1 GB = 1e9 B.  sent/rank/step: the most bytes one rank puts on the wire per training step")
+    lines.append("(ring all_reduce 2(n-1)/n S, all_gather and all_to_all (n-1)/n S, ring_p2p S, p2p_chain S to "
                  "each neighbour; [k] = over subgroups of k).")
+    import textwrap
+
     for c, info in doc["classes"].items():
         if info["bytes"] > 0 and info["formula"]:
-            lines.append(f"  {c}: {info['formula']}  [{info['source']}]")
+            lines.extend(textwrap.wrap(f"{c}: {info['formula']}  [{info['source']}]", width=110,
+                                       break_on_hyphens=False, initial_indent="  ", subsequent_indent="      "))
     return "\n".join(lines)
 
 
