@@ -121,6 +121,7 @@ _SOLVE_KEYS = (
     "seed",
     "omit_groups",
     "exposure",
+    "launch_order",
 )
 
 

@@ -147,6 +147,7 @@ class AsyncRankmapClient:
         seed: int | None = None,
         omit_groups: bool = False,
         exposure: Mapping[str, float] | None = None,
+        launch_order: str | Sequence[str] | None = None,
         timeout: float | None = None,
     ) -> SolveResult:
         """See :meth:`rankmap.client.RankmapClient.solve`."""
@@ -171,6 +172,7 @@ class AsyncRankmapClient:
             seed=seed,
             omit_groups=omit_groups,
             exposure=exposure,
+            launch_order=launch_order,
         )
         return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
 

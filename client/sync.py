@@ -186,6 +186,7 @@ class RankmapClient:
         seed: int | None = None,
         omit_groups: bool = False,
         exposure: Mapping[str, float] | None = None,
+        launch_order: str | Sequence[str] | None = None,
         timeout: float | None = None,
     ) -> SolveResult:
         """Solve on the server; the same arguments and result as ``rankmap solve``.
@@ -197,7 +198,9 @@ class RankmapClient:
         orders.  ``constraints``: e.g. ``["tp within host"]``.  ``exposure``:
         ``x_c`` in [0, 1] per traffic class, e.g. ``{"tp": 0.5, "dp": 0.2}``
         (the share of the class's time not overlapped with compute; classes
-        not named are 1): the objective is ``Σ_c x_c·T_c``.
+        not named are 1): the objective is ``Σ_c x_c·T_c``.  ``launch_order``:
+        how the launcher numbers the hosts, the baseline: ``"sorted"`` (default,
+        natural-sorted names), ``"listed"`` or the host names in launch order.
         """
         req = convert.solve_request(
             graph,
@@ -220,6 +223,7 @@ class RankmapClient:
             seed=seed,
             omit_groups=omit_groups,
             exposure=exposure,
+            launch_order=launch_order,
         )
         return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from rankmap.solver.catalogue import ParallelConfig
 from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.launch_files import LAUNCH_KEYS as _LAUNCH_KEYS  # the apply keys ApplyInfo types
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.solver.types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
 from rankmap.v1 import rankmap_pb2 as pb
@@ -360,14 +361,16 @@ def solve_request(
     seed: int | None = None,
     omit_groups: bool = False,
     exposure: Mapping[str, float] | None = None,
+    launch_order=None,
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` from a graph (or an already converted ``Cluster``) and plain values.
 
     ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"``, a comma-separated
     string of orders or a list of orders.  ``constraints``: strings such as
     ``"tp within host"`` or :class:`Constraint`.  ``exposure``: ``x_c`` in
-    [0, 1] per traffic class (classes not named are 1).  Other arguments as in
-    :func:`traffic_to_proto` and :class:`SolveOptions`.
+    [0, 1] per traffic class (classes not named are 1).  ``launch_order``:
+    ``"sorted"`` (default), ``"listed"`` or the host names in launch order.
+    Other arguments as in :func:`traffic_to_proto` and :class:`SolveOptions`.
     """
     req = pb.SolveRequest(omit_groups=bool(omit_groups))
     req.cluster.CopyFrom(graph if isinstance(graph, pb.Cluster) else graph_to_proto(graph))
@@ -379,7 +382,8 @@ def solve_request(
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     options_to_proto(
-        req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed, exposure
+        req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed, exposure,
+        launch_order,
     )
     return req
 
@@ -418,6 +422,7 @@ def solve_request_from_config(
         seed=options.seed,
         omit_groups=omit_groups,
         exposure=options.exposure,
+        launch_order=options.launch_order,
     )
 
 
@@ -532,8 +537,7 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
         )
     for k, v in result.traffic.items():
         out.traffic_bytes[k] = float(v)
-    for k, v in (result.apply or {}).items():
-        out.apply.entries.add(key=str(k), value=value_to_proto(v))
+    apply_to_proto(result.apply or {}, out.apply)
     if not omit_groups:
         groups_to_proto(result.groups, out.groups)
     return out
@@ -561,11 +565,55 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         solve_seconds=float(msg.solve_seconds),
         groups=groups_from_proto(msg.groups),
         traffic={k: float(traffic[k]) for k in _class_order(traffic)},
-        apply={e.key: value_from_proto(e.value) for e in msg.apply.entries},
+        apply=apply_from_proto(msg.apply),
         mode=MODE_FROM_PROTO.get(msg.mode, "launcher"),
         orders_searched=tuple(msg.orders_searched),
         stopped_by=str(msg.stopped_by),
     )
+
+
+
+
+def apply_to_proto(apply: Mapping[str, Any], out: "pb.ApplyInfo") -> None:
+    """Fill an ``ApplyInfo``: the Megatron entries as key/values, the launch files as typed messages."""
+    for k, v in apply.items():
+        if k not in _LAUNCH_KEYS:
+            out.entries.add(key=str(k), value=value_to_proto(v))
+    out.rendezvous = str(apply.get("rendezvous", ""))
+    s = apply.get("slurm") or {}
+    out.slurm.hostfile.extend(s.get("hostfile", ()))
+    out.slurm.command = s.get("command", "")
+    for t in apply.get("torchrun") or ():
+        out.torchrun.add(host=t["host"], node_rank=int(t["node_rank"]), command=t["command"])
+    m = apply.get("mpirun") or {}
+    out.mpirun.rankfile.extend(m.get("rankfile", ()))
+    out.mpirun.command = m.get("command", "")
+    k8s = apply.get("kubernetes") or {}
+    out.kubernetes.pod_nodes.extend(k8s.get("pod_nodes", ()))
+    out.kubernetes.cuda_visible_devices.extend(k8s.get("cuda_visible_devices", ()))
+    out.kubernetes.command = k8s.get("command", "")
+    for k, v in (apply.get("unavailable") or {}).items():
+        out.unavailable[k] = v
+    out.gpus_file.extend(apply.get("gpus_file", ()))
+
+
+def apply_from_proto(msg: "pb.ApplyInfo") -> dict[str, Any]:
+    """The ``apply`` dict of an ``ApplyInfo``, with the keys and shapes an in-process solve gives."""
+    out: dict[str, Any] = {e.key: value_from_proto(e.value) for e in msg.entries}
+    if not (msg.rendezvous or msg.slurm.command or msg.torchrun or msg.unavailable):
+        return out  # a server without launch files
+    out["rendezvous"] = msg.rendezvous
+    out["slurm"] = {"hostfile": list(msg.slurm.hostfile), "command": msg.slurm.command}
+    out["torchrun"] = [{"host": t.host, "node_rank": int(t.node_rank), "command": t.command} for t in msg.torchrun]
+    out["mpirun"] = {"rankfile": list(msg.mpirun.rankfile), "command": msg.mpirun.command}
+    out["kubernetes"] = {"pod_nodes": list(msg.kubernetes.pod_nodes),
+                         "cuda_visible_devices": list(msg.kubernetes.cuda_visible_devices),
+                         "command": msg.kubernetes.command}
+    out["unavailable"] = {k: msg.unavailable[k] for k in ("torchrun", "kubernetes") if k in msg.unavailable}
+    out["unavailable"].update({k: v for k, v in sorted(msg.unavailable.items()) if k not in out["unavailable"]})
+    if msg.gpus_file:
+        out["gpus_file"] = list(msg.gpus_file)
+    return out
 
 
 def evaluate_response(cost: CostBreakdown, traffic: Mapping[str, float]) -> "pb.EvaluateResponse":

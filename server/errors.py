@@ -79,6 +79,7 @@ _SIMPLE = {
     "constraints": "constraints",
     "exclude_devices": "exclude_devices",
     "exclude_hosts": "exclude_hosts",
+    "launch_order": "launch_order.hosts",
     "time_limit_seconds": "time_limit_seconds",
     "time_limit": "time_limit_seconds",
     "seed": "seed",

@@ -1,4 +1,4 @@
-"""Search options on the wire: mode, orders, constraints, exclusions, limits, exposure."""
+"""Search options on the wire: mode, orders, constraints, exclusions, limits, exposure, launch order."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ __all__ = [
     "exposure_from_proto",
     "options_to_proto",
     "options_from_proto",
+    "launch_order_to_proto",
+    "launch_order_from_proto",
+    "LAUNCH_POLICY_TO_PROTO",
 ]
 
 MODE_TO_PROTO = {"launcher": pb.MODE_LAUNCHER, "free": pb.MODE_FREE, "fixed": pb.MODE_FIXED}
@@ -32,6 +35,53 @@ POLICY_TO_PROTO = {
     "all": pb.ORDER_POLICY_ALL,
 }
 POLICY_FROM_PROTO = {v: k for k, v in POLICY_TO_PROTO.items()}
+LAUNCH_POLICY_TO_PROTO = {"sorted": pb.LAUNCH_ORDER_POLICY_SORTED, "listed": pb.LAUNCH_ORDER_POLICY_LISTED}
+_LAUNCH_POLICY_FROM_PROTO = {v: k for k, v in LAUNCH_POLICY_TO_PROTO.items()}
+_LAUNCH_POLICY_FROM_PROTO[pb.LAUNCH_ORDER_POLICY_UNSPECIFIED] = "sorted"
+
+
+def launch_order_to_proto(target: "pb.LaunchOrder", launch_order) -> None:
+    """Fill a ``LaunchOrder`` from ``"sorted"``, ``"listed"`` or a sequence of host names (None: leave unset).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Another string, or a sequence holding something that is not a host name (field ``launch_order``).
+    """
+    if launch_order is None:
+        return
+    if isinstance(launch_order, str):
+        if launch_order not in LAUNCH_POLICY_TO_PROTO:
+            raise InvalidArgumentError(
+                f"launch_order {launch_order!r} is not one of sorted, listed or a list of hosts", "launch_order"
+            )
+        target.policy = LAUNCH_POLICY_TO_PROTO[launch_order]
+        return
+    hosts = list(launch_order)
+    if not all(isinstance(h, str) for h in hosts):
+        raise InvalidArgumentError(f"launch_order hosts must be strings, got {hosts[:4]!r}", "launch_order")
+    target.hosts.extend(hosts)
+
+
+def launch_order_from_proto(msg: "pb.LaunchOrder"):
+    """``"sorted"``, ``"listed"`` or a tuple of host names (validated against the cluster by the solver).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown policy, or a policy together with hosts (field ``launch_order.policy``).
+    """
+    if msg.policy not in _LAUNCH_POLICY_FROM_PROTO:
+        raise invalid(f"launch_order.policy {msg.policy} is not a LaunchOrderPolicy", "launch_order.policy",
+                      "launch_order")
+    if msg.hosts:
+        if msg.policy != pb.LAUNCH_ORDER_POLICY_UNSPECIFIED:
+            raise invalid(
+                f"launch_order gives both policy {enum_name(pb.LaunchOrderPolicy, msg.policy)} and "
+                f"{len(msg.hosts)} hosts; give one", "launch_order.policy", "launch_order",
+            )
+        return tuple(msg.hosts)
+    return _LAUNCH_POLICY_FROM_PROTO[msg.policy]
 
 
 def enum_name(enum, value: int) -> str:
@@ -133,8 +183,9 @@ def options_to_proto(
     time_limit_seconds: float | None = None,
     seed: int | None = None,
     exposure: Mapping[str, float] | None = None,
+    launch_order=None,
 ) -> None:
-    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure)."""
+    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure, launch order)."""
     if mode is not None:
         key = mode.strip().lower() if isinstance(mode, str) else mode
         if key not in MODE_TO_PROTO:
@@ -159,6 +210,8 @@ def options_to_proto(
             raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}", "seed")
         req.seed = int(seed)
     exposure_to_proto(req.exposure, exposure)
+    if launch_order is not None and launch_order != "sorted":
+        launch_order_to_proto(req.launch_order, launch_order)
 
 
 def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
@@ -175,7 +228,13 @@ def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
     if req.HasField("time_limit_seconds"):
         kw["time_limit_seconds"] = float(req.time_limit_seconds)
     exposure = exposure_from_proto(req.exposure)
+    launch_order = launch_order_from_proto(req.launch_order)
+    try:
+        SolveOptions(launch_order=launch_order)
+    except InvalidArgumentError as exc:
+        raise invalid(exc.message, "launch_order.hosts", "launch_order") from None
     return SolveOptions(
+        launch_order=launch_order,
         mode=MODE_FROM_PROTO[req.mode],
         orders=_orders_from_proto(req.orders),
         constraints=tuple(constraints),

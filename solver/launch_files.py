@@ -44,9 +44,11 @@ import numpy as np
 from .errors import InvalidArgumentError
 from .types import HostPlacement
 
-__all__ = ["EMIT_KINDS", "MASTER_PORT", "TRAIN_COMMAND", "LaunchNames", "launch_files", "emit_files",
+__all__ = ["LAUNCH_KEYS", "EMIT_KINDS", "MASTER_PORT", "TRAIN_COMMAND", "LaunchNames", "launch_files", "emit_files",
            "torchrun_launchable"]
 
+#: Keys of the launch part of ``apply``, in their order.
+LAUNCH_KEYS = ("rendezvous", "slurm", "torchrun", "mpirun", "kubernetes", "unavailable", "gpus_file")
 #: Kinds ``rankmap solve --emit`` writes.
 EMIT_KINDS = ("slurm-hostfile", "torchrun", "rankfile", "kubernetes")
 #: Port of the rendezvous / ``MASTER_PORT`` (torchrun's default).
@@ -200,7 +202,7 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
         }
     if not uniform:
         out["gpus_file"] = [f"{h.host} {lst}" for h, lst in zip(hosts, lists)]
-    return out
+    return {k: out[k] for k in LAUNCH_KEYS if k in out}
 
 
 def emit_files(kind: str, apply: dict, hosts: Sequence[HostPlacement], world_size: int, path: str,

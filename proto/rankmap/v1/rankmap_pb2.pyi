@@ -14,6 +14,12 @@ class OrderPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ORDER_POLICY_MEGATRON_CLI: _ClassVar[OrderPolicy]
     ORDER_POLICY_ALL: _ClassVar[OrderPolicy]
 
+class LaunchOrderPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LAUNCH_ORDER_POLICY_UNSPECIFIED: _ClassVar[LaunchOrderPolicy]
+    LAUNCH_ORDER_POLICY_SORTED: _ClassVar[LaunchOrderPolicy]
+    LAUNCH_ORDER_POLICY_LISTED: _ClassVar[LaunchOrderPolicy]
+
 class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MODE_UNSPECIFIED: _ClassVar[Mode]
@@ -37,6 +43,9 @@ ORDER_POLICY_UNSPECIFIED: OrderPolicy
 ORDER_POLICY_DEFAULT: OrderPolicy
 ORDER_POLICY_MEGATRON_CLI: OrderPolicy
 ORDER_POLICY_ALL: OrderPolicy
+LAUNCH_ORDER_POLICY_UNSPECIFIED: LaunchOrderPolicy
+LAUNCH_ORDER_POLICY_SORTED: LaunchOrderPolicy
+LAUNCH_ORDER_POLICY_LISTED: LaunchOrderPolicy
 MODE_UNSPECIFIED: Mode
 MODE_LAUNCHER: Mode
 MODE_FREE: Mode
@@ -136,6 +145,14 @@ class ParallelConfig(_message.Message):
     hierarchical_context_parallel_sizes: _containers.RepeatedScalarFieldContainer[int]
     rank_offset: int
     def __init__(self, world_size: _Optional[int] = ..., tp: _Optional[int] = ..., cp: _Optional[int] = ..., ep: _Optional[int] = ..., etp: _Optional[int] = ..., dp: _Optional[int] = ..., edp: _Optional[int] = ..., pp: _Optional[int] = ..., order: _Optional[str] = ..., num_distributed_optimizer_instances: _Optional[int] = ..., hierarchical_context_parallel_sizes: _Optional[_Iterable[int]] = ..., rank_offset: _Optional[int] = ...) -> None: ...
+
+class LaunchOrder(_message.Message):
+    __slots__ = ("policy", "hosts")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    policy: LaunchOrderPolicy
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[_Union[LaunchOrderPolicy, str]] = ..., hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class OrderSearch(_message.Message):
     __slots__ = ("policy", "orders")
@@ -319,14 +336,71 @@ class RankGroups(_message.Message):
     groups: _containers.RepeatedCompositeFieldContainer[RankGroup]
     def __init__(self, groups: _Optional[_Iterable[_Union[RankGroup, _Mapping]]] = ...) -> None: ...
 
+class SlurmLaunch(_message.Message):
+    __slots__ = ("hostfile", "command")
+    HOSTFILE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    hostfile: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    def __init__(self, hostfile: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ...) -> None: ...
+
+class TorchrunLaunch(_message.Message):
+    __slots__ = ("host", "node_rank", "command")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    NODE_RANK_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    node_rank: int
+    command: str
+    def __init__(self, host: _Optional[str] = ..., node_rank: _Optional[int] = ..., command: _Optional[str] = ...) -> None: ...
+
+class MpirunLaunch(_message.Message):
+    __slots__ = ("rankfile", "command")
+    RANKFILE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    rankfile: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    def __init__(self, rankfile: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ...) -> None: ...
+
+class KubernetesLaunch(_message.Message):
+    __slots__ = ("pod_nodes", "cuda_visible_devices", "command")
+    POD_NODES_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    pod_nodes: _containers.RepeatedScalarFieldContainer[str]
+    cuda_visible_devices: _containers.RepeatedScalarFieldContainer[str]
+    command: str
+    def __init__(self, pod_nodes: _Optional[_Iterable[str]] = ..., cuda_visible_devices: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ...) -> None: ...
+
 class ApplyInfo(_message.Message):
-    __slots__ = ("entries",)
+    __slots__ = ("entries", "rendezvous", "slurm", "torchrun", "mpirun", "kubernetes", "unavailable", "gpus_file")
+    class UnavailableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
+    SLURM_FIELD_NUMBER: _ClassVar[int]
+    TORCHRUN_FIELD_NUMBER: _ClassVar[int]
+    MPIRUN_FIELD_NUMBER: _ClassVar[int]
+    KUBERNETES_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FILE_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[KeyValue]
-    def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
+    rendezvous: str
+    slurm: SlurmLaunch
+    torchrun: _containers.RepeatedCompositeFieldContainer[TorchrunLaunch]
+    mpirun: MpirunLaunch
+    kubernetes: KubernetesLaunch
+    unavailable: _containers.ScalarMap[str, str]
+    gpus_file: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., rendezvous: _Optional[str] = ..., slurm: _Optional[_Union[SlurmLaunch, _Mapping]] = ..., torchrun: _Optional[_Iterable[_Union[TorchrunLaunch, _Mapping]]] = ..., mpirun: _Optional[_Union[MpirunLaunch, _Mapping]] = ..., kubernetes: _Optional[_Union[KubernetesLaunch, _Mapping]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., gpus_file: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure")
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +420,7 @@ class SolveRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     OMIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     orders: OrderSearch
@@ -358,7 +433,8 @@ class SolveRequest(_message.Message):
     seed: int
     omit_groups: bool
     exposure: _containers.ScalarMap[str, float]
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    launch_order: LaunchOrder
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
     __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by")
