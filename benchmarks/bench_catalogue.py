@@ -11,13 +11,17 @@ without creating process groups.  The "+tolist" column adds converting every
 rankmap array to nested Python lists (what megatron returns), for fairness.
 megatron-core is optional; without it its column is skipped.
 
-Output: a Markdown table of median seconds and the speed-up.
+Output: a Markdown table of median seconds and the speed-up, then the whole-process
+start-up figure: ``rankmap groups --world-size 8`` against ``python -c "import numpy"``
+(the floor any numpy program pays), median of ``--process-repeats`` runs each,
+interleaved so a loaded machine slows both alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -59,6 +63,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="rankmap repeats (median)")
     ap.add_argument("--megatron-repeats", type=int, default=3, help="megatron repeats (median)")
     ap.add_argument("--no-megatron", action="store_true", help="skip megatron-core even if installed")
+    ap.add_argument("--process-repeats", type=int, default=15,
+                    help="whole-process runs of rankmap groups and of import numpy (median; 0 skips)")
     args = ap.parse_args(argv)
 
     RankGenerator = None if args.no_megatron else _load_megatron()
@@ -113,7 +119,33 @@ def main(argv=None) -> int:
         print("| " + " | ".join(row) + " |")
     if RankGenerator is None:
         print("\n(megatron-core not installed: its column is skipped)")
+    if args.process_repeats > 0:
+        _process_startup(args.process_repeats)
     return 0
+
+
+def _process_startup(repeats: int) -> None:
+    """Whole-process wall time of ``rankmap groups --world-size 8`` vs ``import numpy`` (medians)."""
+    cmds = {
+        "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+        "rankmap groups --world-size 8": [sys.executable, "-m", "rankmap", "groups", "--world-size", "8"],
+        "rankmap groups --world-size 131072 --tp 8 --pp 8 --cp 2 --ep 8 --compact":
+            [sys.executable, "-m", "rankmap", "groups", "--world-size", "131072", "--tp", "8", "--pp", "8",
+             "--cp", "2", "--ep", "8", "--compact"],
+    }
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for _ in range(repeats):
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - t0)
+    base = statistics.median(times["python -c 'import numpy'"])
+    print(f"\nwhole process, median of {repeats} interleaved runs\n")
+    print("| command | median s | ratio to import numpy |")
+    print("|---|---:|---:|")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"| `{name}` | {med:.3f} | {med / base:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -270,8 +270,32 @@ _OPTIONAL_COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (subcommands registered from their modules)."""
+#: subcommand -> the module that registers it (``groups`` is built in)
+_COMMAND_MODULES = {
+    "solve": "rankmap.cli_solve", "evaluate": "rankmap.cli_solve", "cluster": "rankmap.cli_cluster",
+    "traffic": "rankmap.cli_traffic", "serve": "rankmap.cli_serve", "batch": "rankmap.cli_batch",
+}
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option), or None."""
+    for a in argv:
+        if not a.startswith("-"):
+            return a
+        if a in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (subcommands registered from their modules).
+
+    ``command``: the subcommand about to run.  ``groups`` then registers no
+    other module (their imports, OR-Tools, scipy, networkx, gRPC, cost more
+    than the catalogue itself); a known command registers only its module;
+    None or anything else registers every subcommand (``rankmap --help``,
+    misspelt commands).
+    """
     from rankmap import __version__
 
     parser = _Parser(prog="rankmap", description="Place Megatron ranks onto a real cluster.")
@@ -283,7 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", choices=("json", "table"), default="json")
     g.add_argument("--compact", action="store_true", help="JSON without spaces")
     g.set_defaults(func=_cmd_groups)
-    for modname in _OPTIONAL_COMMANDS:
+    if command == "groups":
+        modules: Sequence[str] = ()
+    elif command in _COMMAND_MODULES:
+        modules = (_COMMAND_MODULES[command],)
+    else:
+        modules = _OPTIONAL_COMMANDS
+    for modname in modules:
         try:
             mod = importlib.import_module(modname)
         except ImportError as exc:  # a module not written yet, or its extra not installed
@@ -298,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        parser = build_parser()
+        parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except _UsageError as exc:

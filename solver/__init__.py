@@ -22,21 +22,45 @@ from .catalogue import (
     rank_group_positions,
 )
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
-from .builders import fat_tree_cluster
-from .cluster import Cluster, cluster_from_graph
-from .timemodel import layout_cost, lower_bound
-from .search import candidate_orders, evaluate, solve
-from .types import (
-    Constraint,
-    CostBreakdown,
-    HostPlacement,
-    Layout,
-    SolveCancelled,
-    SolveOptions,
-    SolveResult,
-    parse_constraint,
-)
 from .ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_groups, parse_order
+
+#: Names loaded on first use (PEP 562), so that ``rankmap groups`` and other light
+#: users of the catalogue do not import OR-Tools, scipy and networkx: name -> module.
+_LAZY = {
+    "fat_tree_cluster": "builders",
+    "Cluster": "cluster",
+    "cluster_from_graph": "cluster",
+    "layout_cost": "timemodel",
+    "lower_bound": "timemodel",
+    "candidate_orders": "search",
+    "evaluate": "search",
+    "solve": "search",
+    "Constraint": "types",
+    "CostBreakdown": "types",
+    "HostPlacement": "types",
+    "Layout": "types",
+    "SolveCancelled": "types",
+    "SolveOptions": "types",
+    "SolveResult": "types",
+    "parse_constraint": "types",
+}
+
+
+def __getattr__(name: str):
+    """Import the module of a lazily exported name on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Cluster",

@@ -11,13 +11,37 @@ Modules
 ``common``     link-rate constants (with their published sources), GPU generations, host templates.
 """
 
-from .common import GENERATIONS, RATE_KEYS, GpuGeneration, HostTemplate, default_rates, resolve_generation
-from .compose import bandwidth_levels, build_cluster, load_host_template, summarize, synthetic_host
-from .graphfile import dump_graph, load_graph, node_link_text
-from .hostlist import compress, expand
-from .nccl_xml import parse_nccl_xml, read_nccl_xml
-from .nvsmi import parse_topo_matrix, read_nvsmi
-from .slurm import Fabric, Switch, parse_topology_conf, parse_topology_yaml, read_fabric
+#: Exported names, loaded on first use (PEP 562) so that reading one format does not import
+#: every other (and ``rankmap groups`` imports none): name -> module.
+_LAZY = {
+    "GENERATIONS": "common", "RATE_KEYS": "common", "GpuGeneration": "common", "HostTemplate": "common",
+    "default_rates": "common", "resolve_generation": "common",
+    "bandwidth_levels": "compose", "build_cluster": "compose", "load_host_template": "compose",
+    "summarize": "compose", "synthetic_host": "compose",
+    "dump_graph": "graphfile", "load_graph": "graphfile", "node_link_text": "graphfile",
+    "compress": "hostlist", "expand": "hostlist",
+    "parse_nccl_xml": "nccl_xml", "read_nccl_xml": "nccl_xml",
+    "parse_topo_matrix": "nvsmi", "read_nvsmi": "nvsmi",
+    "Fabric": "slurm", "Switch": "slurm", "parse_topology_conf": "slurm", "parse_topology_yaml": "slurm",
+    "read_fabric": "slurm",
+}
+
+
+def __getattr__(name: str):
+    """Import the module of a lazily exported name on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "GENERATIONS",

@@ -1,0 +1,44 @@
+"""What each entry point imports (issue 14): structural checks in a fresh interpreter, no timing.
+
+``rankmap groups`` must not pay for OR-Tools, scipy, networkx or gRPC (its start-up is measured
+by ``benchmarks/bench_catalogue.py``); ``import rankmap.solver`` loads no gRPC or protobuf.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("ortools", "scipy", "networkx", "grpc", "google", "pandas", "yaml", "ray", "tqdm")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = (f"import sys, json\n{code}\n"
+             f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_rankmap_groups_imports_no_heavy_package():
+    code = ("import io, contextlib\nfrom rankmap.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as buf:\n"
+            "    assert main(['groups', '--world-size', '16', '--tp', '2', '--pp', '2']) == 0\n"
+            "assert '\"TENSOR_MODEL_PARALLEL_GROUP\"' in buf.getvalue()")
+    assert _loaded_after(code) == []
+
+
+def test_import_solver_loads_no_grpc_or_protobuf():
+    loaded = _loaded_after("import rankmap.solver\nfrom rankmap.solver import megatron_groups, parallel_config")
+    assert not {"grpc", "google"} & set(loaded)
+
+
+def test_lazy_solver_names_resolve():
+    """Every lazily exported name of rankmap.solver and rankmap.solver.formats resolves."""
+    import rankmap.solver as solver
+    import rankmap.solver.formats as formats
+
+    for mod in (solver, formats):
+        for name in mod._LAZY:
+            assert getattr(mod, name) is not None, name
+        assert set(mod._LAZY) <= set(dir(mod))
