@@ -24,6 +24,8 @@ from .catalogue import (
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
 from .ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_groups, parse_order
 
+from ._lazy import lazy_exports
+
 #: Names loaded on first use (PEP 562), so that ``rankmap groups`` and other light
 #: users of the catalogue do not import OR-Tools, scipy and networkx: name -> module.
 _LAZY = {
@@ -46,21 +48,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    """Import the module of a lazily exported name on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "Cluster",

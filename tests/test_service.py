@@ -34,6 +34,7 @@ from grpc_status import rpc_status
 from rankmap.client import AsyncRankmapClient, RankmapClient, RankmapRpcError
 from rankmap.server import convert
 from rankmap.server.service import SERVICE_NAME, serve
+from service_helpers import wait_until
 from rankmap.solver import (
     InfeasibleError,
     InvalidArgumentError,
@@ -701,12 +702,10 @@ def slow_request_kwargs():
 
 def test_tiny_deadline_is_deadline_exceeded_and_server_keeps_serving(server, client):
     g = make_cluster(16, 8)
-    t0 = time.monotonic()
     with pytest.raises(RankmapRpcError) as err:
         client.solve(g, timeout=0.3, **slow_request_kwargs())
     assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - t0 < 5
-    # the solve was stopped, not left running
+    # the solve was stopped, not left running (waited on, not timed)
     assert wait_idle(server.servicer, 10), "cancelled solve still occupies a worker"
     assert client.health() == "SERVING"
     small = client.solve(make_cluster(2, 4), tp=2, traffic=TRAFFIC, time_limit_seconds=5)
@@ -717,8 +716,7 @@ def test_client_cancel_stops_the_solve(server, channel):
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
     req = convert.solve_request(make_cluster(16, 8), **slow_request_kwargs())
     fut = stub.Solve.future(req, timeout=60)
-    time.sleep(0.5)
-    assert server.servicer._pending >= 1
+    assert wait_until(lambda: server.servicer._pending >= 1, 30), "the solve never reached the server"
     fut.cancel()
     assert wait_idle(server.servicer, 10)
 

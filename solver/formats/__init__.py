@@ -11,6 +11,8 @@ Modules
 ``common``     link-rate constants (with their published sources), GPU generations, host templates.
 """
 
+from .._lazy import lazy_exports
+
 #: Exported names, loaded on first use (PEP 562) so that reading one format does not import
 #: every other (and ``rankmap groups`` imports none): name -> module.
 _LAZY = {
@@ -27,21 +29,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    """Import the module of a lazily exported name on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "GENERATIONS",
