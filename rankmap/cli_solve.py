@@ -481,6 +481,15 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if fmt not in ("json", "table"):
         raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
     written = _write_launch_files(args, result)
+    if written:  # the commands of apply name the file written
+        import dataclasses
+
+        from rankmap.solver.launch_files import launch_files, names_for
+
+        cfg = result.config
+        files = launch_files(result.hosts, cfg.world_size, list(result.apply.get("megatron_args", [])),
+                             cfg.rank_offset, names_for(args.emit, args.output))
+        result = dataclasses.replace(result, apply={**result.apply, **files})
     if fmt == "table":
         launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
         sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")

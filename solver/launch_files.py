@@ -45,7 +45,7 @@ from .errors import InvalidArgumentError
 from .types import HostPlacement
 
 __all__ = ["LAUNCH_KEYS", "EMIT_KINDS", "MASTER_PORT", "TRAIN_COMMAND", "LaunchNames", "launch_files", "emit_files",
-           "torchrun_launchable"]
+           "torchrun_launchable", "names_for"]
 
 #: Keys of the launch part of ``apply``, in their order.
 LAUNCH_KEYS = ("rendezvous", "slurm", "torchrun", "mpirun", "kubernetes", "unavailable", "gpus_file")
@@ -205,6 +205,12 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     return {k: out[k] for k in LAUNCH_KEYS if k in out}
 
 
+def names_for(kind: str, path: str) -> LaunchNames:
+    """The :class:`LaunchNames` whose file of ``--emit`` kind ``kind`` is ``path`` (others default)."""
+    field = {"slurm-hostfile": "hostfile", "rankfile": "rankfile", "torchrun": "torchrun", "kubernetes": "kubernetes"}
+    return LaunchNames(**{field[kind]: path})
+
+
 def emit_files(kind: str, apply: dict, hosts: Sequence[HostPlacement], world_size: int, path: str,
                megatron_args: Sequence[str] = (), rank_offset: int = 0) -> dict[str, str]:
     """The files ``rankmap solve --emit KIND -o PATH`` writes: {path: text}.
@@ -224,8 +230,7 @@ def emit_files(kind: str, apply: dict, hosts: Sequence[HostPlacement], world_siz
     """
     if kind not in EMIT_KINDS:
         raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(EMIT_KINDS)}", "emit")
-    field = {"slurm-hostfile": "hostfile", "rankfile": "rankfile", "torchrun": "torchrun", "kubernetes": "kubernetes"}
-    files = launch_files(hosts, world_size, megatron_args, rank_offset, LaunchNames(**{field[kind]: path}))
+    files = launch_files(hosts, world_size, megatron_args, rank_offset, names_for(kind, path))
     if kind in ("torchrun", "kubernetes") and files["unavailable"].get(kind):
         raise InvalidArgumentError(f"--emit {kind}: {files['unavailable'][kind]}", "emit")
     out: dict[str, str] = {}
