@@ -10,16 +10,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from rankmap.cli import main
-from rankmap.solver import fat_tree_cluster
+
+from cli_helpers import run  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 CLASS_COST_KEYS = {"seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck"}
@@ -53,14 +47,6 @@ def describe(bottleneck_doc) -> str:
     d = dict(bottleneck_doc)
     d["link"] = tuple(d["link"]) if d["link"] is not None else None
     return Bottleneck(**d).describe()
-
-
-@pytest.fixture()
-def cluster_file(tmp_path):
-    g = fat_tree_cluster(2, 8, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
-    path = tmp_path / "two-hosts.json"
-    path.write_text(json.dumps(nx.node_link_data(g, edges="edges")))
-    return path
 
 
 def test_groups_json_reproduces_seed(capsys):

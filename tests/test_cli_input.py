@@ -12,28 +12,12 @@ import json
 import networkx as nx
 import pytest
 
-from rankmap.cli import main
 from rankmap.solver import fat_tree_cluster
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import safe
 from rankmap.solver.formats.hostlist import MAX_HOSTS, count, expand
 
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def bad_input(capsys, *argv, needle: str = "") -> str:
-    """Run the CLI and check the bad-input contract; returns the stderr line."""
-    code, out, err = run(capsys, *argv)
-    assert code == 2, (code, err)
-    assert out == ""
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    assert "Traceback" not in err and "internal error" not in err, err
-    assert needle in err, err
-    return err
+from cli_helpers import bad_input, run  # noqa: E402
 
 
 def graph_doc(n_hosts: int = 2, gpus: int = 4) -> dict:
