@@ -171,10 +171,10 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     }
     out["mpirun"] = {
         "rankfile": [f"rank {r}={h} slot={s}" for r, (h, s) in enumerate(zip(rank_hosts, local_of_rank.tolist()))],
-        "command": (f"mpirun -np {W} --rankfile {names.rankfile} -x MASTER_ADDR={host0} -x MASTER_PORT={MASTER_PORT} "
+        "command": (f"mpirun -np {W} --rankfile {names.rankfile} "
                     f"bash -c 'export RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE "
-                    f"LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK {cvd('$(hostname -s)', names.gpus(names.rankfile))}; "
-                    f"exec {train}'"),
+                    f"LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK {env} "
+                    f"{cvd('$(hostname -s)', names.gpus(names.rankfile))}; exec {train}'"),
     }
     why = torchrun_launchable(hosts, rank_offset)
     out["unavailable"] = {"torchrun": why, "kubernetes": why} if why else {}

@@ -187,7 +187,8 @@ def test_launch_files_of_a_two_host_layout():
     assert f["gpus_file"] == ["n2 1,0", "n10 0,1"]
     assert f["mpirun"]["rankfile"] == ["rank 0=n2 slot=0", "rank 1=n2 slot=1", "rank 2=n10 slot=0",
                                        "rank 3=n10 slot=1"]
-    assert f["mpirun"]["command"].startswith("mpirun -np 4 --rankfile rankmap.rankfile -x MASTER_ADDR=n2 ")
+    assert f["mpirun"]["command"].startswith("mpirun -np 4 --rankfile rankmap.rankfile bash -c 'export "
+                                             "RANK=$OMPI_COMM_WORLD_RANK ")
     assert f["torchrun"] == [
         {"host": "n2", "node_rank": 0,
          "command": "CUDA_VISIBLE_DEVICES=1,0 torchrun --nnodes 2 --nproc-per-node 2 --node-rank 0 "
@@ -416,3 +417,55 @@ def test_cli_server_launch_order_and_emit(server, capsys, tmp_path, frag_file):
     lines = rf.read_text().splitlines()
     assert lines == [f"rank {r}={host_of(a)} slot={r % 8}" for r, a in enumerate(local["assignment"])]
     assert local["apply"]["mpirun"]["command"].startswith(f"mpirun -np 32 --rankfile {rf} ")
+
+
+def test_the_srun_and_mpirun_task_commands_run_in_a_shell(tmp_path):
+    """Run the task part of the commands with bash, as srun/mpirun would on host n10 (fake python, hostname)."""
+    import os
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES $RANK $WORLD_SIZE $LOCAL_RANK '
+                                    '$MASTER_ADDR:$MASTER_PORT $*"\n')
+    (bin_dir / "hostname").write_text("#!/bin/sh\necho n10\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    hosts = two_host_placement()
+    f = launch_files(hosts, 4, ["--use-tp-pp-dp-mapping"])
+    for kind, path in (("slurm-hostfile", "rankmap.hostfile"), ("rankfile", "rankmap.rankfile")):
+        for name, text in emit_files(kind, f, hosts, 4, path).items():
+            (tmp_path / name).write_text(text)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURMD_NODENAME": "n10", "SLURM_PROCID": "3",
+           "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4",
+           "OMPI_COMM_WORLD_LOCAL_RANK": "1"}
+    for command in (f["slurm"]["command"], f["mpirun"]["command"]):
+        inner = shlex.split(command)[-1]  # the bash -c '...' argument srun / mpirun starts per task
+        out = subprocess.run([bash, "-c", inner], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+        assert out.stdout == "0,1 3 4 1 n2:29500 pretrain_gpt.py --use-tp-pp-dp-mapping\n", command
+
+
+def test_the_torchrun_script_starts_its_hosts_node_rank(tmp_path):
+    import os
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES $*"\n')
+    (bin_dir / "hostname").write_text("#!/bin/sh\necho n10\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    hosts = two_host_placement()
+    script = emit_files("torchrun", launch_files(hosts, 4), hosts, 4, "run.sh")["run.sh"]
+    (tmp_path / "run.sh").write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run(["sh", "run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout == ("0,1 --nnodes 2 --nproc-per-node 2 --node-rank 1 --rdzv-backend static "
+                          "--master-addr n2 --master-port 29500 pretrain_gpt.py\n")
+    (bin_dir / "hostname").write_text("#!/bin/sh\necho other\n")
+    bad = subprocess.run(["sh", "run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert bad.returncode == 1 and "host other is not in this layout" in bad.stderr
