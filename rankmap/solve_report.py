@@ -240,7 +240,8 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
         lines.append(f"launch (torchrun, one command per host, static rendezvous on {apply.get('rendezvous', '')}):")
         for i, item in enumerate(t):
             if i == 2 and len(t) > 3:
-                lines.append(f"  ... {len(t) - 3} more hosts (node ranks 2..{len(t) - 2})")
+                lines.append(f"  ... {len(t) - 3} more hosts (node ranks 2..{len(t) - 2})" if len(t) > 4
+                             else "  ... 1 more host (node rank 2)")
                 continue
             if 2 <= i < len(t) - 1 and len(t) > 3:
                 continue
