@@ -89,6 +89,11 @@ class Cluster:
     boundary_gbps : numpy.ndarray, shape (K,)
         The same for the levels of ``domains`` (physical capacities of the
         links leaving each level's components).
+    domain_out_gbps, widest_domain_out_gbps : tuple of numpy.ndarray
+        Per level of ``domains`` / ``widest_domains``: for each domain label,
+        the capacity (GB/s, outward) of the physical links leaving the domain's
+        component (every flow from the domain to a GPU outside it crosses one
+        of them outward); empty when not computed.  Used by the lower bound.
     fabric : Fabric
         The physical links (capacities, routes) used by the time model
         (:mod:`.fabric`); built by :func:`cluster_from_graph`.
@@ -113,6 +118,8 @@ class Cluster:
     widest_domains: np.ndarray = None  # type: ignore[assignment]
     widest_boundary_gbps: np.ndarray = None  # type: ignore[assignment]
     boundary_gbps: np.ndarray = None  # type: ignore[assignment]
+    domain_out_gbps: tuple = ()
+    widest_domain_out_gbps: tuple = ()
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -427,9 +434,11 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
     n_nodes = len(nodes)
     boundary: list[float] = []
-    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw)
+    out_caps: list[np.ndarray] = []
+    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
     raw_boundary: list[float] = []
-    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary)
+    raw_out_caps: list[np.ndarray] = []
+    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary, None, raw_out_caps)
     values = np.unique(bw)[::-1]
     if len(devices) == 1:
         levels, doms = [float(values[0]) if values.size else 1.0], [np.zeros(1, dtype=np.int64)]
@@ -461,6 +470,11 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
         object.__setattr__(cl, "widest_levels_gbps", cl.levels_gbps)
         object.__setattr__(cl, "widest_domains", cl.domains)
         object.__setattr__(cl, "widest_boundary_gbps", np.zeros(cl.levels_gbps.size))
+    # per-domain outward capacities (lower bound, solver/bound.py), only when the levels are the computed ones
+    object.__setattr__(cl, "domain_out_gbps", tuple(out_caps) if len(out_caps) == cl.domains.shape[0]
+                       and all(o.size == np.unique(d).size for o, d in zip(out_caps, cl.domains)) else ())
+    object.__setattr__(cl, "widest_domain_out_gbps", tuple(raw_out_caps) if len(raw_out_caps) ==
+                       cl.widest_domains.shape[0] and cl.widest_domains is not cl.domains else ())
     extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
@@ -468,12 +482,14 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     return cl
 
 
-def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=None):
+def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=None, per_domain=None):
     """Nested GPU partitions by descending edge bandwidth (widest-path ultrametric levels).
 
     With a list ``boundary``, appends per level the total capacity (GB/s, both
     directions) of the edges leaving the level's components (all nodes), by
-    ``capacity`` (default ``bw``).
+    ``capacity`` (default ``bw``).  With a list ``per_domain``, appends per
+    level an array, shape (domains,), of the capacity (GB/s, one direction:
+    outward) of the edges leaving each GPU domain's component.
     """
     capacity = bw if capacity is None else capacity
     values = np.unique(bw)[::-1]  # descending
@@ -494,6 +510,15 @@ def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=No
         doms.append(lab)
         if boundary is not None:
             boundary.append(2.0 * float(capacity[comp[src] != comp[dst]].sum()))
+        if per_domain is not None:
+            to_lab = np.full(int(comp.max()) + 1, -1, dtype=np.int64)
+            to_lab[comp[gpu_idx]] = lab
+            cut = comp[src] != comp[dst]
+            out = np.zeros(int(lab.max()) + 1)
+            for end in (src[cut], dst[cut]):
+                d = to_lab[comp[end]]
+                out += np.bincount(d[d >= 0], weights=capacity[cut][d >= 0], minlength=out.size)
+            per_domain.append(out)
         prev = lab
     return levels, doms
 

@@ -50,6 +50,7 @@ from typing import Callable, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
+from .bound import search_lower_bound
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
 from .constraints import check_capacity, satisfies, satisfies_batch
@@ -70,7 +71,7 @@ from .orders import MEGATRON_CLI_ORDERS, candidate_orders
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, refine
-from .timemodel import layout_cost, lower_bound
+from .timemodel import layout_cost
 from .traffic import TRAFFIC_CLASSES, Traffic
 from .types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
 
@@ -195,7 +196,7 @@ def solve(
     candidates: list[Candidate] = []
     if satisfies(cluster, base_cfg, base_groups, baseline_dev, constraints):
         candidates.append(Candidate(base_cfg, baseline_dev, baseline_cost, -1))
-    bound = lower_bound(cluster, cfg, traffic, exposure)
+    bound = search_lower_bound(cluster, orders, traffic, exposure, options.mode)
     proved = False
     reached = len(orders)  # orders searched before the deadline
     report("search", candidates)

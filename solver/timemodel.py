@@ -332,80 +332,20 @@ def layout_cost(
 
 
 def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
-    """A lower bound (seconds) on ``T_class`` over every layout, without latency.
+    """A lower bound (seconds) on one part's ``T_class`` over every layout: :func:`rankmap.solver.bound.class_lower_bound`."""
+    from .bound import class_lower_bound as _lb
 
-    * Per flow: a route's bottleneck never exceeds the widest-path bandwidth
-      between its GPUs over physical capacities (the nested levels
-      ``cluster.widest_levels_gbps`` / ``cluster.widest_domains``).  A level-k
-      domain of D GPUs holds at most ⌊D/n⌋ whole groups; at the first level k*
-      where the domains can hold all ``num_groups`` groups, some group (if
-      k* > 0) is split across level k*−1 domains, and since ring, chain and
-      all-to-all flows connect all its members, one of its flows has
-      B ≤ b_{k*}.  So T ≥ flow bytes / b_{k*}.
-    * Per GPU: every rank sends its bytes per rank through its own GPU's links,
-      T ≥ bytes per rank / (the largest total outgoing capacity of any GPU).
-    * Per cut: at a level k whose domains hold only Σ⌊D/n⌋ whole groups, at
-      least ``num_groups − Σ⌊D/n⌋`` groups are split, and a split ring or
-      chain touches at least max(2, ⌈n / largest domain⌉) domains and sends a
-      flow out of each (an all-to-all ≥ 2(n−1) flows).  Those bytes cross the links leaving the level's components,
-      so the busiest of them carries at least their total over the links'
-      total capacity (a maximum is at least a weighted mean).  Any partition
-      of the nodes gives such a cut: both the physical widest-path levels and
-      the fair-share levels of ``cluster.domains`` are used.
-    """
-    fb = flow_bytes(kind, payload_bytes, n)
-    if fb <= 0 or num_groups <= 0:
-        return 0.0
-    b = cluster.widest_levels_gbps * 1e9
-    K = b.size
-    kstar = K - 1
-    for k in range(K):
-        caps = np.bincount(cluster.widest_domains[k])
-        if int((caps // n).sum()) >= num_groups:
-            kstar = k
-            break
-    per_flow = fb / b[kstar]
-    cut = 0.0
-    for doms, boundary in ((cluster.widest_domains, cluster.widest_boundary_gbps),
-                           (cluster.domains, cluster.boundary_gbps)):
-        for k in range(min(doms.shape[0], boundary.size)):
-            sizes = np.bincount(doms[k])
-            whole = int((sizes // n).sum())
-            split = max(0, num_groups - whole)
-            if split and boundary[k] > 0:
-                # a split group touches at least max(2, ceil(n / largest domain)) domains, each with an out-flow
-                touched = max(2, -(-n // int(sizes.max())))
-                out_flows = split * (2 * (n - 1) if kind == "all_to_all" else touched)
-                cut = max(cut, fb * out_flows / (boundary[k] * 1e9))
-    fab = cluster.fabric
-    out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
-    if fab.direct_key.size:
-        nd = fab.att_node.shape[0]
-        lo, hi = np.divmod(fab.direct_key, nd)
-        out_cap = out_cap + np.bincount(lo, weights=fab.direct_gbps, minlength=nd) + np.bincount(
-            hi, weights=fab.direct_gbps, minlength=nd)
-    port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
-    return max(per_flow, port, cut)
+    return _lb(cluster, kind, num_groups, n, payload_bytes)
 
 
 def lower_bound(
     cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], exposure: Mapping[str, float] | None = None,
 ) -> float:
-    """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout of ``cfg`` (any order with these sizes).
+    """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout and order of ``cfg``'s sizes.
 
-    Classes are separate phases, so the bound is ``Σ_c x_c·LB_c`` with
-    :func:`class_lower_bound` summed over each class's parts (run one after
-    the other on their subgroups); it depends on the sizes, not the order.
+    The terms and their derivations are in :mod:`rankmap.solver.bound`
+    (:func:`~rankmap.solver.bound.lower_bound`); kept importable here.
     """
-    exposure = dict(exposure or {})
-    total = 0.0
-    for c in TRAFFIC_CLASSES:
-        n = class_group_size(c, cfg)
-        g = cfg.world_size // cfg.pp if c == "embedding" else cfg.world_size // n
-        if n <= 1:
-            continue
-        for p in class_collectives(traffic, c):
-            k = p.size or n
-            lb = class_lower_bound(cluster, p.kind, g * (n // k), k, p.payload_bytes)
-            total += float(exposure.get(c, 1.0)) * lb
-    return total
+    from .bound import lower_bound as _lb
+
+    return _lb(cluster, cfg, traffic, exposure)
