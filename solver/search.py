@@ -157,6 +157,11 @@ def solve(
             g = _exclude(graph, options)
         cluster = cluster_from_graph(g)
     deadline.check()  # raises if cancelled; a passed deadline is recorded
+    if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
+        # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
+        from .hostchoice import solve_subset
+
+        return solve_subset(graph, cluster, cfg, traffic, options, cancel, progress)
     if cfg.world_size != cluster.num_devices:
         raise InvalidArgumentError(
             f"world_size {cfg.world_size} does not match the {cluster.num_devices} usable GPUs of the cluster",

@@ -1,0 +1,113 @@
+"""Host choice when the job is smaller than the allocation (DESIGN §5, issue 12 item 3)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cli_helpers import bad_input, run
+from rankmap.solver import SolveOptions, evaluate, fat_tree_cluster, parallel_config, solve
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.hostchoice import pack_along_tree
+
+
+def test_pack_along_tree_best_fit():
+    """Items 0..5 in two leaves {0,1,2} and {3,4,5}: 2 items fit in one leaf (the first: 0, 1);
+    4 items take a whole leaf and the remainder (1) from the other leaf's first item;
+    leaves of 2 and 4: 2 items go to the snug leaf of 2, not to the first one."""
+    leaf = np.array([0, 0, 0, 1, 1, 1])
+    items = np.arange(6)
+    assert pack_along_tree([items, leaf], 2).tolist() == [0, 1]
+    assert pack_along_tree([items, leaf], 4).tolist() == [0, 1, 2, 3]
+    assert pack_along_tree([items, leaf], 6).tolist() == [0, 1, 2, 3, 4, 5]
+    uneven = np.array([0, 0, 0, 0, 1, 1])
+    assert pack_along_tree([items, uneven], 2).tolist() == [4, 5]
+    # 3 of (4 + 2): the leaf of 4 holds them all
+    assert pack_along_tree([items, uneven], 3).tolist() == [0, 1, 2]
+    # 7 of domains a = 0..2, b = 3..4, c = 5..8 (3 + 2 + 4): none holds 7; largest first:
+    # c (4), then a (3): 7, nothing left over
+    dom = np.array([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    assert pack_along_tree([np.arange(9), dom], 7).tolist() == [0, 1, 2, 5, 6, 7, 8]
+    # 6 of a = 0..4 (5), b = 5..6 (2), c = 7..9 (3): a whole, then 1 more: from the smallest
+    # domain that holds it (b), or with largest_remainder from the largest (c)
+    dom = np.array([0, 0, 0, 0, 0, 1, 1, 2, 2, 2])
+    assert pack_along_tree([np.arange(10), dom], 6).tolist() == [0, 1, 2, 3, 4, 5]
+    assert pack_along_tree([np.arange(10), dom], 6, largest_remainder=True).tolist() == [0, 1, 2, 3, 4, 7]
+
+
+def _fragmented():
+    """6 hosts x 4 GPUs (NVSwitch 450 GB/s, one 50 GB/s NIC per GPU), 3 hosts per leaf with 4:1
+    uplinks (3·4·50/4 = 150 GB/s); hosts listed so that sorted names alternate leaves:
+    leaf 0 holds node1, node3, node5 and leaf 1 node2, node4, node6."""
+    return fat_tree_cluster(6, gpus_per_host=4, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50,
+                            tiers=[(3, 4.0)], host_names=[f"node{i}" for i in (1, 3, 5, 2, 4, 6)])
+
+
+TRAFFIC = {"tp": 1e9, "dp": 4e9}
+
+
+def test_launcher_mode_chooses_two_hosts_under_one_leaf():
+    """8 ranks, tp 4 (one host each), dp 2 across the two hosts.  srun/torchrun on the sorted
+    node list run node1 and node2, in different leaves: tp = 2·3/4·1e9 B / 450 GB/s = 3.33 ms;
+    dp = 4 flows of (2−1)/2·4e9 = 2e9 B each way through one 150 GB/s uplink: 53.33 ms;
+    56.67 ms in all.  Two hosts of one leaf (node1, node3): each dp flow on its own 50 GB/s NIC,
+    2e9 / 50e9 = 40 ms; 43.33 ms: 23.5% better."""
+    g = _fragmented()
+    cfg = parallel_config(8, tp=4)
+    res = solve(g, cfg, TRAFFIC, SolveOptions(time_limit_seconds=6))
+    assert sorted({a.split("/")[0] for a in res.baseline.assignment}) == ["node1", "node2"]
+    assert res.baseline.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 8e9 / 150e9, rel=1e-9)
+    assert [h.host for h in res.hosts] == ["node1", "node3"]
+    assert res.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
+    assert res.to_dict()["improvement"] == pytest.approx(1 - 43.333333 / 56.666667, rel=1e-6)
+    assert res.status == "FEASIBLE" and res.bound_seconds <= res.layout.cost.total_seconds
+    # the answer is a real layout on the full cluster: evaluating it gives the same time
+    again = evaluate(g, res.config, res.assignment if hasattr(res, "assignment") else res.layout.assignment,
+                     TRAFFIC)
+    assert again.total_seconds == pytest.approx(res.layout.cost.total_seconds, rel=1e-12)
+
+
+def test_free_mode_chooses_gpus_and_is_never_worse_than_the_launchers_hosts():
+    g = _fragmented()
+    cfg = parallel_config(8, tp=4)
+    res = solve(g, cfg, TRAFFIC, SolveOptions(time_limit_seconds=6, mode="free"))
+    assert len(set(res.layout.assignment)) == 8
+    assert res.layout.cost.total_seconds <= res.baseline.cost.total_seconds
+    assert res.layout.cost.total_seconds <= 1.5e9 / 450e9 + 2e9 / 50e9 + 1e-12
+
+
+def test_launcher_mode_needs_whole_hosts():
+    with pytest.raises(InvalidArgumentError, match="not a multiple of the 4 GPUs per host") as err:
+        solve(_fragmented(), parallel_config(6, tp=2), TRAFFIC, SolveOptions(time_limit_seconds=2))
+    assert err.value.field == "world_size"
+
+
+def test_cli_world_size_below_the_cluster(capsys, tmp_path):
+    import networkx as nx
+
+    path = tmp_path / "frag.json"
+    path.write_text(json.dumps(nx.node_link_data(_fragmented(), edges="edges")))
+    code, out, err = run(capsys, "solve", path, "--world-size", "8", "--tp", "4", "--traffic", "tp=1e9,dp=4e9",
+                         "--time-limit", "6")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [h["host"] for h in doc["hosts"]] == ["node1", "node3"]
+    assert doc["improvement"] > 0.2
+    bad_input(capsys, "solve", path, "--world-size", "6", "--tp", "2", "--time-limit", "2",
+              needle="not a multiple of the 4 GPUs per host")
+
+
+def test_grpc_world_size_below_the_cluster():
+    from rankmap.client import RankmapClient
+    from rankmap.server.service import serve
+
+    srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
+    try:
+        with RankmapClient(srv.address, timeout=60) as c:
+            r = c.solve(_fragmented(), world_size=8, tp=4, traffic=TRAFFIC, time_limit_seconds=6)
+        assert [h.host for h in r.hosts] == ["node1", "node3"]
+        assert r.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
+    finally:
+        srv.stop(grace=None).wait(10)
