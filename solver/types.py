@@ -387,7 +387,9 @@ class SolveResult:
     layout : Layout
         Chosen order, assignment and cost.
     baseline : Layout
-        Default order on the baseline device order, and its cost.
+        Default order on the launcher's device order
+        (:func:`~rankmap.solver.launch.launcher_device_order`: hosts in
+        ``SolveOptions.launch_order``, GPUs by local index), and its cost.
     hosts : tuple of HostPlacement
         In node-rank order.
     status : str
@@ -405,8 +407,13 @@ class SolveResult:
     traffic : dict of str -> float
         Bytes per rank per step per class used.
     apply : dict
-        How to run it: ``hostfile`` (hosts in node-rank order),
-        ``megatron_args`` (flags for Megatron-LM), ``order``.
+        How to run it (DESIGN §6): ``order``, ``megatron_args`` (flags for
+        Megatron-LM), ``note``, ``hostfile`` (hosts in node-rank order) and
+        the launch files of :func:`~rankmap.solver.launch_files.launch_files`:
+        ``rendezvous``, ``slurm`` {hostfile per rank, command}, ``torchrun``
+        [{host, node_rank, command}], ``mpirun`` {rankfile, command},
+        ``kubernetes`` {pod_nodes, cuda_visible_devices, command},
+        ``unavailable``, ``gpus_file`` (only when local GPU orders differ).
     mode : str
     orders_searched : tuple of str
     stopped_by : str

@@ -469,3 +469,25 @@ def test_the_torchrun_script_starts_its_hosts_node_rank(tmp_path):
     (bin_dir / "hostname").write_text("#!/bin/sh\necho other\n")
     bad = subprocess.run(["sh", "run.sh"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "host other is not in this layout" in bad.stderr
+
+
+def test_batch_entries_take_launch_order(capsys, tmp_path, frag_file):
+    """Batch entries share the job model: launch_order as a list, a file relative to the list, or bad (one entry)."""
+    (tmp_path / "order.txt").write_text("host01\nhost03\nhost02\nhost04\n")
+    common = f"cluster: {frag_file.name}, tp: 8, pp: 2, traffic: {{tp: 4e9, dp: 1e9, pp: 1e8}}, time_limit: 5"
+    (tmp_path / "list.yaml").write_text(
+        f"- {{name: sorted, {common}}}\n"
+        f"- {{name: file, {common}, launch_order: order.txt}}\n"
+        f"- {{name: given, {common}, launch_order: [host04, host03, host02, host01]}}\n"
+        f"- {{name: bad, {common}, launch_order: [host01, host02]}}\n"
+    )
+    code = main(["batch", str(tmp_path / "list.yaml"), "--workers", "1", "--quiet"])
+    out, _ = capsys.readouterr()
+    docs = {d["name"]: d for d in (json.loads(line) for line in out.splitlines() if line.strip())}
+    assert code == 1
+    assert docs["sorted"]["result"]["improvement"] > 0.5
+    assert docs["file"]["result"]["improvement"] == 0.0
+    assert [host_of(a) for a in docs["given"]["result"]["baseline"]["assignment"][::8]] == \
+        ["host04", "host03", "host02", "host01"]
+    assert not docs["bad"]["ok"] and docs["bad"]["error"]["field"] == "launch_order"
+    assert "leaves out 2 host(s)" in docs["bad"]["error"]["message"]
