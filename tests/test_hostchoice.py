@@ -111,3 +111,27 @@ def test_grpc_world_size_below_the_cluster():
         assert r.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
     finally:
         srv.stop(grace=None).wait(10)
+
+
+@pytest.mark.parametrize("sizes, traffic", [
+    (dict(tp=2), {"tp": 4e9, "dp": 1e9}),
+    (dict(tp=1, pp=2), {"pp": 2e9, "dp": 3e9}),
+    (dict(tp=2, pp=2), {"tp": 1e9, "pp": 5e9}),
+])
+def test_bound_holds_for_every_host_subset(sizes, traffic):
+    """The reported bound must hold for every choice of hosts, not only the searched ones: 4 hosts
+    x 2 GPUs on two 2:1 leaves, a 4-rank job; each of the 6 pairs of hosts is solved exactly
+    (4 GPUs: exhaustive, OPTIMAL) and the bound is at most the best of them."""
+    import itertools
+
+    g = fat_tree_cluster(4, gpus_per_host=2, intra_bandwidth_gbps=300, nic_bandwidth_gbps=25, tiers=[(2, 2.0)])
+    cfg = parallel_config(4, **sizes)
+    res = solve(g, cfg, traffic, SolveOptions(time_limit_seconds=4))
+    hosts = sorted({d["host"] for _, d in g.nodes(data=True) if d.get("kind", "gpu") == "gpu"})
+    best = min(
+        solve(g, cfg, traffic, SolveOptions(time_limit_seconds=4, exclude_hosts=tuple(h for h in hosts if h not in pair)))
+        .layout.cost.total_seconds
+        for pair in itertools.combinations(hosts, 2)
+    )
+    assert res.bound_seconds <= best * (1 + 1e-9)
+    assert res.layout.cost.total_seconds >= best * (1 - 1e-9)
