@@ -41,8 +41,10 @@ def parse_host_list(text: str, source: str = "launch order") -> tuple[str, ...]:
     One host per line, as ``scontrol show hostnames``, a Slurm or Open MPI
     hostfile (only the first word counts: ``node1 slots=8`` is ``node1``) or
     a Slurm hostlist expression per line (``node[01-04]``).  Blank lines and
-    ``#`` comments are skipped.  Duplicates are not removed here
-    (:func:`launcher_host_order` refuses them).
+    ``#`` comments are skipped.  A host repeated on consecutive lines counts
+    once (``$PBS_NODEFILE``, LSF's ``$LSB_DJOB_HOSTFILE`` and per-task Slurm
+    hostfiles list a host once per slot); a host that comes back after
+    another is kept, and :func:`launcher_host_order` refuses it.
 
     Raises
     ------
@@ -57,7 +59,9 @@ def parse_host_list(text: str, source: str = "launch order") -> tuple[str, ...]:
         word = line.split("#", 1)[0].split()
         if not word:
             continue
-        out.extend(expand(word[0], "launch_order"))
+        for host in expand(word[0], "launch_order"):
+            if not out or out[-1] != host:
+                out.append(host)
     if not out:
         raise InvalidArgumentError(f"{source} names no host", "launch_order")
     return tuple(out)

@@ -112,6 +112,9 @@ def test_parse_host_list_reads_hostfiles_and_hostlists():
     assert parse_host_list(text) == ("node02", "node03", "node10", "node1")
     with pytest.raises(InvalidArgumentError, match="names no host"):
         parse_host_list("# nothing\n")
+    # one line per slot (PBS_NODEFILE, a per-task SLURM_HOSTFILE): consecutive repeats are one host
+    assert parse_host_list("b\nb\nb\na\na\n") == ("b", "a")
+    assert parse_host_list("a\nb\na\n") == ("a", "b", "a")  # ... a host coming back is a duplicate
 
 
 # ----------------------------------------------------------------------------- done when
@@ -273,7 +276,7 @@ def test_cli_emit_slurm_hostfile_and_table(capsys, tmp_path, frag_file):
 
 def test_cli_launch_order_file_and_job_key(capsys, tmp_path, frag_file):
     lo = tmp_path / "hosts.txt"
-    lo.write_text("host01\nhost03\nhost02\nhost04\n")
+    lo.write_text("host01\nhost01\nhost03\nhost02 slots=8\nhost04\n")  # one line per slot is fine
     base = [str(frag_file), "--tp", "8", "--pp", "2", "--traffic", "tp=4e9,dp=1e9,pp=1e8"]
     code, out, err = run(capsys, "solve", *base, "--launch-order", str(lo))
     assert code == 0, err
@@ -294,7 +297,7 @@ def test_cli_launch_order_file_and_job_key(capsys, tmp_path, frag_file):
 @pytest.mark.parametrize("hosts, extra, needle", [
     ("host01\nhost02\nhostX\nhost03\nhost04\n", (), "launch_order host 'hostX' (entry 2) is not a host"),
     ("host01\nhost02\nhost03\n", (), "leaves out 1 host(s) of the cluster, first 'host04'"),
-    ("host01\nhost02\nhost02\nhost03\nhost04\n", (), "names host 'host02' twice"),
+    ("host01\nhost02\nhost03\nhost02\nhost04\n", (), "names host 'host02' twice (entries 1 and 3)"),
     ("host01\n", ("--emit", "hostfile", "-o", "x"), "--emit 'hostfile' is not one of slurm-hostfile, torchrun"),
     ("host01\n", ("--emit", "rankfile"), "--emit rankfile needs -o FILE"),
     ("host01\n", ("-o", "x"), "-o x needs --emit"),
