@@ -145,7 +145,7 @@ def test_nvsmi_query_cluster_uuid(tmp_path):
     p.write_text(NVSMI_Q)
     G = build_cluster(gpus_per_node=4, gpu="gb200", nodelist="node[01-04]", nvlink_domains=p)
     assert G.graph["fabric"]["nvlink_domains"] == {"count": 2, "hosts": 3, "rate_gbps": 900.0,
-                                                   "rate_from": "the GPUs' NVSwitch links in the host topology"}
+                                                   "rate_from": "the GPUs' links to the host's NVSwitch"}
     assert route_bw(G, "node01/gpu0", "node02/gpu3") == 900.0
     assert route_bw(G, "node01/gpu0", "node03/gpu0") == 50.0
     assert "node04/nvswitch" in G and G.nodes["node04/gpu0"].get("nvlink_domain") is None

@@ -91,7 +91,7 @@ def domain_rate(template: HostTemplate, gen: GpuGeneration | None, explicit: flo
     widths = [float(a["bandwidth"]) for u, v, a in template.edges
               if {kind.get(u), kind.get(v)} == {"gpu", "nvswitch"}]
     if widths:
-        return max(widths), "the GPUs' NVSwitch links in the host topology"
+        return max(widths), "the GPUs' links to the host's NVSwitch"
     if gen is not None and gen.links > 0 and gen.nvlink > 0 and gen.topology == "nvswitch":
         return gen.links * gen.nvlink, f"{gen.name}: {gen.links} NVLinks x {gen.nvlink:g} GB/s"
     return DEFAULT_NVLINK_DOMAIN_GBPS, "the GB200 NVL72 default (18 NVLink 5 links x 50 GB/s)"

@@ -57,6 +57,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "load_json",
     "load_yaml",
+    "load_yaml_all",
     "parse_xml",
     "check_xml",
     "dump_json",
@@ -416,6 +417,43 @@ def load_yaml(text: str | bytes, what: str, field: str = "", *, max_depth: int =
     loader._rm_max_depth = max_depth
     try:
         return loader.get_single_data()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["malformed YAML"])[0]
+        if not isinstance(exc, yaml.constructor.ConstructorError) or problem.startswith(("found", "expected")):
+            problem = f"malformed YAML ({problem})"
+        raise _fail(f"{what}{where}: {problem}", field) from None
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        raise _fail(f"{what}: YAML nested too deeply; the limit is {max_depth}", field) from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: int = MAX_DEPTH,
+                  max_bytes: int = MAX_YAML_BYTES, mark_lines: str | None = None) -> list:
+    """Parse a YAML stream of one or more documents (``---`` separated, as ``kubectl`` and
+    Kubernetes manifests write them) with the same checks as :func:`load_yaml`, each document
+    checked on its own; empty documents are dropped.
+
+    Raises
+    ------
+    InvalidArgumentError
+        As :func:`load_yaml` (except that several documents are allowed), with the line.
+    """
+    import yaml
+
+    _size_check(text, what, field, max_bytes, "YAML")
+    Loader = _yaml_loader(mark_lines)
+    loader = Loader(text)
+    loader._rm_max_depth = max_depth
+    docs = []
+    try:
+        while loader.check_data():
+            d = loader.get_data()
+            if d is not None:
+                docs.append(d)
+        return docs
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
