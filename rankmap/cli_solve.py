@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats.safe import dump_json, load_json, strict_float, strict_int
+from rankmap.cli_launch import check_emit, launch_order_from_value, write_launch_files
 from rankmap.solve_report import LAUNCHERS, cost_table, solve_table  # the table output (re-exported here)
 from rankmap.solver.types import LAUNCH_ORDER_POLICIES
 
@@ -342,40 +343,6 @@ def _options(args: argparse.Namespace):
     )
 
 
-def launch_order_from_value(value: Any) -> str | tuple[str, ...]:
-    """``--launch-order`` / job key ``launch_order``: ``sorted`` (default), ``listed``, a host list file
-    (:func:`~rankmap.solver.launch.parse_host_list`: one host or hostlist expression per line, e.g.
-    ``scontrol show hostnames`` output or an MPI hostfile) or a list of host names.
-
-    Raises
-    ------
-    InvalidArgumentError
-        A file that does not exist or cannot be read, or one without hosts (field ``launch_order``).
-    """
-    from rankmap.solver.launch import parse_host_list
-    from rankmap.solver.formats.safe import MAX_YAML_BYTES
-
-    if value is None:
-        return "sorted"
-    if isinstance(value, (list, tuple)):
-        return tuple(str(v) for v in value)
-    if value in LAUNCH_ORDER_POLICIES:
-        return value
-    try:
-        with open(value, encoding="utf-8") as fh:
-            text = fh.read(MAX_YAML_BYTES + 1)
-    except FileNotFoundError:
-        raise InvalidArgumentError(
-            f"launch order {value!r} is neither sorted, listed nor an existing host list file", "launch_order"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgumentError(f"cannot read launch order file {value!r}: {exc}", "launch_order") from None
-    if len(text) > MAX_YAML_BYTES:
-        raise InvalidArgumentError(f"launch order file {value!r} is larger than {MAX_YAML_BYTES} bytes",
-                                   "launch_order")
-    return parse_host_list(text, f"launch order file {value}")
-
-
 def _usable_gpus(graph, options) -> int:
     excl_d = set(options.exclude_devices)
     excl_h = set(options.exclude_hosts)
@@ -444,52 +411,13 @@ def solve_from_args(args: argparse.Namespace):
         return solve(graph, cfg, traffic, options, progress=bar)
 
 
-def _check_emit(args: argparse.Namespace) -> None:
-    """``--emit KIND`` needs ``-o FILE`` and a known kind; ``-o`` needs ``--emit`` (exit 2 before solving)."""
-    from rankmap.solver.launch_files import EMIT_KINDS
-
-    kind, path = getattr(args, "emit", None), getattr(args, "output", None)
-    if kind is not None and kind not in EMIT_KINDS:
-        raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(EMIT_KINDS)}", "emit")
-    if kind is not None and not path:
-        raise InvalidArgumentError(f"--emit {kind} needs -o FILE (the file to write)", "output")
-    if path and kind is None:
-        raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(EMIT_KINDS)}", "emit")
-
-
-def _write_launch_files(args: argparse.Namespace, result) -> dict[str, str]:
-    """Write the ``--emit`` files; returns {path: text} written (empty without --emit)."""
-    from rankmap.solver.launch_files import emit_files
-
-    if getattr(args, "emit", None) is None:
-        return {}
-    files = emit_files(args.emit, dict(result.apply), result.hosts, result.config.world_size, args.output,
-                       list(result.apply.get("megatron_args", [])), result.config.rank_offset)
-    for path, text in files.items():
-        try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise InvalidArgumentError(f"cannot write {path!r}: {exc.strerror or exc}", "output") from None
-    return files
-
-
 def _cmd_solve(args: argparse.Namespace) -> int:
-    _check_emit(args)
+    check_emit(args)
     result = solve_from_args(args)
     fmt = args.format or "json"
     if fmt not in ("json", "table"):
         raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
-    written = _write_launch_files(args, result)
-    if written:  # the commands of apply name the file written
-        import dataclasses
-
-        from rankmap.solver.launch_files import launch_files, names_for
-
-        cfg = result.config
-        files = launch_files(result.hosts, cfg.world_size, list(result.apply.get("megatron_args", [])),
-                             cfg.rank_offset, names_for(args.emit, args.output))
-        result = dataclasses.replace(result, apply={**result.apply, **files})
+    result, written = write_launch_files(args, result)
     if fmt == "table":
         launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
         sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")

@@ -183,7 +183,7 @@ def _groups_summary(cfg, placement, max_replicas: int = 8, max_stages: int = 4) 
     shown_st = min(n_st, max_stages)
     name_w = 14
     cw = max(12, (TABLE_WIDTH - name_w - 3 * shown_st - 12) // shown_st)
-    lines = [f"where the TP groups sit (gRANKS@host:GPUs; rows = replicas, columns = pipeline stages):"]
+    lines = ["where the TP groups sit (gRANKS@host:GPUs; rows = replicas, columns = pipeline stages):"]
     header = "replica".ljust(name_w) + "".join(" | " + f"PP stage {s}".ljust(cw) for s in range(shown_st))
     lines.append((header + (f" | ... {n_st - shown_st} more stages" if n_st > shown_st else "")).rstrip())
     for r in range(min(n_rep, max_replicas)):

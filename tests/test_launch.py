@@ -12,7 +12,6 @@ import json
 import shlex
 
 import networkx as nx
-import numpy as np
 import pytest
 
 from rankmap.cli import main
