@@ -12,7 +12,9 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
 * **Larger clusters**: candidate layouts from surrogate models over the
   widest-path domains (:mod:`.decompose`: host orders by depth-first order and
   CP-SAT, local GPU orders by CP-SAT per host type; :mod:`.polish`: scipy FAQ
-  and swap search up to 512 ranks), each scored with the real objective; then
+  and swap search up to 512 ranks; :mod:`.partition`: recursive METIS
+  partitioning of the rank graph along the fabric tree, host blocks in
+  launcher mode, ranks in free mode), each scored with the real objective; then
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.timemodel.lower_bound`).
@@ -68,6 +70,7 @@ from .errors import InfeasibleError, InvalidArgumentError
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
 from .launch import apply_instructions, host_placements, launcher_device_order
 from .orders import MEGATRON_CLI_ORDERS, candidate_orders
+from .partition import tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, refine
@@ -163,8 +166,11 @@ def solve(
 
         return solve_subset(graph, cluster, cfg, traffic, options, cancel, progress)
     if cfg.world_size != cluster.num_devices:
+        more = cfg.world_size > cluster.num_devices
         raise InvalidArgumentError(
-            f"world_size {cfg.world_size} does not match the {cluster.num_devices} usable GPUs of the cluster",
+            f"world_size {cfg.world_size} {'is more than' if more else 'does not match'} the "
+            f"{cluster.num_devices} usable GPUs of the cluster"
+            + ("" if not more else "; a job needs one GPU per rank"),
             "world_size",
         )
     W = cfg.world_size
@@ -220,7 +226,7 @@ def solve(
             candidates += found
             found, _r = _search(*args, candidates, replace(
                 options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE), False,
-                proposals=W <= EXACT_MAX_DEVICES)  # above that, the free proposals are the launcher ones
+                proposals=W <= EXACT_MAX_DEVICES)  # above that, the other free proposals are the launcher ones
             candidates += found
         else:
             found, reached = _search(*args, candidates, options, launcher)
@@ -329,7 +335,7 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
 
 def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report,
             initial, options, launcher, proposals=True):
-    """Candidates of the surrogate proposals of every order (unless not ``proposals``), then :func:`refine`.
+    """Candidates of the proposals of every order (without ``proposals``: the tree partition only), then :func:`refine`.
 
     ``initial``: the candidates so far (refine starts from them too).  Returns
     (new candidates, orders reached before the deadline).
@@ -337,14 +343,14 @@ def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline
     out: list[Candidate] = []
     reached = len(orders)
     per_order_limit = max(0.05, options.time_limit_seconds * CPSAT_SHARE / max(1, len(orders)))
-    for idx, ocfg in enumerate(orders if proposals else ()):
+    for idx, ocfg in enumerate(orders):
         if deadline.check():
             reached = idx
             break
         groups = megatron_groups(ocfg)
         seen_dev: set = set()
         for dev in _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
-                              per_order_limit, deadline):
+                              per_order_limit, deadline, surrogate_models=proposals):
             key = dev.tobytes()
             if key in seen_dev:
                 continue
@@ -357,15 +363,24 @@ def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline
     return out, reached
 
 
-def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, deadline):
+def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, deadline,
+               surrogate_models=True):
     """Layouts proposed by the surrogate models for one order (device per rank arrays).
 
     ``time_limit``: deterministic budget of the order's models, seconds;
     ``deadline``: the solve's wall-clock stop (models not started by then are skipped).
+    Free mode adds the recursive tree partition (:mod:`.partition`); without
+    ``surrogate_models`` only that one is made.
     """
     W = ocfg.world_size
     out = [baseline_dev]
     cancel = deadline.cancel
+    if not launcher and not deadline.check():
+        lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed)
+        if lay is not None:
+            out.append(lay)
+    if not surrogate_models:
+        return out
     if W <= EXACT_MAX_DEVICES:
         res = surrogate_exact(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev,
                               time_limit, cancel, deadline)
@@ -386,6 +401,10 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
         if not deadline.check():
             host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
                                              time_limit / 4, options.seed, groups, cancel, deadline)
+        if not deadline.check():
+            ho = tree_partition_host_order(cluster, ocfg, groups, surrogate, options.seed)
+            if ho is not None:
+                host_orders.append(ho)
         seen = set()
         for ho in host_orders:
             k = ho.tobytes()

@@ -204,8 +204,9 @@ def test_infeasible_constraint_is_a_clear_error():
 
 
 def test_world_size_mismatch_and_bad_traffic():
-    with pytest.raises(InvalidArgumentError, match="world_size 8 does not match the 16 usable GPUs"):
-        solve(two_hosts(), parallel_config(8), {"dp": 1e9})
+    # more ranks than GPUs is an error; fewer chooses hosts (tests/test_hostchoice.py)
+    with pytest.raises(InvalidArgumentError, match="world_size 32 is more than the 16 usable GPUs"):
+        solve(two_hosts(), parallel_config(32), {"dp": 1e9})
     with pytest.raises(InvalidArgumentError, match="unknown traffic class 'xx'"):
         solve(two_hosts(), parallel_config(16), {"xx": 1e9})
     with pytest.raises(InvalidArgumentError, match="traffic dp = -1"):
