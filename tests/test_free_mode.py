@@ -79,10 +79,11 @@ def test_free_is_never_worse_than_launcher(sizes, traffic):
 def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
     """With the free-layout steps switched off, free mode returns the launcher solve's answer exactly.
 
-    ``refine`` is the only step that differs between the modes above 16 GPUs
-    (the proposals are the launcher ones); making it a no-op in free mode
-    leaves the launcher candidates, so the free answer must be the launcher
-    answer: same order, same GPU for every rank, same cost.
+    Above 16 GPUs two steps differ between the modes: ``refine`` and the
+    free tree-partition proposal (the other proposals are the launcher ones);
+    making both no-ops in free mode leaves the launcher candidates, so the
+    free answer must be the launcher answer: same order, same GPU for every
+    rank, same cost.
     """
     g = fragmented_nvl()
     cfg = parallel_config(world_size=24, tp=4, pp=2)
@@ -97,6 +98,7 @@ def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
         return real(cluster, candidates, surrogate, traffic_, exposure, options, launcher_flag, *a, **k)
 
     monkeypatch.setattr(search_mod, "refine", launcher_only)
+    monkeypatch.setattr(search_mod, "tree_partition_layout", lambda *a, **k: None)
     free = solve(g, cfg, traffic, SolveOptions(mode="free", **opts))
     assert free.layout.order == launcher.layout.order
     assert free.layout.assignment == launcher.layout.assignment
