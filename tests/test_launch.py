@@ -493,3 +493,14 @@ def test_batch_entries_take_launch_order(capsys, tmp_path, frag_file):
         ["host04", "host03", "host02", "host01"]
     assert not docs["bad"]["ok"] and docs["bad"]["error"]["field"] == "launch_order"
     assert "leaves out 2 host(s)" in docs["bad"]["error"]["message"]
+
+
+@pytest.mark.parametrize("gpus, hosts", [(2, ("n10", "n2")), (8, ("n10", "n2", "n3", "n1"))])
+def test_when_nothing_beats_the_sorted_launch_it_is_returned(gpus, hosts):
+    """DESIGN §5 tie rule with the new baseline: a symmetric fabric listed out of order gives the sorted launch."""
+    g = fragmented(hosts, gpus, leaf={h: "leaf" for h in hosts})
+    cfg = parallel_config(world_size=gpus * len(hosts), tp=gpus)
+    res = solve(g, cfg, TRAFFIC, SolveOptions(time_limit_seconds=5))
+    assert res.improvement == 0.0
+    assert res.assignment == res.baseline.assignment
+    assert [h.host for h in res.hosts] == sorted(hosts, key=natural_key)
