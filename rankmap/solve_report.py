@@ -223,7 +223,9 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
     lines: list[str] = []
     why = (apply.get("unavailable") or {}).get(launcher, "")
     if launcher in ("torchrun", "kubernetes") and why:
-        return [_clip(f"launch ({launcher}): not possible: {why}")]
+        import textwrap
+
+        return textwrap.wrap(f"launch ({launcher}): not possible: {why}", TABLE_WIDTH, subsequent_indent="  ")
     if launcher == "slurm":
         s = apply.get("slurm") or {}
         lines.append("launch (Slurm, srun --distribution=arbitrary): SLURM_HOSTFILE, one host per global rank:")

@@ -221,6 +221,18 @@ def test_free_layout_is_launched_by_slurm_and_mpirun_not_torchrun():
     assert torchrun_launchable(hosts) == f["unavailable"]["torchrun"]
     with pytest.raises(InvalidArgumentError, match="--emit torchrun: host a runs ranks 0,2"):
         emit_files("torchrun", f, hosts, 4, "x.sh")
+    # the table says so in full, within 160 columns
+    import dataclasses
+
+    from rankmap.solve_report import solve_table
+    from rankmap.solver.launch import apply_instructions
+
+    g = fragmented(("a", "b"), 2, leaf={"a": "leafA", "b": "leafB"})
+    res = solve(g, parallel_config(world_size=4, tp=2), TRAFFIC)
+    res = dataclasses.replace(res, hosts=hosts, apply=apply_instructions(res.config, hosts))
+    text = solve_table(res, "torchrun")
+    assert "launch (torchrun): not possible: host a runs ranks 0,2" in text and "apply.mpirun (rankfile)" in text
+    assert max(map(len, text.splitlines())) <= 160
 
 
 def test_free_mode_result_gets_the_files():
