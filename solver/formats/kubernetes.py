@@ -286,6 +286,7 @@ def parse_kubernetes_nodes(text: str, source: str = "nodes", levels: list[str] |
                 fab.domains[h] = d
                 break
     fab.hosts = list(hosts)
+    fab.node_labels = {h: labels_of[h] for h in names}
     return fab
 
 

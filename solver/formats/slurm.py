@@ -71,7 +71,8 @@ class Fabric:
     (:mod:`.kubernetes`, :mod:`.volcano`, :mod:`.topograph`, :mod:`.ibnetdiscover`) produce a
     ``"tree"`` Fabric too, and may fill ``domains`` (host -> NVLink domain name, see
     :mod:`.nvlink`), ``host_gpus`` (host -> GPU count, e.g. a node's ``nvidia.com/gpu``
-    capacity) and ``host_products`` (host -> GPU product name); ``format`` names the reader.
+    capacity), ``host_products`` (host -> GPU product name) and ``node_labels`` (Kubernetes node
+    -> its labels, for Volcano selectors); ``format`` names the reader.
     """
 
     kind: str
@@ -85,6 +86,7 @@ class Fabric:
     host_gpus: dict[str, int] = field(default_factory=dict)
     host_products: dict[str, str] = field(default_factory=dict)
     format: str = "slurm"
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def host_set(self) -> set[str]:
         return set(self.hosts)

@@ -39,7 +39,7 @@ NETWORK_SOURCES = {
 }
 
 
-def _read(name: str, value: Any, topology_name: str | None) -> Fabric:
+def _read(name: str, value: Any, topology_name: str | None, nodes: Fabric | None) -> Fabric:
     if isinstance(value, Fabric):
         return value
     if name == "fabric":
@@ -47,7 +47,7 @@ def _read(name: str, value: Any, topology_name: str | None) -> Fabric:
     if name == "volcano_hypernodes":
         from .volcano import read_volcano_hypernodes
 
-        return read_volcano_hypernodes(value)
+        return read_volcano_hypernodes(value, node_labels=nodes.node_labels if nodes is not None else None)
     if name == "topograph_model":
         from .topograph import read_topograph_model
 
@@ -95,7 +95,7 @@ def read_network(fabric: Any = None, topology_name: str | None = None, kubernete
     if not given:
         return nodes
     name, value = next(iter(given.items()))
-    fab = _read(name, value, topology_name)
+    fab = _read(name, value, topology_name, nodes)
     if nodes is not None:
         merge_inventory(fab, nodes)
     return fab
