@@ -543,6 +543,15 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     multi = fab is not None or len(hosts) > 1
     if multi and not template.nic_rates():
         template = _with_default_nic(template)
+    if fab is not None and fab.host_links:
+        nics = len(template.nic_rates())
+        short = [h for h in hosts if 0 < fab.host_links.get(h, nics) < nics]
+        if short:
+            fab.warnings.append(
+                f"{fab.source}: {len(short)} hosts (e.g. {short[0]!r}: {fab.host_links[short[0]]} port(s)) have fewer "
+                f"network ports in the file than the {nics} fabric NICs of the host topology; all {nics} NICs are "
+                "linked to the switches the file names, which overstates their network capacity (a partial "
+                "discovery, or give a host topology with that many NICs)")
     for h in hosts:
         if "/" in h:
             raise InvalidArgumentError(f"host name {h!r} contains '/', which separates host and device in node ids",

@@ -72,7 +72,8 @@ class Fabric:
     ``"tree"`` Fabric too, and may fill ``domains`` (host -> NVLink domain name, see
     :mod:`.nvlink`), ``host_gpus`` (host -> GPU count, e.g. a node's ``nvidia.com/gpu``
     capacity), ``host_products`` (host -> GPU product name) and ``node_labels`` (Kubernetes node
-    -> its labels, for Volcano selectors); ``format`` names the reader.
+    -> its labels, for Volcano selectors), ``host_links`` (host -> network ports the file shows,
+    e.g. HCA cables in ``ibnetdiscover``); ``format`` names the reader.
     """
 
     kind: str
@@ -87,6 +88,7 @@ class Fabric:
     host_products: dict[str, str] = field(default_factory=dict)
     format: str = "slurm"
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    host_links: dict[str, int] = field(default_factory=dict)
 
     def host_set(self) -> set[str]:
         return set(self.hosts)
