@@ -111,7 +111,10 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     Parameters
     ----------
     hosts : sequence of HostPlacement
-        In node-rank order (:func:`~rankmap.solver.launch.host_placements`).
+        In node-rank order (:func:`~rankmap.solver.launch.host_placements`);
+        each host's ``global_ranks`` ascending (local rank k = its k-th lowest
+        rank, as ``SLURM_LOCALID``, ``OMPI_COMM_WORLD_LOCAL_RANK`` and torchrun's
+        ``LOCAL_RANK`` number them), ``cuda_visible_devices[k]`` its GPU.
     world_size : int
         Number of global ranks (W); every rank ``rank_offset .. rank_offset+W-1``
         must be on exactly one host.
@@ -135,7 +138,8 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     Raises
     ------
     InvalidArgumentError
-        When the placement does not cover every rank once (field ``hosts``).
+        When the placement does not cover every rank once, or a host's ranks
+        are not ascending (field ``hosts``).
     """
     names = names or LaunchNames()
     W = int(world_size)
@@ -145,6 +149,9 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
         r = np.asarray(h.global_ranks, dtype=np.int64) - rank_offset
         if r.size and (r.min() < 0 or r.max() >= W or np.any(host_of_rank[r] >= 0)):
             raise InvalidArgumentError(f"host {h.host}: ranks outside 0..{W - 1} or on two hosts", "hosts")
+        if r.size > 1 and np.any(np.diff(r) <= 0):
+            # srun, mpirun and torchrun number a host's local ranks in global rank order
+            raise InvalidArgumentError(f"host {h.host}: global_ranks are not ascending (local rank order)", "hosts")
         host_of_rank[r] = i
         local_of_rank[r] = np.arange(r.size)
     if W and host_of_rank.min() < 0:

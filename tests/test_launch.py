@@ -219,6 +219,10 @@ def test_free_layout_is_launched_by_slurm_and_mpirun_not_torchrun():
     assert "host a runs ranks 0,2" in f["unavailable"]["torchrun"]
     assert f["unavailable"]["kubernetes"] == f["unavailable"]["torchrun"]
     assert torchrun_launchable(hosts) == f["unavailable"]["torchrun"]
+    with pytest.raises(InvalidArgumentError, match="host a: global_ranks are not ascending"):
+        launch_files((HostPlacement("a", 0, (0, 1), (2, 0)), HostPlacement("b", 1, (1, 0), (1, 3))), 4)
+    with pytest.raises(InvalidArgumentError, match="rank 3 is on no host"):
+        launch_files((HostPlacement("a", 0, (0, 1), (0, 2)), HostPlacement("b", 1, (1,), (1,))), 4)
     with pytest.raises(InvalidArgumentError, match="--emit torchrun: host a runs ranks 0,2"):
         emit_files("torchrun", f, hosts, 4, "x.sh")
     # the table says so in full, within 160 columns
