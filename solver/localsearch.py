@@ -100,6 +100,7 @@ def descend(
     deadline: Deadline | None = None,
     cancel: threading.Event | None = None,
     check: Callable[[np.ndarray], bool] | None = None,
+    stop_at: float = 0.0,
 ) -> tuple[np.ndarray, float, int]:
     """First-improvement descent from ``start`` (device per rank) on the predicted time.
 
@@ -114,6 +115,9 @@ def descend(
         records the stop on it (:meth:`Deadline.check`).
     check : callable, optional
         Constraint check; moves it rejects are skipped.
+    stop_at : float
+        Seconds: stop as soon as the layout's predicted time is at most this
+        (the lower bound is met: nothing can be better).
 
     Returns
     -------
@@ -134,7 +138,7 @@ def descend(
     if mode == "fixed":
         return cur, cur_cost, evals
     improved = True
-    while improved and evals < max_evals:
+    while improved and evals < max_evals and cur_cost > stop_at:
         improved = False
         for new in _moves(cluster, cur, mode):
             if cancel is not None and cancel.is_set():

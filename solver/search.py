@@ -18,10 +18,12 @@ time per step on shared links (:mod:`.timemodel`).  Strategy, one module each:
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.timemodel.lower_bound`).
-* **Free mode on equal hosts** runs the launcher-mode search first (the same
-  budgets, so the launcher solve's answer), then the free-layout steps from
+* **Free mode on equal hosts** runs the launcher-mode search and anytime
+  phase first (the same budgets, so the launcher solve's answer), then the free-layout steps from
   all its candidates: every launcher layout is a free layout, so free mode is
   never worse than launcher mode.
+* **Anytime phase** (:mod:`.anytime`): more tree-partition seeds, then the
+  descent, within its own evaluation budget, until the bound is met.
 * **Status, bound and time limit**: the bound is the optimum when every layout
   was enumerated, else the analytic lower bound; never the cost of a layout
   found, and never a CP-SAT bound (its models are surrogates, not relaxations
@@ -52,6 +54,7 @@ from typing import Callable, Mapping, Sequence
 import networkx as nx
 import numpy as np
 
+from .anytime import anytime_search
 from .bound import search_lower_bound
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
@@ -222,8 +225,12 @@ def solve(
         if options.mode == "free" and np.unique(cluster.gpus_per_host).size == 1:
             # every launcher layout is a free layout: free mode first runs the launcher-mode search
             # (same budgets, so the same answer), then searches free layouts from all its candidates
-            found, reached = _search(*args, candidates, replace(options, mode="launcher"), True)
+            lopts = replace(options, mode="launcher")
+            found, reached = _search(*args, candidates, lopts, True)
             candidates += found
+            candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, lopts, True, constraints,
+                                         baseline_dev, deadline, score,
+                                         search_lower_bound(cluster, orders, traffic, exposure, "launcher"))
             found, _r = _search(*args, candidates, replace(
                 options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE), False,
                 proposals=W <= EXACT_MAX_DEVICES)  # above that, the other free proposals are the launcher ones
@@ -231,6 +238,9 @@ def solve(
         else:
             found, reached = _search(*args, candidates, options, launcher)
             candidates += found
+    if options.mode != "fixed" and W > EXHAUSTIVE_MAX_DEVICES:
+        candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, options, launcher,
+                                     constraints, baseline_dev, deadline, score, bound)
     report("search", candidates)
 
     if not candidates:

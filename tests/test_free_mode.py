@@ -79,9 +79,9 @@ def test_free_is_never_worse_than_launcher(sizes, traffic):
 def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
     """With the free-layout steps switched off, free mode returns the launcher solve's answer exactly.
 
-    Above 16 GPUs two steps differ between the modes: ``refine`` and the
-    free tree-partition proposal (the other proposals are the launcher ones);
-    making both no-ops in free mode leaves the launcher candidates, so the
+    Above 16 GPUs three steps differ between the modes: ``refine``, the
+    free tree-partition proposal (the other proposals are the launcher ones)
+    and the free anytime phase; making them no-ops in free mode leaves the launcher candidates, so the
     free answer must be the launcher answer: same order, same GPU for every
     rank, same cost.
     """
@@ -99,6 +99,14 @@ def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
 
     monkeypatch.setattr(search_mod, "refine", launcher_only)
     monkeypatch.setattr(search_mod, "tree_partition_layout", lambda *a, **k: None)
+    real_any = search_mod.anytime_search
+
+    def anytime_launcher_only(cluster, cands, surrogate, traffic_, exposure, options, launcher_flag, *a, **k):
+        if not launcher_flag:
+            return []
+        return real_any(cluster, cands, surrogate, traffic_, exposure, options, launcher_flag, *a, **k)
+
+    monkeypatch.setattr(search_mod, "anytime_search", anytime_launcher_only)
     free = solve(g, cfg, traffic, SolveOptions(mode="free", **opts))
     assert free.layout.order == launcher.layout.order
     assert free.layout.assignment == launcher.layout.assignment

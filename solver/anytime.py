@@ -1,0 +1,110 @@
+"""The anytime phase: spend what is left of the work budget where it pays (issue 15 item 3).
+
+After the proposals and :func:`~rankmap.solver.refine.refine`, large clusters
+used to stop after a fraction of a second of a 30 s limit.  This phase keeps
+improving the best layout until its own deterministic budget is spent, the
+lower bound is met (the answer is then proved optimal, DESIGN §5) or the
+wall-clock deadline passes (a safety stop, recorded as ``stopped_by``):
+
+1. **multi-start tree partitions**: the recursive METIS partition
+   (:mod:`.partition`) of the best order with seeds ``seed+1, seed+2, …``,
+   each laid out (local GPU orders by :func:`~rankmap.solver.decompose.local_orders`
+   in launcher mode) and scored with the real objective;
+2. **descent** on the real objective (:func:`~rankmap.solver.localsearch.descend`)
+   from the best layout, with the evaluations left.
+
+The budget is a count of real-objective evaluations sized from the time limit
+(:func:`~rankmap.solver.refine.eval_budget` of ``ANYTIME_SHARE`` of it): same
+input, same work budget, same answer on an idle or a loaded machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .catalogue import megatron_groups
+from .constraints import satisfies
+from .decompose import local_orders
+from .localsearch import descend
+from .partition import tree_partition_host_order, tree_partition_layout
+from .refine import LOCAL_SEARCH_MAX_RANKS, Candidate, eval_budget
+
+__all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
+
+#: Share of the time limit (nominal work, real-objective evaluations) of the anytime phase.
+ANYTIME_SHARE = 1 / 8
+#: At most this many extra partition seeds (then the descent takes the rest of the budget).
+ANYTIME_MAX_STARTS = 16
+_REL = 1e-9
+
+
+def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
+                   deadline, score, bound: float) -> list[Candidate]:
+    """Candidates from the anytime phase (module doc); empty when there is nothing to improve.
+
+    Parameters
+    ----------
+    candidates : list of Candidate
+        Everything scored so far (the best one is improved).
+    surrogate, traffic : mapping class -> bytes
+        Exposure-weighted bytes (partition weights); the real traffic.
+    bound : float
+        The solve's lower bound, seconds: the phase stops once a layout meets it.
+    deadline : Deadline
+        Wall-clock safety stop (checked before every evaluation).
+    score : callable(cfg, dev, groups) -> CostBreakdown
+
+    Raises
+    ------
+    SolveCancelled
+        If ``deadline.cancel`` is set.
+    """
+    if not candidates or options.mode == "fixed" or deadline.check():
+        return []
+    best = min(candidates, key=lambda c: c.cost.total_seconds)
+    if best.cost.total_seconds <= bound * (1 + _REL):
+        return []
+    W = best.cfg.world_size
+    left = eval_budget(W, options.time_limit_seconds * ANYTIME_SHARE)
+    cfg = best.cfg
+    grp = megatron_groups(cfg)
+    equal_hosts = np.unique(cluster.gpus_per_host).size == 1
+    out: list[Candidate] = []
+    cur = best
+    starts = min(ANYTIME_MAX_STARTS, max(0, left // 2))
+    for k in range(1, starts + 1):
+        if left <= 0 or deadline.check() or cur.cost.total_seconds <= bound * (1 + _REL):
+            break
+        seed = int(options.seed) + k
+        layouts = []
+        if equal_hosts:
+            ho = tree_partition_host_order(cluster, cfg, grp, surrogate, seed)
+            if ho is not None:
+                layouts.append(local_orders(cluster, cfg, grp, surrogate, ho, options, 0.05, deadline.cancel,
+                                            constraints, deadline))
+        if not launcher:
+            lay = tree_partition_layout(cluster, cfg, grp, surrogate, seed)
+            if lay is not None:
+                layouts.append(lay)
+        if not layouts:
+            break
+        for dev in layouts:
+            if left <= 0 or deadline.check():
+                break
+            if constraints and not satisfies(cluster, cfg, grp, dev, constraints):
+                continue
+            left -= 1
+            cand = Candidate(cfg, dev, score(cfg, dev, grp), cur.rank)
+            out.append(cand)
+            if cand.cost.total_seconds < cur.cost.total_seconds * (1 - _REL):
+                cur = cand
+    if left > 1 and not deadline.check() and cur.cost.total_seconds > bound * (1 + _REL) and (
+            W > LOCAL_SEARCH_MAX_RANKS or cur is not best):
+        check = None
+        if constraints:
+            check = (lambda q: satisfies(cluster, cfg, grp, q, constraints))
+        dev, _c, _used = descend(cluster, cfg, traffic, cur.dev_of_rank, options.mode, left, grp, exposure,
+                                 deadline, deadline.cancel, check, stop_at=bound * (1 + _REL))
+        if not np.array_equal(dev, cur.dev_of_rank):
+            out.append(Candidate(cfg, dev, score(cfg, dev, grp), cur.rank))
+    return out
