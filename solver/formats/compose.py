@@ -496,8 +496,9 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                                       topology_labels=topology_labels, kueue_topology=kueue_topology,
                                       volcano_hypernodes=volcano_hypernodes, topograph_model=topograph_model,
                                       ibnetdiscover=ibnetdiscover)
-    if host_topology is None and gpus_per_node is None and fab is not None and fab.host_gpus:
-        gpus_per_node, gpu = _hosts_from_inventory(fab, nodelist, gpu)
+    if host_topology is None and fab is not None and ((gpus_per_node is None and fab.host_gpus)
+                                                      or (gpu is None and fab.host_products)):
+        gpus_per_node, gpu = _hosts_from_inventory(fab, nodelist, gpu, gpus_per_node)
     if host_topology is not None:
         template = load_host_template(host_topology, gpu=gpu, **overrides)
     elif gpus_per_node is not None:
@@ -646,26 +647,29 @@ def _domains(fab: Fabric | None, block_links: str, nvlink_domains: Any, hosts: l
     return {h: d for h, d in out.items() if h in selected}
 
 
-def _hosts_from_inventory(fab: Fabric, nodelist: Any, gpu: Any) -> tuple[int, Any]:
-    """GPUs per host and GPU generation from a node inventory (Kubernetes node capacities).
+def _hosts_from_inventory(fab: Fabric, nodelist: Any, gpu: Any, gpus_per_node: Any = None) -> tuple[Any, Any]:
+    """GPUs per host and GPU generation from a node inventory (Kubernetes node capacities,
+    Topograph block types), where ``gpus_per_node`` / ``gpu`` are not given.
 
     All selected hosts must have the same GPU count; the generation comes from ``gpu`` or
     else from the hosts' product names (:func:`.common.generation_from_product`)."""
     from .common import generation_from_product
 
     hosts = expand(nodelist, field="nodelist") if nodelist is not None else fab.hosts
-    counts: dict[int, list[str]] = {}
-    for h in hosts:
-        if h in fab.host_gpus:
-            counts.setdefault(fab.host_gpus[h], []).append(h)
-    if not counts:
-        raise InvalidArgumentError(f"{fab.source}: none of the selected hosts reports a GPU count; give "
-                                   "--gpus-per-node and --gpu", "gpus_per_node")
-    if len(counts) > 1:
-        parts = "; ".join(f"{c} GPUs: {_short(hs, 60)}" for c, hs in sorted(counts.items()))
-        raise InvalidArgumentError(f"{fab.source}: the hosts have different GPU counts ({parts}); select hosts of "
-                                   "one kind with --nodelist or give --gpus-per-node", "gpus_per_node")
-    n = next(iter(counts))
+    n = gpus_per_node
+    if n is None:
+        counts: dict[int, list[str]] = {}
+        for h in hosts:
+            if h in fab.host_gpus:
+                counts.setdefault(fab.host_gpus[h], []).append(h)
+        if not counts:
+            raise InvalidArgumentError(f"{fab.source}: none of the selected hosts reports a GPU count; give "
+                                       "--gpus-per-node and --gpu", "gpus_per_node")
+        if len(counts) > 1:
+            parts = "; ".join(f"{c} GPUs: {_short(hs, 60)}" for c, hs in sorted(counts.items()))
+            raise InvalidArgumentError(f"{fab.source}: the hosts have different GPU counts ({parts}); select hosts "
+                                       "of one kind with --nodelist or give --gpus-per-node", "gpus_per_node")
+        n = next(iter(counts))
     if gpu is None:
         products = sorted({fab.host_products[h] for h in hosts if h in fab.host_products})
         gens = {generation_from_product(p) for p in products}
