@@ -255,14 +255,16 @@ class Bottleneck:
         }
 
     def describe(self) -> str:
-        """One line for people, e.g. ``limited by leaf0→spine at 100% (72.0 GB, 32 flows)``."""
+        """One line for people, e.g. ``limited by leaf0→spine at 100% (72 GB, 32 flows, 400 GB/s)``."""
         if self.kind == "none" or self.link is None:
             return "no traffic"
+        from .traffic.explicit import format_bytes
+
         a, b = self.link
         if self.kind == "link":
             return (f"limited by {a}→{b} at {100 * self.utilization:.0f}% "
-                    f"({self.load_bytes / 1e9:.3g} GB, {self.flows} flows, {self.capacity_gbps:g} GB/s)")
-        return (f"per-flow: {self.flow_bytes / 1e9:.3g} GB at {self.flow_gbps:g} GB/s "
+                    f"({format_bytes(self.load_bytes)}, {self.flows} flows, {self.capacity_gbps:g} GB/s)")
+        return (f"per-flow: {format_bytes(self.flow_bytes)} at {self.flow_gbps:g} GB/s "
                 f"(busiest link {a}→{b} at {100 * self.utilization:.0f}%)")
 
 
