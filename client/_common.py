@@ -23,6 +23,9 @@ __all__ = [
     "chunk_requests",
     "channel_credentials",
     "auth_metadata",
+    "import_cluster_request",
+    "import_cluster_graph",
+    "TOPOLOGY_FORMATS",
 ]
 
 #: Default per-call deadline, seconds.
@@ -208,3 +211,102 @@ def auth_metadata(token: str | None = None, token_file=None) -> tuple[tuple[str,
     if not token or any(ch.isspace() for ch in token):
         raise InvalidArgumentError("an auth token must be non-empty and without whitespace", "token")
     return (("authorization", f"Bearer {token}"),)
+
+
+#: ``import_cluster(format=...)`` spellings -> ``rankmap.v1.TopologyFormat`` names (the CLI flag names).
+TOPOLOGY_FORMATS = {
+    "slurm": "TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF",
+    "topology.conf": "TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF",
+    "topology.yaml": "TOPOLOGY_FORMAT_SLURM_TOPOLOGY_YAML",
+    "kubernetes-nodes": "TOPOLOGY_FORMAT_KUBERNETES_NODES",
+    "volcano-hypernodes": "TOPOLOGY_FORMAT_VOLCANO_HYPERNODES",
+    "topograph-model": "TOPOLOGY_FORMAT_TOPOGRAPH_MODEL",
+    "ibnetdiscover": "TOPOLOGY_FORMAT_IBNETDISCOVER",
+    "host-topology": "TOPOLOGY_FORMAT_HOST_TOPOLOGY",
+}
+
+
+def _text(value, what: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(f"{what} is not UTF-8 text (byte {exc.start})", what) from None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be text (str or UTF-8 bytes), got {type(value).__name__}", what)
+    return value
+
+
+def import_cluster_request(text, format: str, *, source_name: str | None = None, host_topology=None,
+                           kubernetes_nodes=None, topology_labels=None, kueue_topology=None, nvlink_domains=None,
+                           nvlink_domain_rate: float | None = None, gpu: str | None = None,
+                           gpus_per_node: int | None = None, nodelist: str | None = None,
+                           topology_name: str | None = None, rates: Mapping[str, float] | None = None,
+                           oversubscription=None, block_links: str | None = None):
+    """A ``rankmap.v1.ImportClusterRequest`` from the arguments of ``import_cluster``.
+
+    ``format``: one of :data:`TOPOLOGY_FORMATS` (``"kubernetes-nodes"``, ``"volcano-hypernodes"``,
+    ``"topograph-model"``, ``"ibnetdiscover"``, ``"topology.conf"``, ``"topology.yaml"``,
+    ``"host-topology"``) or a ``TopologyFormat`` name; texts are ``str`` or UTF-8 ``bytes``;
+    ``oversubscription`` a number, ``"2,1"`` or a list (leaf first); ``block_links``
+    ``"nvlink"`` or ``"network"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown format or block_links, a text that is not text.
+    """
+    pb = convert.pb
+    key = str(format).strip()
+    name = TOPOLOGY_FORMATS.get(key.lower(), key.upper())
+    if name not in pb.TopologyFormat.keys() or name == "TOPOLOGY_FORMAT_UNSPECIFIED":
+        raise InvalidArgumentError(f"unknown topology format {format!r} (known: {', '.join(TOPOLOGY_FORMATS)})",
+                                   "format")
+    req = pb.ImportClusterRequest(format=pb.TopologyFormat.Value(name), text=_text(text, "text"))
+    if source_name:
+        req.source_name = str(source_name)
+    req.host_topology = _text(host_topology, "host_topology")
+    req.kubernetes_nodes = _text(kubernetes_nodes, "kubernetes_nodes")
+    req.kueue_topology = _text(kueue_topology, "kueue_topology")
+    req.nvlink_domains = _text(nvlink_domains, "nvlink_domains")
+    if topology_labels:
+        req.topology_labels.extend(topology_labels.split(",") if isinstance(topology_labels, str)
+                                   else [str(x) for x in topology_labels])
+    if nvlink_domain_rate is not None:
+        req.nvlink_domain_rate_gbps = float(nvlink_domain_rate)
+    if gpu is not None:
+        req.gpu = str(gpu)
+    if gpus_per_node is not None:
+        req.gpus_per_node = int(gpus_per_node)
+    if nodelist:
+        req.nodelist = nodelist if isinstance(nodelist, str) else ",".join(nodelist)
+    if topology_name:
+        req.topology_name = str(topology_name)
+    for k, v in (rates or {}).items():
+        req.rates_gbps[str(k)] = float(v)
+    if oversubscription is not None:
+        from rankmap.solver.formats.compose import parse_oversubscription
+
+        req.oversubscription.extend(parse_oversubscription(oversubscription))
+    if block_links is not None:
+        if block_links not in ("nvlink", "network"):
+            raise InvalidArgumentError(f"block_links {block_links!r} must be 'nvlink' or 'network'", "block_links")
+        req.block_links = pb.BLOCK_LINKS_NVLINK if block_links == "nvlink" else pb.BLOCK_LINKS_NETWORK
+    return req
+
+
+def import_cluster_graph(resp):
+    """The ``nx.Graph`` of an ``ImportClusterResponse``; ``graph`` attributes ``name``, ``gpu``,
+    ``warnings`` (list) and, when built, ``nvlink_domains`` / ``nvlink_domain_rate_gbps``."""
+    from rankmap.server.graph import graph_from_proto
+
+    G = graph_from_proto(resp.cluster)
+    G.graph["name"] = resp.name
+    G.graph["gpu"] = resp.gpu
+    G.graph["warnings"] = list(resp.warnings)
+    if resp.nvlink_domains:
+        G.graph["nvlink_domains"] = int(resp.nvlink_domains)
+        G.graph["nvlink_domain_rate_gbps"] = float(resp.nvlink_domain_rate_gbps)
+    return G

@@ -41,6 +41,8 @@ from ._common import (
     chunk_requests,
     error_from_batch,
     error_from_rpc,
+    import_cluster_graph,
+    import_cluster_request,
     solve_kwargs_request,
 )
 
@@ -189,6 +191,20 @@ class AsyncRankmapClient:
         """See :meth:`rankmap.client.RankmapClient.solve_config`."""
         req = convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
         return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
+
+    async def import_cluster(self, text, format: str, *, timeout: float | None = None, **options) -> nx.Graph:
+        """Build the cluster graph from a topology file's text on the server (``ImportCluster``).
+
+        ``text`` in ``format`` (``"kubernetes-nodes"``, ``"volcano-hypernodes"``, ``"topograph-model"``,
+        ``"ibnetdiscover"``, ``"topology.conf"``, ``"topology.yaml"``, ``"host-topology"``); the other
+        arguments are those of ``rankmap cluster`` (texts instead of files, ``rates`` in GB/s,
+        ``nvlink_domain_rate`` GB/s per GPU).  Returns the ``nx.Graph`` (DESIGN §2) with
+        ``graph["name"]``, ``graph["gpu"]``, ``graph["warnings"]``; raises
+        :class:`~rankmap.solver.errors.InvalidArgumentError` for bad input (``proto_field`` names
+        the request field, the message the file and line).
+        """
+        req = import_cluster_request(text, format, **options)
+        return import_cluster_graph(await self._call(self._stub.ImportCluster, req, timeout))
 
     async def evaluate(
         self,

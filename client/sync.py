@@ -47,6 +47,8 @@ from ._common import (
     chunk_requests,
     error_from_batch,
     error_from_rpc,
+    import_cluster_graph,
+    import_cluster_request,
     solve_kwargs_request,
 )
 
@@ -244,6 +246,20 @@ class RankmapClient:
     def solve_request(self, request, timeout: float | None = None) -> SolveResult:
         """Send an already built ``rankmap.v1.SolveRequest``."""
         return convert.result_from_proto(self._call(self._stub.Solve, request, timeout))
+
+    def import_cluster(self, text, format: str, *, timeout: float | None = None, **options) -> nx.Graph:
+        """Build the cluster graph from a topology file's text on the server (``ImportCluster``).
+
+        ``text`` in ``format`` (``"kubernetes-nodes"``, ``"volcano-hypernodes"``, ``"topograph-model"``,
+        ``"ibnetdiscover"``, ``"topology.conf"``, ``"topology.yaml"``, ``"host-topology"``); the other
+        arguments are those of ``rankmap cluster`` (texts instead of files, ``rates`` in GB/s,
+        ``nvlink_domain_rate`` GB/s per GPU).  Returns the ``nx.Graph`` (DESIGN §2) with
+        ``graph["name"]``, ``graph["gpu"]``, ``graph["warnings"]``; raises
+        :class:`~rankmap.solver.errors.InvalidArgumentError` for bad input (``proto_field`` names
+        the request field, the message the file and line).
+        """
+        req = import_cluster_request(text, format, **options)
+        return import_cluster_graph(self._call(self._stub.ImportCluster, req, timeout))
 
     def evaluate(
         self,

@@ -30,9 +30,9 @@ def _is_gpu(data: Mapping) -> bool:
 def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
     """An ``nx.Graph`` of DESIGN §2 as a ``rankmap.v1.Cluster``.
 
-    GPUs (``kind`` "gpu" or absent) become devices, other nodes nodes, edges
-    links, all in graph order; node ids become strings.  Attributes outside the
-    schema are dropped.
+    GPUs (``kind`` "gpu" or absent) become devices (``host``, ``local_index``,
+    ``nvlink_domain``), other nodes nodes, edges links, all in graph order; node
+    ids become strings.  Attributes outside the schema are dropped.
 
     Raises
     ------
@@ -60,6 +60,9 @@ def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
             li = data.get("local_index")
             if li is not None:
                 dev.local_index = _local_index(n, li)
+            dom = data.get("nvlink_domain")
+            if dom is not None:
+                dev.nvlink_domain = str(dom)
         else:
             out.nodes.add(id=key, kind=str(data["kind"]))
     for u, v, data in graph.edges(data=True):
@@ -154,6 +157,8 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
             attrs["host"] = d.host
         if d.HasField("local_index"):
             attrs["local_index"] = int(d.local_index)
+        if d.HasField("nvlink_domain"):
+            attrs["nvlink_domain"] = d.nvlink_domain  # validated by cluster_from_graph
         nodes[did] = attrs
     for i, n in enumerate(cluster.nodes):
         if not i & _CHECK_MASK:

@@ -97,6 +97,9 @@ def add_to_server(servicer: "RankmapServicer", server: grpc.Server) -> None:
         "BatchSolve": grpc.unary_stream_rpc_method_handler(
             servicer.BatchSolve, _deserializer(pb.BatchSolveRequest), pb.BatchSolveResponse.SerializeToString
         ),
+        "ImportCluster": grpc.unary_unary_rpc_method_handler(
+            servicer.ImportCluster, _deserializer(pb.ImportClusterRequest), pb.ImportClusterResponse.SerializeToString
+        ),
     }
     name = pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
@@ -264,6 +267,12 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         groups = megatron_groups(cfg)
         return convert.get_groups_response(cfg, groups, guard.check)
 
+    def _import_work(self, request, guard: CallGuard):
+        from rankmap.server.importer import import_cluster
+
+        guard.check()
+        return import_cluster(request, self.limits.max_world_size, guard.check)
+
     # ------------------------------------------------------------ status codes
 
     def _outcome(self, exc: BaseException, guard: CallGuard, method: str):
@@ -324,6 +333,10 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def GetGroups(self, request, context):
         """Megatron's process groups (runs in the pool)."""
         return self._handle("GetGroups", request, context, self._groups_work)
+
+    def ImportCluster(self, request, context):
+        """A topology file given as text -> the Cluster message (runs in the pool)."""
+        return self._handle("ImportCluster", request, context, self._import_work)
 
     def BatchSolve(self, request, context) -> Iterator:
         """Solve many requests, streaming each answer (tagged with its index) as it completes.

@@ -69,10 +69,16 @@ def test_contract_shape():
     service = pb.DESCRIPTOR.services_by_name["RankmapService"]
     assert service.full_name == "rankmap.v1.RankmapService"
     methods = {m.name: m for m in service.methods}
-    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve"}
+    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve", "ImportCluster"}
     assert methods["BatchSolve"].server_streaming and not methods["BatchSolve"].client_streaming
-    for m in ("Solve", "Evaluate", "GetGroups"):
+    for m in ("Solve", "Evaluate", "GetGroups", "ImportCluster"):
         assert not methods[m].server_streaming
+    # ImportCluster: a format enum, the file text, the options as typed fields; the Cluster back
+    imp = pb.ImportClusterRequest.DESCRIPTOR.fields_by_name
+    assert imp["format"].enum_type.name == "TopologyFormat" and imp["text"].type == imp["text"].TYPE_STRING
+    assert imp["nvlink_domain_rate_gbps"].has_presence and imp["gpus_per_node"].has_presence
+    assert pb.ImportClusterResponse.DESCRIPTOR.fields_by_name["cluster"].message_type.name == "Cluster"
+    assert pb.Device.DESCRIPTOR.fields_by_name["nvlink_domain"].has_presence
     # every enum has *_UNSPECIFIED = 0
     for enum in pb.DESCRIPTOR.enum_types_by_name.values():
         assert enum.values_by_number[0].name.endswith("_UNSPECIFIED"), enum.name

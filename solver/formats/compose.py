@@ -77,13 +77,33 @@ from .nvlink import apply_nvlink_domains, check_domain_name, check_domain_rate, 
 from .slurm import Fabric
 from .sources import read_network
 
-__all__ = ["build_cluster", "load_host_template", "synthetic_host", "summarize", "bandwidth_levels",
-           "link_capacities", "parse_oversubscription"]
+__all__ = ["build_cluster", "load_host_template", "host_template_from_text", "synthetic_host", "summarize",
+           "bandwidth_levels", "link_capacities", "parse_oversubscription"]
 
 DEFAULT_HOST = "host0"
 
 
 # ---------------------------------------------------------------- hosts
+
+
+def host_template_from_text(text: str, source: str = "host topology", gpu: Any = None,
+                            **rate_overrides: Any) -> HostTemplate:
+    """A host topology given as text (``nvidia-smi topo -m`` output or NCCL topology XML,
+    detected) -> :class:`HostTemplate`; the gRPC service's way in (no file).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Empty text, neither format, or the reader's own errors (naming ``source`` and the line).
+    """
+    if not text.strip():
+        raise InvalidArgumentError(f"host topology {source!r} is empty", "host_topology")
+    if looks_like_nccl_xml(text):
+        return parse_nccl_xml(text, gpu=gpu, source=source, **rate_overrides)
+    if looks_like_nvsmi(text):
+        return parse_topo_matrix(text, gpu=gpu, source=source, **rate_overrides)
+    raise InvalidArgumentError(f"host topology {source!r}: not `nvidia-smi topo -m` output or NCCL topology XML",
+                               "host_topology")
 
 
 def load_host_template(path: Any, gpu: Any = None, **rate_overrides: Any) -> HostTemplate:
@@ -431,7 +451,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                   oversubscription: Any = None, *, kubernetes_nodes: Any = None, topology_labels: Any = None,
                   kueue_topology: Any = None, volcano_hypernodes: Any = None, topograph_model: Any = None,
                   ibnetdiscover: Any = None, nvlink_domains: Any = None, nvlink_domain_rate: Any = None,
-                  block_links: str = "nvlink", **rate_overrides: Any) -> nx.Graph:
+                  block_links: str = "nvlink", max_gpus: int = None, **rate_overrides: Any) -> nx.Graph:
     """Build the cluster graph (DESIGN §2) from real-world inputs.
 
     Parameters
@@ -472,6 +492,9 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     block_links : ``"nvlink"`` or ``"network"``
         Whether Slurm ``topology/block`` base blocks are NVLink domains (default) or only
         network switches.
+    max_gpus : int, optional
+        Refuse to build more GPUs than this (default :data:`MAX_CLUSTER_GPUS`), checked
+        before any node is created.
     **rate_overrides
         GB/s: ``nvlink pcie pix pxb phb node sys nic`` (see :mod:`.common` and this module's
         docstring).
@@ -499,7 +522,9 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     if host_topology is None and fab is not None and ((gpus_per_node is None and fab.host_gpus)
                                                       or (gpu is None and fab.host_products)):
         gpus_per_node, gpu = _hosts_from_inventory(fab, nodelist, gpu, gpus_per_node)
-    if host_topology is not None:
+    if isinstance(host_topology, HostTemplate):
+        template = host_topology
+    elif host_topology is not None:
         template = load_host_template(host_topology, gpu=gpu, **overrides)
     elif gpus_per_node is not None:
         template = synthetic_host(gpus_per_node, gpu, **overrides)
@@ -537,10 +562,11 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     else:
         hosts = [DEFAULT_HOST]
 
-    if len(hosts) * template.gpu_count > MAX_CLUSTER_GPUS:
+    limit = MAX_CLUSTER_GPUS if max_gpus is None else min(int(max_gpus), MAX_CLUSTER_GPUS)
+    if len(hosts) * template.gpu_count > limit:
         raise InvalidArgumentError(
             f"{len(hosts):,} hosts x {template.gpu_count} GPUs = {len(hosts) * template.gpu_count:,} GPUs; the limit "
-            f"is {MAX_CLUSTER_GPUS:,}", "nodelist" if nodelist is not None else "fabric")
+            f"is {limit:,}", "nodelist" if nodelist is not None else "fabric")
     multi = fab is not None or len(hosts) > 1
     if multi and not template.nic_rates():
         template = _with_default_nic(template)

@@ -39,6 +39,23 @@ class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STATUS_UNSPECIFIED: _ClassVar[Status]
     STATUS_OPTIMAL: _ClassVar[Status]
     STATUS_FEASIBLE: _ClassVar[Status]
+
+class TopologyFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOPOLOGY_FORMAT_UNSPECIFIED: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_SLURM_TOPOLOGY_YAML: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_KUBERNETES_NODES: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_VOLCANO_HYPERNODES: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_TOPOGRAPH_MODEL: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_IBNETDISCOVER: _ClassVar[TopologyFormat]
+    TOPOLOGY_FORMAT_HOST_TOPOLOGY: _ClassVar[TopologyFormat]
+
+class BlockLinks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BLOCK_LINKS_UNSPECIFIED: _ClassVar[BlockLinks]
+    BLOCK_LINKS_NVLINK: _ClassVar[BlockLinks]
+    BLOCK_LINKS_NETWORK: _ClassVar[BlockLinks]
 ORDER_POLICY_UNSPECIFIED: OrderPolicy
 ORDER_POLICY_DEFAULT: OrderPolicy
 ORDER_POLICY_MEGATRON_CLI: OrderPolicy
@@ -57,16 +74,29 @@ BOTTLENECK_KIND_PER_FLOW: BottleneckKind
 STATUS_UNSPECIFIED: Status
 STATUS_OPTIMAL: Status
 STATUS_FEASIBLE: Status
+TOPOLOGY_FORMAT_UNSPECIFIED: TopologyFormat
+TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF: TopologyFormat
+TOPOLOGY_FORMAT_SLURM_TOPOLOGY_YAML: TopologyFormat
+TOPOLOGY_FORMAT_KUBERNETES_NODES: TopologyFormat
+TOPOLOGY_FORMAT_VOLCANO_HYPERNODES: TopologyFormat
+TOPOLOGY_FORMAT_TOPOGRAPH_MODEL: TopologyFormat
+TOPOLOGY_FORMAT_IBNETDISCOVER: TopologyFormat
+TOPOLOGY_FORMAT_HOST_TOPOLOGY: TopologyFormat
+BLOCK_LINKS_UNSPECIFIED: BlockLinks
+BLOCK_LINKS_NVLINK: BlockLinks
+BLOCK_LINKS_NETWORK: BlockLinks
 
 class Device(_message.Message):
-    __slots__ = ("id", "host", "local_index")
+    __slots__ = ("id", "host", "local_index", "nvlink_domain")
     ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     LOCAL_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
     id: str
     host: str
     local_index: int
-    def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., local_index: _Optional[int] = ...) -> None: ...
+    nvlink_domain: str
+    def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., local_index: _Optional[int] = ..., nvlink_domain: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("id", "kind")
@@ -574,3 +604,62 @@ class BatchSolveResponse(_message.Message):
     result: SolveResponse
     error: Error
     def __init__(self, index: _Optional[int] = ..., result: _Optional[_Union[SolveResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class ImportClusterRequest(_message.Message):
+    __slots__ = ("format", "text", "source_name", "host_topology", "kubernetes_nodes", "topology_labels", "kueue_topology", "nvlink_domains", "nvlink_domain_rate_gbps", "gpu", "gpus_per_node", "nodelist", "topology_name", "rates_gbps", "oversubscription", "block_links")
+    class RatesGbpsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    KUBERNETES_NODES_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_LABELS_FIELD_NUMBER: _ClassVar[int]
+    KUEUE_TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_RATE_GBPS_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    NODELIST_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_NAME_FIELD_NUMBER: _ClassVar[int]
+    RATES_GBPS_FIELD_NUMBER: _ClassVar[int]
+    OVERSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_LINKS_FIELD_NUMBER: _ClassVar[int]
+    format: TopologyFormat
+    text: str
+    source_name: str
+    host_topology: str
+    kubernetes_nodes: str
+    topology_labels: _containers.RepeatedScalarFieldContainer[str]
+    kueue_topology: str
+    nvlink_domains: str
+    nvlink_domain_rate_gbps: float
+    gpu: str
+    gpus_per_node: int
+    nodelist: str
+    topology_name: str
+    rates_gbps: _containers.ScalarMap[str, float]
+    oversubscription: _containers.RepeatedScalarFieldContainer[float]
+    block_links: BlockLinks
+    def __init__(self, format: _Optional[_Union[TopologyFormat, str]] = ..., text: _Optional[str] = ..., source_name: _Optional[str] = ..., host_topology: _Optional[str] = ..., kubernetes_nodes: _Optional[str] = ..., topology_labels: _Optional[_Iterable[str]] = ..., kueue_topology: _Optional[str] = ..., nvlink_domains: _Optional[str] = ..., nvlink_domain_rate_gbps: _Optional[float] = ..., gpu: _Optional[str] = ..., gpus_per_node: _Optional[int] = ..., nodelist: _Optional[str] = ..., topology_name: _Optional[str] = ..., rates_gbps: _Optional[_Mapping[str, float]] = ..., oversubscription: _Optional[_Iterable[float]] = ..., block_links: _Optional[_Union[BlockLinks, str]] = ...) -> None: ...
+
+class ImportClusterResponse(_message.Message):
+    __slots__ = ("cluster", "warnings", "name", "gpu", "nvlink_domains", "nvlink_domain_rate_gbps")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_RATE_GBPS_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    gpu: str
+    nvlink_domains: int
+    nvlink_domain_rate_gbps: float
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., gpu: _Optional[str] = ..., nvlink_domains: _Optional[int] = ..., nvlink_domain_rate_gbps: _Optional[float] = ...) -> None: ...

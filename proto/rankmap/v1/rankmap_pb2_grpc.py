@@ -55,6 +55,11 @@ class RankmapServiceStub:
                 request_serializer=rankmap_dot_v1_dot_rankmap__pb2.BatchSolveRequest.SerializeToString,
                 response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.BatchSolveResponse.FromString,
                 _registered_method=True)
+        self.ImportCluster = channel.unary_unary(
+                '/rankmap.v1.RankmapService/ImportCluster',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
+                _registered_method=True)
 
 
 class RankmapServiceServicer:
@@ -90,6 +95,14 @@ class RankmapServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportCluster(self, request, context):
+        """Build the cluster graph from a topology file given as text (DESIGN
+        section 8): the readers and options of `rankmap cluster`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RankmapServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +125,11 @@ def add_RankmapServiceServicer_to_server(servicer, server):
                     servicer.BatchSolve,
                     request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.BatchSolveRequest.FromString,
                     response_serializer=rankmap_dot_v1_dot_rankmap__pb2.BatchSolveResponse.SerializeToString,
+            ),
+            'ImportCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportCluster,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +241,33 @@ class RankmapService:
             '/rankmap.v1.RankmapService/BatchSolve',
             rankmap_dot_v1_dot_rankmap__pb2.BatchSolveRequest.SerializeToString,
             rankmap_dot_v1_dot_rankmap__pb2.BatchSolveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/ImportCluster',
+            rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
             options,
             channel_credentials,
             insecure,
