@@ -5,6 +5,12 @@
     python benchmarks/bench_quality.py --no-speed # without bench_solve.py / bench_catalogue.py
     python benchmarks/bench_quality.py --no-sim   # without the SimGrid cross-check
     python benchmarks/bench_quality.py --instance 'frag-1lvl-16x8|tp8 pp2|gpt-24l-4096'   # one instance, verbose
+    python benchmarks/bench_quality.py --match nvl72 --match 8192 --no-sim --no-speed   # a subset by name
+    python benchmarks/bench_quality.py --max-gpus 2048 --time-limit 3 --no-sim --no-speed
+
+The summary adds, per rankmap mode, wins / ties / losses against the best
+peer of the mode, free <= launcher, solves within the time limit, and the
+distribution of the gap (cost - bound) / cost of the solve's reported bound.
 
 For every instance (cluster x parallel sizes x traffic mix) all layouts are scored
 with rankmap's objective, the predicted communication time per step on shared
@@ -22,6 +28,14 @@ classes), whatever the peer itself optimised:
   baseline device order with the hosts sorted by fabric domain (coarsest
   level first, stable);
 * **random**: a random valid order and a random bijection, median of 5 seeds;
+* **METIS tree / Scotch** (``benchmarks/tree_peers.py``): process mappers,
+  own code on the tools' public APIs: top-down recursive METIS bisection
+  (``pymetis``) along the fabric tree, and Scotch 7 static mapping
+  (``pyscotch``) onto a tree-leaf architecture of the fabric's levels; the
+  launcher variants map host blocks (compared with rankmap launcher), the
+  free variants ranks (rankmap free); every megatron-cli order plus the
+  orders rankmap chose, best kept.  Scotch is skipped when ``pyscotch`` does
+  not import;
 * **QAP faq / QAP 2opt**: ``scipy.optimize.quadratic_assignment`` on the W x W
   rank traffic matrix (bytes, from the Megatron groups of an order) and the
   W x W matrix of 1/bandwidth (from ``cluster.bandwidth_gbps``, the widest-path
@@ -113,6 +127,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import simgrid_model as sm  # noqa: E402  (benchmarks/simgrid_model.py: SimGrid flow-level reference)
+import tree_peers  # noqa: E402  (benchmarks/tree_peers.py: METIS tree mapping, Scotch static mapping)
+
+SCOTCH_OK, SCOTCH_WHY = tree_peers.scotch_available()
 
 OUT = HERE / "out"
 EXAMPLES = ROOT / "examples" / "clusters"
@@ -255,6 +272,7 @@ class ClusterSpec:
     recipe: str  # how to rebuild it (for the loss report)
     cases: list[tuple[dict, list[str]]]  # (parallel sizes, traffic mixes)
     quick: bool = False  # part of --quick (first mix of each case)
+    gpus: int = 0  # GPUs (for --max-gpus without building the graph; 0 = unknown)
 
 
 def cluster_suite() -> list[ClusterSpec]:
@@ -265,8 +283,8 @@ def cluster_suite() -> list[ClusterSpec]:
     S = []
     GPT = "gpt-24l-4096"
 
-    def add(name, build, recipe, cases, quick=False):
-        S.append(ClusterSpec(name, build, recipe, cases, quick))
+    def add(name, build, recipe, cases, quick=False, gpus=0):
+        S.append(ClusterSpec(name, build, recipe, cases, quick, gpus))
 
     # uniform (non-blocking) fat trees: 1:1, one inter-host level
     add("ft-uniform-2x8", lambda: ft(2, 8, tiers=[(8, 1.0)]), "fat_tree_cluster(2, 8, tiers=[(8, 1.0)])",
@@ -346,7 +364,38 @@ def cluster_suite() -> list[ClusterSpec]:
         quick=True)
     add("nvl72-4racks", lambda: nvl72_cluster(4), "nvl72_cluster(4)",
         [(dict(tp=4, pp=8), [GPT]), (dict(tp=4, ep=8, etp=1, pp=2), ["moe-ep", GPT])])
+    # issue 15's instance families: fragmented NVL72 racks (512 GPUs, tp4 pp8; EP-heavy), a 3-tier 4:1 fat tree
+    # (512 GPUs, tp4 cp2 pp8), and 8,192-GPU fabrics (NVL72-style EP-heavy, fragmented fat tree)
+    frag_racks = [18, 5, 12, 18, 9, 14, 18, 7, 11, 16]  # 128 hosts x 4 GPUs
+    add("nvl72-frag-512", lambda: nvl72_fragment(frag_racks), f"nvl72_fragment({frag_racks})  # partly used racks",
+        [(dict(tp=4, pp=8), [GPT, "pp-heavy"]), (dict(tp=4, ep=8, etp=1, pp=2), ["moe-ep"])], gpus=512)
+    add("ft-3tier-4to1-64x8", lambda: ft(64, 8, tiers=[(4, 4.0), (4, 4.0)]),
+        "fat_tree_cluster(64, 8, tiers=[(4, 4.0), (4, 4.0)])", [(dict(tp=4, cp=2, pp=8), [GPT, "pp-heavy"])],
+        gpus=512)
+    big_racks = [18] * 100 + [12, 16, 9, 17, 14, 11, 18, 15, 13, 10, 17, 16, 12, 18, 18, 16, 16]  # 2,048 x 4 GPUs
+    add("nvl72-frag-8192", lambda: nvl72_fragment(big_racks), "nvl72_fragment([18] * 100 + [12, 16, 9, 17, 14, "
+        "11, 18, 15, 13, 10, 17, 16, 12, 18, 18, 16, 16])", [(dict(tp=4, ep=8, etp=1, pp=4), ["moe-ep"])], gpus=8192)
+    add("frag-2lvl-1024x8", lambda: scattered_cluster([37, 21, 44, 29, 33, 18, 41, 25] * 4 + [16] * 2,
+                                                      pods=[list(range(i, min(i + 6, 34))) for i in range(0, 34, 6)]),
+        "scattered_cluster([37, 21, 44, 29, 33, 18, 41, 25] * 4 + [16] * 2, pods of 6 leaves)",
+        [(dict(tp=8, pp=8), [GPT])], gpus=8192)
     return S
+
+
+def nvl72_fragment(hosts_per_rack: list[int], gpus_per_host: int = 4) -> nx.Graph:
+    """NVL72-style racks (``nvl72_cluster``) of which rack r contributes its first ``hosts_per_rack[r]`` hosts
+    (a fragmented allocation: the other trays run other jobs); leaves keep their physical uplinks."""
+    g = nvl72_cluster(len(hosts_per_rack), gpus_per_host=gpus_per_host)
+    drop = []
+    for n, d in g.nodes(data=True):
+        h = d.get("host")
+        if h is not None:
+            r, t = h[1:].split("t")
+            if int(t) >= hosts_per_rack[int(r)]:
+                drop.append(n)
+    g.remove_nodes_from(drop)
+    g.remove_nodes_from([n for n in list(g.nodes) if g.degree(n) == 0])
+    return g
 
 
 # ============================================================== traffic mixes
@@ -472,12 +521,16 @@ class Outcome:
     sim_s: float = 0.0  # wall-clock seconds spent simulating
 
 
-PEERS = [  # (name, rankmap mode it is compared with)
+PEERS = [  # (name, rankmap mode it is compared with); launcher peers first
     ("Megatron", "launcher"),
     ("greedy", "launcher"),
+    ("METIS tree", "launcher"),
+    ("Scotch", "launcher"),
     ("random", "free"),
     ("QAP faq", "free"),
     ("QAP 2opt", "free"),
+    ("METIS tree free", "free"),
+    ("Scotch free", "free"),
 ]
 
 
@@ -629,6 +682,32 @@ def run_instance(inst: Instance, verbose: bool = False, simulate: bool = True) -
             b2 = min(two, key=lambda x: x[0])
             out.peers["QAP 2opt"] = dict(cost=b2[0], order=b2[1], dev=b2[2].tolist(),
                                          seconds=time.perf_counter() - t0, note=f"orders tried: {len(runs)}")
+    # process mappers (benchmarks/tree_peers.py): every megatron-cli order and the orders rankmap chose
+    porders = [c.order for c in candidate_orders(cfg, "megatron-cli")]
+    for m in ("launcher", "free"):
+        if out.rm.get(m) and out.rm[m]["order"] not in porders:
+            porders.append(out.rm[m]["order"])
+    mappers = [("METIS tree", tree_peers.metis_tree, True), ("METIS tree free", tree_peers.metis_tree, False)]
+    if SCOTCH_OK:
+        mappers += [("Scotch", tree_peers.scotch_map, True), ("Scotch free", tree_peers.scotch_map, False)]
+    for name, fn, as_launcher in mappers:
+        t0 = time.perf_counter()
+        runs = []
+        for o in porders:
+            try:
+                d = fn(cluster, cfg.with_order(o), traffic, as_launcher)
+            except Exception as exc:  # a peer failing is reported in its note, not fatal
+                out.peers.setdefault(name, dict(cost=math.inf, order=o, dev=base.tolist(),
+                                                note=f"{type(exc).__name__}: {exc}"))
+                continue
+            if d is not None:
+                runs.append((cost_of(o, d), o, d))
+        if runs:
+            c, o, d = min(runs, key=lambda x: x[0])
+            out.peers[name] = dict(cost=c, order=o, dev=d.tolist(), seconds=time.perf_counter() - t0,
+                                   note=f"orders tried: {len(porders)}")
+        elif name in out.peers:
+            del out.peers[name]
     # is a peer's layout one torchrun/Slurm could launch (blocks of G consecutive ranks per host)?
     G = int(cluster.gpus_per_host[0])
     uniform = np.unique(cluster.gpus_per_host).size == 1
@@ -689,21 +768,63 @@ def fmt_s(x: float) -> str:
     return f"{x * 1e6:.1f} µs"
 
 
+def gap_of(x: dict) -> float:
+    """(cost − bound) / cost of one rankmap solve (the MIP convention: 0 = proved optimal)."""
+    return (x["cost"] - x["bound"]) / x["cost"] if x["cost"] > 0 else 0.0
+
+
+def gap_and_record(outs: list[Outcome], max_w: int = 2048) -> str:
+    """Wins / ties / losses per rankmap mode against every peer of the mode, the gap distribution, time limits."""
+    lines = ["| rankmap mode | instances | wins | ties | losses | free ≤ launcher | within time limit | "
+             f"gap median (W ≤ {max_w}) | gap max (W ≤ {max_w}) | gap > 25% | OPTIMAL |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode in ("launcher", "free"):
+        wins = ties = losses = n = fl = inlim = opt = 0
+        gaps = []
+        for o in outs:
+            x = o.rm.get(mode)
+            if not x:
+                continue
+            n += 1
+            peers = [o.peers[p]["cost"] for p, m in PEERS if m == mode and p in o.peers]
+            best = min(peers) if peers else math.inf
+            if is_loss(best, x["cost"]):
+                losses += 1
+            elif x["cost"] < best * (1 - REL_TOL):
+                wins += 1
+            else:
+                ties += 1
+            L, F = o.rm.get("launcher"), o.rm.get("free")
+            fl += bool(L and F and not is_loss(L["cost"], F["cost"]))
+            inlim += x["solve_s"] <= TIME_LIMIT
+            opt += x["status"] == "OPTIMAL"
+            if o.W <= max_w:
+                gaps.append(gap_of(x))
+        med = statistics.median(gaps) if gaps else float("nan")
+        mx = max(gaps) if gaps else float("nan")
+        big = sum(g > 0.25 for g in gaps)
+        lines.append(f"| {mode} | {n} | {wins} | {ties} | {losses} | {fl} / {n} | {inlim} / {n} | {100 * med:.1f}% | "
+                     f"{100 * mx:.1f}% | {big} / {len(gaps)} | {opt} |")
+    return "\n".join(lines)
+
+
 def quality_table(outs: list[Outcome]) -> str:
-    head = ("| # | instance | W | rankmap launcher | Megatron / rm | greedy / rm | rankmap free | random / rm | "
-            "QAP faq / rm | QAP 2opt / rm | gap to bound (L / F) | status (L / F) | solve s (L / F) |")
-    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    lp = [p for p, m in PEERS if m == "launcher"]
+    fp = [p for p, m in PEERS if m == "free"]
+    head = ("| # | instance | W | rankmap launcher | " + " | ".join(f"{p} / rm" for p in lp) + " | rankmap free | "
+            + " | ".join(f"{p} / rm" for p in fp) + " | gap to bound (L / F) | status (L / F) | solve s (L / F) |")
+    lines = [head, "|---:|---|---:|---:|" + "---:|" * (len(lp) + 1 + len(fp)) + "---:|---|---:|"]
     err = {"cost": float("nan"), "bound": float("nan"), "status": "ERROR", "solve_s": float("nan")}
     for i, o in enumerate(outs, 1):
         L, F = o.rm["launcher"] or err, o.rm["free"] or err
         cells = [str(i), f"`{o.inst.name}`", str(o.W), fmt_s(L["cost"]) if o.rm["launcher"] else "**ERROR**"]
         for p, mode in PEERS:
-            if p == "random":
+            if p == fp[0]:
                 cells.append(fmt_s(F["cost"]) if o.rm["free"] else "**ERROR**")
             cells.append(fmt_ratio(ratio(o.peers.get(p), o.rm[mode]["cost"])) if o.rm[mode] else "—")
 
         def gap(x):
-            return "—" if x is err else f"{100 * (x['cost'] / x['bound'] - 1 if x['bound'] > 0 else 0.0):.1f}%"
+            return "—" if x is err else f"{100 * gap_of(x):.1f}%"
 
         def st(x):
             return "ERR" if x is err else x["status"][:3]
@@ -986,14 +1107,22 @@ def instances(quick: bool) -> list[Instance]:
 
 
 def main(argv=None) -> int:
+    global TIME_LIMIT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a 3-minute subset")
     ap.add_argument("--instance", help="run one instance by name (see the table) and print everything")
     ap.add_argument("--no-speed", action="store_true", help="skip bench_solve.py and bench_catalogue.py")
     ap.add_argument("--no-sim", action="store_true", help="skip the SimGrid cross-check of rankmap's and the best "
                     "peer's layouts")
+    ap.add_argument("--match", action="append", default=[],
+                    help="run only instances whose name contains this text (repeatable: any of them)")
+    ap.add_argument("--max-gpus", type=int, default=0, help="skip instances with more GPUs than this (0: no limit)")
+    ap.add_argument("--time-limit", type=float, default=None, help="rankmap time limit per solve (default "
+                    "TIME_LIMIT = 6 s)")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args(argv)
+    if args.time_limit:
+        TIME_LIMIT = float(args.time_limit)
     t_start = time.perf_counter()
     if args.instance:
         for inst in instances(False):
@@ -1016,6 +1145,10 @@ def main(argv=None) -> int:
             simulate = False
     outs: list[Outcome] = []
     for inst in instances(args.quick):
+        if args.match and not any(m in inst.name for m in args.match):
+            continue
+        if args.max_gpus and inst.spec.gpus and inst.spec.gpus > args.max_gpus:
+            continue
         t0 = time.perf_counter()
         o = run_instance(inst, simulate=simulate)
         if o is None:
@@ -1108,13 +1241,21 @@ def main(argv=None) -> int:
         "(> 1: rankmap better; **bold ⚠** < 1: the peer beats rankmap). Megatron and greedy are launcher "
         "layouts and are compared with rankmap `mode=launcher`; random and QAP are free bijections and are "
         "compared with rankmap `mode=free` (both `orders=all`, time limit "
-        f"{TIME_LIMIT:g} s). Gap = rankmap cost / its lower bound − 1. Status OPT = proved optimal, FEA = feasible.",
+        f"{TIME_LIMIT:g} s). Gap = (rankmap cost − its reported lower bound) / cost. Status OPT = proved optimal, "
+        "FEA = feasible. METIS tree / Scotch: process mappers (benchmarks/tree_peers.py), launcher variants map "
+        "host blocks, free variants ranks" + ("" if SCOTCH_OK else f" (Scotch not importable: {SCOTCH_WHY})") + ".",
         "",
         table,
         "",
         "## Summary",
         "",
         summ,
+        "",
+        "Per rankmap mode: wins (rankmap strictly below every peer of the mode), ties (equal to the best peer "
+        f"within {REL_TOL:g}), losses (some peer strictly below); free ≤ launcher; solves within the time limit "
+        "(`solve_seconds` ≤ the limit); gap = (cost − bound) / cost with the solve's reported bound.",
+        "",
+        gap_and_record(outs),
         "",
         f"rankmap status OPTIMAL in {n_opt} of {2 * len(outs)} solves; {n_err} solves raised an exception. "
         f"Losses (peer strictly cheaper, relative tolerance {REL_TOL:g}): {len(losses)}.",
@@ -1156,7 +1297,10 @@ def main(argv=None) -> int:
          "peers": {p: {k: v for k, v in x.items() if k != "dev"} for p, x in o.peers.items()},
          "simulated": o.sim}
         for o in outs], indent=1))
-    plot(outs, solve_rows, out_dir / "quality.png")
+    try:
+        plot(outs, solve_rows, out_dir / "quality.png")
+    except ImportError as exc:  # matplotlib is in the [bench] extra
+        print(f"no plot ({exc}); pip install matplotlib", file=sys.stderr)
     print(md_text)
     return 0
 

@@ -80,8 +80,10 @@ def faq_layout(
 
 
 #: Work model of one FAQ iteration on n items, seconds: ~``n³ / FAQ_FLOPS_PER_SECOND`` (an idle
-#: core, with margin: a gradient product and a linear assignment).
-FAQ_FLOPS_PER_SECOND = 1e9
+#: core, with margin: a gradient product and a linear assignment).  Measured on this project's
+#: 2-core machine (scipy 1.x, issue 15): 11 ms per iteration at n = 128, 87 ms at 256, 230 ms at
+#: 512, i.e. n³ at 1.9e8-5.8e8 flop/s; 1e9 made 512-GPU solves overrun their limit.
+FAQ_FLOPS_PER_SECOND = 1.5e8
 
 
 def faq_iterations(n: int, seconds: float) -> int:
