@@ -76,6 +76,21 @@ def test_volcano_regex_and_labels_with_kubernetes_nodes(tmp_path):
         parse_volcano_hypernodes(hn("leaf-a", 1, ["^node-[0-3]$"], sel="regexMatch"), "hn.yaml")
 
 
+def test_volcano_regex_safety():
+    labels = {f"node-{i}": {} for i in range(8)} | {"a" * 40: {}}
+    for bad, why in ((r"(a+)+b", "a repeat inside a repeat"), (r"(a|aa)*c", "alternation inside a repeat"),
+                     (r"(?=n)node", "backreferences and lookarounds"), (r"a*b*c*", "more than 2 unbounded repeats")):
+        with pytest.raises(InvalidArgumentError, match=rf"h.yaml line 8: HyperNode 's0' member 0: regexMatch pattern "
+                                                       rf".* uses {why}"):
+            parse_volcano_hypernodes(hn("s0", 1, [bad], sel="regexMatch"), "h.yaml", node_labels=labels)
+    fab = parse_volcano_hypernodes(hn("s0", 1, ["-[4-7]$"], sel="regexMatch"), "h.yaml", node_labels=labels)
+    assert fab.switches["s0"].nodes == ["node-4", "node-5", "node-6", "node-7"]  # Go MatchString: anywhere
+    with pytest.raises(InvalidArgumentError, match=r"pattern 'zzz' matches no node"):
+        parse_volcano_hypernodes(hn("s0", 1, ["zzz"], sel="regexMatch"), "h.yaml", node_labels=labels)
+    with pytest.raises(InvalidArgumentError, match=r"regexMatch pattern '\(' is not a valid regular expression"):
+        parse_volcano_hypernodes(hn("s0", 1, ["("], sel="regexMatch"), "h.yaml", node_labels=labels)
+
+
 def test_volcano_malformed():
     with pytest.raises(InvalidArgumentError, match="h.yaml: no HyperNode object"):
         parse_volcano_hypernodes("kind: Node\nmetadata: {name: a}\n", "h.yaml")

@@ -19,7 +19,8 @@ resources (``apiVersion: topology.volcano.sh/v1alpha1``, ``kind: HyperNode``; Vo
 
 Each HyperNode becomes one switch (its ``tier`` kept as the switch's level), ``Node`` members
 hang under it, ``HyperNode`` members are its child switches.  ``regexMatch`` (Go ``regexp``
-``MatchString`` semantics: the pattern may match anywhere in the name) and ``labelMatch``
+``MatchString`` semantics: the pattern may match anywhere in the name; patterns that could
+backtrack exponentially in Python's ``re`` are refused, see :func:`_check_pattern`) and ``labelMatch``
 select among the nodes of ``--kubernetes-nodes``, which they need; ``exactMatch`` does not.
 Capacities are not in the objects: NIC links get the host's NIC rate, uplinks the downlink
 capacity / oversubscription (:mod:`.compose`).
@@ -31,6 +32,7 @@ other kinds in the file are skipped.  Errors name the file and line.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from ..errors import InvalidArgumentError
@@ -172,6 +174,56 @@ def parse_volcano_hypernodes(text: str, source: str = "hypernodes",
     return _finish(fab, source)
 
 
+#: Unbounded repeats (``*``, ``+``, ``{n,}``) a regexMatch pattern may hold.
+MAX_UNBOUNDED_REPEATS = 2
+#: Seconds all regexMatch selectors of one file may spend matching node names.
+MATCH_BUDGET_SECONDS = 10.0
+
+
+def _check_pattern(pattern: str) -> str | None:
+    """Why ``pattern`` could take exponential time in Python's backtracking ``re`` (Volcano
+    itself uses Go's linear-time RE2), or None: nested repeats, alternation inside a repeat,
+    backreferences, lookarounds, more than :data:`MAX_UNBOUNDED_REPEATS` unbounded repeats."""
+    try:
+        from re import _constants as C, _parser as P  # Python >= 3.11
+    except ImportError:  # pragma: no cover - Python 3.10
+        import sre_constants as C  # type: ignore[no-redef]
+        import sre_parse as P  # type: ignore[no-redef]
+    unbounded = 0
+
+    def walk(items, in_repeat: bool) -> str | None:
+        nonlocal unbounded
+        for op, av in items:
+            if op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
+                lo, hi, sub = av
+                if in_repeat:
+                    return "a repeat inside a repeat"
+                if hi == C.MAXREPEAT:
+                    unbounded += 1
+                why = walk(sub, True)
+                if why:
+                    return why
+            elif op == C.BRANCH:
+                if in_repeat:
+                    return "alternation inside a repeat"
+                for alt in av[1]:
+                    why = walk(alt, in_repeat)
+                    if why:
+                        return why
+            elif op in (C.SUBPATTERN, getattr(C, "ATOMIC_GROUP", None)):
+                why = walk(av[-1] if op == C.SUBPATTERN else av, in_repeat)
+                if why:
+                    return why
+            elif op in (C.GROUPREF, C.GROUPREF_EXISTS, C.ASSERT, C.ASSERT_NOT):
+                return "backreferences and lookarounds"
+        return None
+
+    why = walk(P.parse(pattern), False)
+    if why is None and unbounded > MAX_UNBOUNDED_REPEATS:
+        why = f"more than {MAX_UNBOUNDED_REPEATS} unbounded repeats"
+    return why
+
+
 def _select(kind: str, body: dict, node_labels: dict[str, dict[str, str]], where: str, what: str) -> list[str]:
     """Node names of ``node_labels`` a regexMatch / labelMatch selector picks (file order)."""
     if kind == "regexMatch":
@@ -181,10 +233,22 @@ def _select(kind: str, body: dict, node_labels: dict[str, dict[str, str]], where
                                        _FIELD)
         try:
             rx = re.compile(pattern)
-        except re.error as exc:
+        except (re.error, RecursionError, OverflowError) as exc:
             raise InvalidArgumentError(f"{where}: {what}: regexMatch pattern {pattern!r} is not a valid regular "
                                        f"expression ({exc})", _FIELD) from None
-        out = [n for n in node_labels if rx.search(n)]
+        why = _check_pattern(pattern)
+        if why:
+            raise InvalidArgumentError(f"{where}: {what}: regexMatch pattern {pattern!r} uses {why}, which rankmap "
+                                       "does not match (it could take exponential time); list the nodes with "
+                                       "exactMatch or select them by labelMatch", _FIELD)
+        out = []
+        t0 = time.monotonic()
+        for i, n in enumerate(node_labels):
+            if rx.search(n):
+                out.append(n)
+            if not i & 255 and time.monotonic() - t0 > MATCH_BUDGET_SECONDS:
+                raise InvalidArgumentError(f"{where}: {what}: regexMatch pattern {pattern!r} took more than "
+                                           f"{MATCH_BUDGET_SECONDS:g} s on the node names", _FIELD)
         desc = f"pattern {pattern!r}"
     else:
         want = body.get("matchLabels")
