@@ -6,7 +6,11 @@ Modules
 ``nvsmi``      ``nvidia-smi topo -m`` matrices -> one host.
 ``nccl_xml``   NCCL topology XML (dumps and hand-written files) -> one host.
 ``slurm``      Slurm ``topology.conf`` (tree / block / ring) and ``topology.yaml`` -> a :class:`Fabric`.
-``compose``    :func:`build_cluster` (hosts placed in a fabric) and :func:`summarize`.
+``compose``    :func:`build_cluster` (hosts placed in a fabric; the switches by ``fabric_build``).
+``summary``    :func:`summarize`, :func:`bandwidth_levels` (the ``--format table`` text).
+``sources``    which fabric source: Slurm, ``kubernetes`` (node labels, Kueue ``Topology``),
+               ``volcano`` (``HyperNode``), ``topograph`` (switch/block model), ``ibnetdiscover``.
+``nvlink``     multi-host NVLink domains (GB200 NVL72), ``nvidia-smi -q`` ClusterUUIDs.
 ``graphfile``  node-link JSON / GraphML: :func:`load_graph`, :func:`dump_graph`.
 ``common``     link-rate constants (with their published sources), GPU generations, host templates.
 """
@@ -44,6 +48,7 @@ __all__ = [
     "default_rates",
     "dump_graph",
     "expand",
+    "host_template_from_text",
     "load_graph",
     "load_host_template",
     "node_link_text",

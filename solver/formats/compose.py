@@ -11,6 +11,12 @@
 3. **every host of a nodelist** without a fabric file: all hosts under one switch
    (Slurm's topology/flat).
 
+Other fabric sources (Kubernetes node labels, Volcano HyperNodes, a Topograph model,
+``ibnetdiscover``; :mod:`.sources`) are read into the same :class:`~.slurm.Fabric` tree and
+placed like a Slurm tree.  Hosts in a multi-host NVLink domain (Slurm blocks, Topograph
+blocks, ``gpu.clique`` labels, ``nvidia-smi -q`` ClusterUUIDs) then share one domain node
+(:mod:`.nvlink`).  The switches and their links are written by :mod:`.fabric_build`.
+
 Without a host topology file, ``gpus_per_node`` + ``gpu`` describe a synthetic host (see
 :func:`synthetic_host`); with neither, composing is refused - a GPU count cannot be guessed.
 
@@ -53,7 +59,6 @@ capacity of the whole trunk from each child switch.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable
 
 import networkx as nx
@@ -64,7 +69,6 @@ from .common import (
     HostTemplate,
     check_rate_overrides,
     default_rates,
-    fmt_gbps,
     read_text,
     resolve_generation,
 )
@@ -73,9 +77,11 @@ from .hostlist import compress, expand
 from .nccl_xml import looks_like_nccl_xml, parse_nccl_xml
 from .nvsmi import looks_like_nvsmi, parse_topo_matrix
 from .safe import strict_int
+from .fabric_build import FabricBuilder
 from .nvlink import apply_nvlink_domains, check_domain_name, check_domain_rate, domain_rate, read_nvlink_domains
 from .slurm import Fabric
 from .sources import read_network
+from .summary import bandwidth_levels, link_capacities, summarize  # noqa: F401  (re-exported)
 
 __all__ = ["build_cluster", "load_host_template", "host_template_from_text", "synthetic_host", "summarize",
            "bandwidth_levels", "link_capacities", "parse_oversubscription"]
@@ -254,190 +260,6 @@ def parse_oversubscription(value: Any) -> list[float]:
     return out
 
 
-# ---------------------------------------------------------------- fabric
-
-
-def _unique_id(G: nx.Graph, wanted: str) -> str:
-    out, i = wanted, 1
-    while out in G:
-        out = f"{wanted}~{i}"
-        i += 1
-    return out
-
-
-class _FabricBuilder:
-    """Adds the fabric's switches and links (physical capacities) to a graph of hosts."""
-
-    def __init__(self, G: nx.Graph, hosts: list[str], nics: dict[str, float], ratios: list[float]):
-        self.G = G
-        self.hosts = hosts
-        self.nics = nics  # fabric NIC suffix -> port GB/s
-        self.ratios = ratios
-        self.warnings: list[str] = []
-
-    def ratio(self, level: int) -> float:
-        """Oversubscription of a switch's uplinks at ``level`` (0 = leaves)."""
-        return self.ratios[min(level, len(self.ratios) - 1)]
-
-    def switch(self, sid: str, **attrs: Any) -> str:
-        self.G.add_node(sid, kind="switch", **attrs)
-        return sid
-
-    def ports(self, cap_gbps: float | None, share: tuple[int, int] = (0, 1)) -> list[tuple[str, float]]:
-        """The (NIC, GB/s) links a host puts under one switch: NIC i when i % m == k of share (k, m)."""
-        k, m = share
-        return [(nic, port if cap_gbps is None else min(port, cap_gbps / 8.0))
-                for i, (nic, port) in enumerate(self.nics.items()) if i % m == k]
-
-    def attach_host(self, host: str, sid: str, cap_gbps: float | None = None, share: tuple[int, int] = (0, 1)) -> None:
-        for nic, bw in self.ports(cap_gbps, share):
-            self.G.add_edge(f"{host}/{nic}", sid, bandwidth=bw, link="net")
-
-    def link(self, child: str, parent: str, bw: float) -> None:
-        self.G.add_edge(child, parent, bandwidth=float(bw), link="fabric")
-
-    def root_over(self, tops: list[tuple[str, float, int]], why: str) -> None:
-        """Join ``tops`` = [(switch id, its downlink GB/s, its level)] under a synthetic root."""
-        if len(tops) <= 1:
-            return
-        level = max(t[2] for t in tops) + 1
-        rid = self.switch(_unique_id(self.G, "switch:root"), name="root", synthetic=True, tier=level)
-        for sid, down, lvl in tops:
-            up = down / self.ratio(lvl)
-            self.G.nodes[sid]["uplink_gbps"] = up
-            self.link(sid, rid, up)
-        self.warnings.append(why)
-
-    # -- flat
-    def flat(self, name: str) -> None:
-        sid = self.switch(_unique_id(self.G, f"switch:{name}"), name=name, tier=0)
-        for h in self.hosts:
-            self.attach_host(h, sid)
-
-    # -- tree
-    def tree(self, fab: Fabric) -> None:
-        selected = set(self.hosts)
-        sw = fab.switches
-        parents = fab.parents()
-        homes = fab.leaves_of()
-        multi = sorted(h for h, ss in homes.items() if len(ss) > 1)
-        if multi:
-            self.warnings.append(
-                f"{fab.source}: hosts {compress(multi)} are listed under several switches; their NICs are spread "
-                "over those switches")
-
-        def share(host: str, name: str) -> tuple[int, int]:
-            ss = homes[host]
-            return (ss.index(name), len(ss))
-
-        keep: dict[str, bool] = {}
-
-        def kept(name: str) -> bool:
-            if name not in keep:
-                keep[name] = False
-                s = sw[name]
-                keep[name] = any(n in selected for n in s.nodes) or any([kept(c) for c in s.switches])
-            return keep[name]
-
-        for name in sw:
-            kept(name)
-        height: dict[str, int] = {}
-
-        def h(name: str) -> int:
-            if name not in height:
-                kids = sw[name].switches
-                height[name] = 1 + max(h(c) for c in kids) if kids else 0
-            return height[name]
-
-        # capacities over the whole file (the cabling does not depend on the job's hosts)
-        down: dict[str, float] = {}
-
-        def cap(s, n: str) -> float | None:  # Gb/s cap of a host's NIC ports under switch s
-            return s.port_gbps[n] * 8.0 if n in s.port_gbps else s.link_speed
-
-        def trunk(child: str, parent: str) -> float:
-            p = sw[parent]
-            if child in p.trunk_gbps:
-                return p.trunk_gbps[child]
-            if p.link_speed:
-                return p.link_speed / 8.0
-            return down_of(child) / self.ratio(h(child)) / len(parents[child])
-
-        def down_of(name: str) -> float:
-            if name not in down:
-                s = sw[name]
-                down[name] = (sum(bw for n in s.nodes for _, bw in self.ports(cap(s, n), share(n, name)))
-                              + sum(trunk(c, name) for c in s.switches))
-            return down[name]
-
-        ids = {}
-        for name, s in sw.items():
-            if keep[name]:
-                ids[name] = self.switch(_unique_id(self.G, f"switch:{name}"), name=name, tier=h(name),
-                                        downlink_gbps=down_of(name),
-                                        **({"link_speed": s.link_speed} if s.link_speed else {}))
-        for name, s in sw.items():
-            if not keep[name]:
-                continue
-            for n in s.nodes:
-                if n in selected:
-                    self.attach_host(n, ids[name], cap(s, n), share(n, name))
-            for c in s.switches:
-                if keep[c]:
-                    self.link(ids[c], ids[name], trunk(c, name))
-        has_parent = {c for name, s in sw.items() if keep[name] for c in s.switches if keep[c]}
-        tops = [n for n in sw if keep[n] and n not in has_parent]
-        comps = list(nx.connected_components(self.G.subgraph(ids.values())))
-        if len(comps) > 1:
-            heads = []
-            for comp in comps:
-                heads += [(ids[t], down_of(t), h(t)) for t in tops if ids[t] in comp]
-            self.root_over(heads, f"{fab.source}: {len(comps)} switch trees have no common root; joined by a "
-                                  "synthetic switch:root")
-
-    # -- block / ring
-    def blocks(self, fab: Fabric) -> None:
-        selected = set(self.hosts)
-        prefix = "ring" if fab.kind == "ring" else "block"
-        host_down = sum(bw for _, bw in self.ports(None))
-        blocks = list(fab.switches.values())
-        # level 0: base blocks (all of the file: the capacities do not depend on the job's hosts)
-        down = {j: host_down * len(b.nodes) for j, b in enumerate(blocks)}
-        level: dict[int, str] = {}  # group index at the current level -> switch id (kept groups only)
-        for j, b in enumerate(blocks):
-            if any(n in selected for n in b.nodes):
-                level[j] = self.switch(_unique_id(self.G, f"switch:{b.name}"), name=b.name, role=b.role, tier=0,
-                                       downlink_gbps=down[j])
-                for n in b.nodes:
-                    if n in selected:
-                        self.attach_host(n, level[j])
-        if fab.kind == "ring":
-            self.root_over([(sid, down[j], 0) for j, sid in level.items()],
-                           f"{fab.source}: rings joined by a synthetic switch:root")
-            return
-        base = fab.block_sizes[0]
-        prev_k, lvl = 1, 0
-        for lvl, size in enumerate(fab.block_sizes[1:], 1):
-            k = size // base  # base blocks per group at this level
-            ratio = max(1, k // prev_k)
-            r = self.ratio(lvl - 1)
-            nxt_down: dict[int, float] = {}
-            for g in sorted(down):
-                nxt_down[g // ratio] = nxt_down.get(g // ratio, 0.0) + down[g] / r
-            nxt: dict[int, str] = {}
-            for g in sorted(level):
-                c = g // ratio
-                if c not in nxt:
-                    name = f"{prefix}{size}:{c}"
-                    nxt[c] = self.switch(_unique_id(self.G, f"switch:{name}"), name=name, role="block_group",
-                                         block_size=size, tier=lvl, downlink_gbps=nxt_down[c])
-                self.G.nodes[level[g]]["uplink_gbps"] = down[g] / r
-                self.link(level[g], nxt[c], down[g] / r)
-            level, down, prev_k = nxt, nxt_down, k
-        self.root_over([(sid, down[g], lvl) for g, sid in level.items()],
-                       f"{fab.source}: {len(level)} top-level block groups joined by a synthetic switch:root")
-
-
 # ---------------------------------------------------------------- build
 
 
@@ -592,7 +414,7 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     sources = [template.source]
     fabric_info: dict[str, Any] = {"kind": "none"}
     if multi:
-        fb = _FabricBuilder(G, hosts, template.nic_rates(), ratios)
+        fb = FabricBuilder(G, hosts, template.nic_rates(), ratios)
         if fab is None:
             fb.flat("fabric")
             fabric_info = {"kind": "flat"}
@@ -710,156 +532,3 @@ def _hosts_from_inventory(fab: Fabric, nodelist: Any, gpu: Any, gpus_per_node: A
 def _short(hosts: Iterable[str], limit: int = 160) -> str:
     text = compress(list(dict.fromkeys(hosts)), sort=True)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# ---------------------------------------------------------------- summary
-
-
-def _route_widths(G: nx.Graph, src: Any, is_gpu: dict) -> dict:
-    """Bottleneck GB/s of the widest path from ``src`` to every node, not relaying through GPUs."""
-    import heapq
-
-    best = {src: math.inf}
-    heap = [(-math.inf, 0, src)]
-    tie = 0
-    while heap:
-        negw, _, x = heapq.heappop(heap)
-        w = -negw
-        if best.get(x, -1.0) > w:
-            continue
-        if x != src and is_gpu[x]:
-            continue  # reached, never crossed
-        for y, d in G[x].items():
-            nw = min(w, float(d["bandwidth"]))
-            if nw > best.get(y, -1.0):
-                best[y] = nw
-                tie += 1
-                heapq.heappush(heap, (-nw, tie, y))
-    return best
-
-
-def bandwidth_levels(G: nx.Graph, max_sources: int = 1024) -> list[tuple[float, int, tuple[Any, Any]]]:
-    """Distinct GPU-GPU route bandwidths B(u, v): ``[(GB/s, number of GPU pairs, example pair)]``.
-
-    B(u, v) is the bottleneck capacity of the widest path whose interior nodes are not GPUs
-    (DESIGN §2: NVLink and NICs do not forward through a third GPU); only when no such path
-    exists, the widest path through GPUs.  It is the most one flow alone can get, not what
-    it gets when links are shared.  One widest-path search per source GPU; above
-    ``max_sources`` GPUs only that many evenly spaced sources are searched and the counts are
-    those of their pairs.  Pairs in different connected components are not listed.
-    """
-    is_gpu = {n: d.get("kind", "gpu") == "gpu" for n, d in G.nodes(data=True)}
-    gpus = [n for n in G.nodes if is_gpu[n]]
-    pos = {n: i for i, n in enumerate(gpus)}
-    if len(gpus) <= max_sources:
-        sources = gpus
-    else:
-        step = len(gpus) / max_sources
-        sources = [gpus[int(i * step)] for i in range(max_sources)]
-    mst = None
-    levels: dict[float, list] = {}
-    for u in sources:
-        widths = _route_widths(G, u, is_gpu)
-        missing = [v for v in gpus if pos[v] > pos[u] and v not in widths]
-        if missing:  # no GPU-free path: the widest path through GPUs
-            if mst is None:
-                mst = nx.maximum_spanning_tree(G, weight="bandwidth")
-            for v in missing:
-                if nx.has_path(mst, u, v):
-                    path = nx.shortest_path(mst, u, v)
-                    widths[v] = min(float(mst[a][b]["bandwidth"]) for a, b in zip(path, path[1:]))
-        for v in (gpus[pos[u] + 1:] if len(sources) == len(gpus) else gpus):
-            if v == u or v not in widths:
-                continue
-            ent = levels.setdefault(widths[v], [0, (u, v)])
-            ent[0] += 1
-    return [(w, c, ex) for w, (c, ex) in sorted(levels.items(), key=lambda kv: -kv[0])]
-
-
-def link_capacities(G: nx.Graph) -> list[tuple[str, float, int]]:
-    """Physical links by kind: ``[("gpu-nvswitch", GB/s, count), ...]``, widest first."""
-    kinds = {n: d.get("kind", "gpu") for n, d in G.nodes(data=True)}
-    out: dict[tuple[str, float], int] = {}
-    for u, v, d in G.edges(data=True):
-        a, b = sorted((kinds[u], kinds[v]))
-        key = (f"{a}-{b}", float(d["bandwidth"]))
-        out[key] = out.get(key, 0) + 1
-    return [(k, w, c) for (k, w), c in sorted(out.items(), key=lambda kv: (-kv[0][1], kv[0][0]))]
-
-
-def summarize(G: nx.Graph, max_hosts: int = 16) -> str:
-    """A text table: hosts with their GPU and NIC counts, the links by kind and capacity, then
-    the distinct GPU-GPU route bandwidths (:func:`bandwidth_levels`)."""
-    hosts: dict[str, dict[str, Any]] = {}
-    switches = 0
-    for n, d in G.nodes(data=True):
-        kind = d.get("kind", "gpu")
-        if kind == "switch":
-            switches += 1
-            continue
-        if kind not in ("gpu", "nic", "nvswitch"):
-            continue
-        h = str(d.get("host", n))
-        e = hosts.setdefault(h, {"gpus": [], "nics": [], "nvswitch": False})
-        if kind == "gpu":
-            e["gpus"].append(d.get("local_index"))
-            if d.get("nvlink_domain"):
-                e["nvswitch"] = f"domain {d['nvlink_domain']}"
-        elif kind == "nic":
-            e["nics"].append(d.get("name", str(n)))
-        else:
-            e["nvswitch"] = True
-    hosts = {h: e for h, e in hosts.items() if e["gpus"]}
-    ngpu = sum(len(e["gpus"]) for e in hosts.values())
-    nnic = sum(len(e["nics"]) for e in hosts.values())
-    ndom = sum(1 for _, d in G.nodes(data=True) if d.get("role") == "nvlink_domain")
-    lines = [f"cluster: {G.graph.get('name', '')}".rstrip(),
-             f"hosts {len(hosts)}  GPUs {ngpu}  NICs {nnic}  switches {switches}  gpu {G.graph.get('gpu', '?')}"
-             + (f"  NVLink domains {ndom}" if ndom else "")]
-    rows = [("host", "GPUs", "NICs", "NVSwitch", "NIC names")]
-    for h, e in list(hosts.items())[:max_hosts]:
-        names = ",".join(e["nics"])
-        nvs = e["nvswitch"] if isinstance(e["nvswitch"], str) else ("yes" if e["nvswitch"] else "no")
-        rows.append((h, str(len(e["gpus"])), str(len(e["nics"])), nvs,
-                     names if len(names) <= 60 else names[:57] + "..."))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines.append("")
-    for i, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    if len(hosts) > max_hosts:
-        lines.append(f"... {len(hosts) - max_hosts} more hosts")
-    lines.append("")
-    lines.append("Links (physical capacity, GB/s per direction, shared by the flows crossing them):")
-    rows = [("link", "GB/s", "count")]
-    for k, w, c in link_capacities(G):
-        rows.append((k, fmt_gbps(w), str(c)))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for i, r in enumerate(rows):
-        lines.append("  " + "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))).rstrip())
-    lines.append("")
-    lines.append("GPU-GPU route bandwidths (bottleneck of the widest path not relaying through a GPU; "
-                 "what one flow alone gets, GB/s per direction):")
-    max_sources = 1024
-    lev = bandwidth_levels(G, max_sources=max_sources)
-    sampled = ngpu > max_sources
-    if sampled:
-        lines.append(f"  (searched from {max_sources} evenly spaced source GPUs of {ngpu}; counts are their pairs)")
-    rows = [("GB/s", "GPU pairs", "example")]
-    total = 0
-    for w, c, (a, b) in lev:
-        rows.append((fmt_gbps(w), str(c), f"{a} - {b}"))
-        total += c
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for i, r in enumerate(rows):
-        lines.append("  " + "  ".join(c.rjust(w) if j < 2 else c for j, (c, w) in enumerate(zip(r, widths))).rstrip())
-    all_pairs = ngpu * (ngpu - 1) // 2
-    if total < all_pairs and not sampled:
-        lines.append(f"  unreachable GPU pairs: {all_pairs - total}")
-    warnings = G.graph.get("warnings") or []
-    if warnings:
-        lines.append("")
-        lines.append("notes:")
-        lines += [f"  - {w}" for w in warnings]
-    return "\n".join(lines)
