@@ -27,11 +27,16 @@ from test_solve import random_cluster, random_sizes  # noqa: E402  (tests/ is on
 
 
 def tree_cluster(rng: random.Random) -> nx.Graph:
-    """Hosts of 1-4 GPUs on a host switch and per-GPU NICs, leaves (uneven), oversubscribed uplinks."""
+    """Hosts of 1-4 GPUs on a host switch and per-GPU NICs, leaves (uneven), oversubscribed uplinks.
+
+    Sometimes every GPU has two equal NICs into its leaf (dual rail): routes between hosts then
+    split over two equally wide paths (ECMP), which the per-flow bound must account for.
+    """
     hosts = rng.choice([2, 2, 3, 4])
     per = rng.choice([g for g in (1, 2, 4) if hosts * g <= 8])
     intra = float(rng.choice([100, 450, 900]))
     nic = float(rng.choice([12.5, 25, 50]))
+    nics = rng.choice([1, 1, 2])
     g = nx.Graph()
     leaves = [rng.randrange(2) for _ in range(hosts)]
     for h in range(hosts):
@@ -41,10 +46,11 @@ def tree_cluster(rng: random.Random) -> nx.Graph:
             d = f"h{h}/gpu{i}"
             g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
             g.add_edge(d, sw, bandwidth=intra)
-            g.add_node(f"h{h}/nic{i}", kind="nic", host=f"h{h}")
-            g.add_edge(d, f"h{h}/nic{i}", bandwidth=nic)
-            g.add_node(f"leaf{leaves[h]}", kind="switch")
-            g.add_edge(f"h{h}/nic{i}", f"leaf{leaves[h]}", bandwidth=nic)
+            for r in range(nics):
+                g.add_node(f"h{h}/nic{i}.{r}", kind="nic", host=f"h{h}")
+                g.add_edge(d, f"h{h}/nic{i}.{r}", bandwidth=nic)
+                g.add_node(f"leaf{leaves[h]}", kind="switch")
+                g.add_edge(f"h{h}/nic{i}.{r}", f"leaf{leaves[h]}", bandwidth=nic)
     g.add_node("spine", kind="switch")
     for leaf in sorted({f"leaf{x}" for x in leaves}):
         down = sum(d["bandwidth"] for _, d in g[leaf].items())
