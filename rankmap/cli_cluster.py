@@ -156,9 +156,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``cluster`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
         "cluster",
-        help="build the cluster graph (node-link JSON) from nvidia-smi / NCCL XML and a Slurm fabric",
+        help="build the cluster graph (node-link JSON) from nvidia-smi / NCCL XML and a Slurm, Kubernetes, Volcano, "
+             "Topograph or ibnetdiscover fabric",
         description="Build the cluster graph from `nvidia-smi topo -m` or NCCL topology XML (one host) "
-                    "and optionally a Slurm topology.conf / topology.yaml (every host of it or of --nodelist).",
+                    "and optionally a fabric: Slurm topology.conf / topology.yaml, Kubernetes nodes (kubectl get "
+                    "nodes), Volcano HyperNodes, a Topograph model or ibnetdiscover output (every host of it or of "
+                    "--nodelist); multi-host NVLink domains from Slurm blocks, labels or --nvlink-domains.",
     )
     add_cluster_arguments(p)
     p.add_argument("--format", choices=("json", "table"), default="json")

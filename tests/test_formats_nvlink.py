@@ -177,7 +177,8 @@ def test_nvl72_builder():
         nvl72_cluster(0)
 
 
-def test_nvl72_example_reproducible(tmp_path, capsys):
+def test_nvl72_example_reproducible(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the README's command runs from the repository root (the path is in graph.sources)
     out = tmp_path / "nvl72.json"
     code, _, err = run(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--fabric",
                        "examples/clusters/gb200-nvl72-2racks.topology.conf", "-o", out)
