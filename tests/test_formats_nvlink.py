@@ -17,7 +17,9 @@ from rankmap.solver.formats import bandwidth_levels, build_cluster, load_graph
 from rankmap.solver.formats.common import GENERATIONS, resolve_generation
 from rankmap.solver.formats.nvlink import parse_nvsmi_query
 
-from test_formats import A100, BLOCK, forest_after_twins, route_bw
+from rankmap.solver.formats import parse_nccl_xml
+
+from test_formats import A100, BLOCK, IBM_XML, forest_after_twins, route_bw
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "clusters" / "gb200-nvl72-2racks.json"
@@ -46,6 +48,17 @@ def test_gb200_is_its_own_generation():
     assert resolve_generation("b200").name == "b200"
     G = build_cluster(gpus_per_node=4, gpu="gb200", nodelist="a")
     assert G.graph["gpu"] == "gb200"
+
+
+def test_nccl_xml_sm100_arm_is_gb200():
+    # the IBM H100 dump with its GPUs made sm=100: x86 CPUs -> B200 (said so), Arm CPUs -> GB200 (Grace)
+    text = IBM_XML.read_text().replace('sm="90"', 'sm="100"')
+    b = parse_nccl_xml(text, source="x86.xml")
+    assert b.gpu == "b200" and any("B200 assumed" in w for w in b.warnings)
+    arm = text.replace('arch="x86_64" vendor="GenuineIntel"', 'arch="arm64" vendor="ARM"')
+    g = parse_nccl_xml(arm, source="arm.xml")
+    assert g.gpu == "gb200" and any("GB200 (Grace Blackwell) assumed" in w for w in g.warnings)
+    assert parse_nccl_xml(arm, gpu="b200", source="arm.xml").gpu == "b200"  # --gpu wins
 
 
 def test_slurm_blocks_are_nvlink_domains_gb200():
