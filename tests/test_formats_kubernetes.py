@@ -178,3 +178,33 @@ def test_cli_kubernetes(capsys, tmp_path):
     code, out, err = run(capsys, "solve", "--kubernetes-nodes", NODES_GB200, "--tp", 4, "--pp", 2,
                          "--time-limit", 2)
     assert code == 0, err
+
+
+def test_16k_nodes_import_in_seconds(tmp_path):
+    """A 16,384-node kubectl JSON (AWS EKS labels, ~20 labels a node) parses in seconds (no per-node
+    text search, no n x n structure)."""
+    import time
+
+    items = []
+    for i in range(16384):
+        labels = {"kubernetes.io/hostname": f"ip-10-0-{i // 256}-{i % 256}",
+                  "topology.k8s.aws/network-node-layer-1": f"nn-{i // 4096}",
+                  "topology.k8s.aws/network-node-layer-2": f"nn-{i // 4096}-{(i // 512) % 8}",
+                  "topology.k8s.aws/network-node-layer-3": f"nn-{i // 4096}-{(i // 512) % 8}-{(i // 32) % 16}",
+                  "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                  **{f"example.com/label-{j}": "x" * 16 for j in range(15)}}
+        items.append({"kind": "Node", "metadata": {"name": f"ip-10-0-{i // 256}-{i % 256}", "labels": labels},
+                      "status": {"capacity": {"cpu": "192", "nvidia.com/gpu": "8"}}})
+    p = tmp_path / "nodes16k.json"
+    p.write_text(json.dumps({"kind": "List", "items": items}, indent=2))
+    t0 = time.perf_counter()
+    from rankmap.solver.formats.kubernetes import read_kubernetes_nodes
+
+    fab = read_kubernetes_nodes(p)
+    parse_s = time.perf_counter() - t0
+    assert len(fab.hosts) == 16384 and fab.name.startswith("AWS")
+    # 4 layer-1 nodes, 4 x 8 layer-2, 32 x 16 layer-3 (32 hosts each)
+    assert len(fab.switches) == 4 + 32 + 512 and len(fab.switches["nn-3-7-15"].nodes) == 32
+    assert parse_s < 30, parse_s  # ~0.7 s on one core; generous for a shared CI machine
+    G = build_cluster(kubernetes_nodes=p, gpus_per_node=1, gpu="h100")
+    assert sum(1 for _, d in G.nodes(data=True) if d["kind"] == "gpu") == 16384
