@@ -29,7 +29,7 @@ def test_link_rates():
     # width x per-lane data rate / 8 (bandwidths.md §3)
     assert link_gbps("4xNDR") == 50.0 and link_gbps("4xHDR") == 25.0 and link_gbps("2xNDR") == 25.0
     assert link_gbps("4xEDR") == 12.5 and link_gbps("4xXDR") == 100.0 and link_gbps("1xSDR") == 0.25
-    assert link_gbps("4xZZZ") is None
+    assert link_gbps("4xZZZ") is None and link_gbps("3xNDR") is None and link_gbps("999999xNDR") is None
 
 
 def test_sample_tree():

@@ -150,6 +150,16 @@ def test_kubernetes_malformed(tmp_path):
     assert build_cluster(kubernetes_nodes=p, gpu="a100").graph["gpu"] == "a100"
 
 
+def test_control_characters_are_one_line_errors():
+    # PyYAML's reader refuses NUL & co. while the loader is built: still one InvalidArgumentError with the line
+    with pytest.raises(InvalidArgumentError, match=r"n.yaml line 2: malformed YAML \(unacceptable character #x0000"):
+        parse_kubernetes_nodes("items:\n- \x00\n", "n.yaml")
+    from rankmap.solver.formats.safe import load_yaml
+
+    with pytest.raises(InvalidArgumentError, match=r"y.yaml line 3: malformed YAML \(unacceptable character #x0001"):
+        load_yaml("a: 1\nb: 2\nc: \x01\n", "y.yaml")
+
+
 def test_kueue_malformed():
     with pytest.raises(InvalidArgumentError, match="t.yaml: no Kueue Topology object"):
         parse_kueue_topology("kind: ResourceFlavor\napiVersion: kueue.x-k8s.io/v1beta1\n", "t.yaml")

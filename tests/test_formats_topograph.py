@@ -73,6 +73,8 @@ def test_malformed():
         parse_topograph_model("switches:\n- name: ibleaf1\n  capacity_blocks: [cb9]\ncapacity_blocks: []\n", "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 5: block must declare at least one node"):
         parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: l1\n  nodes: []\n", "m.yaml")
+    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 2: nodes: hostlist 'n\[1-': '\[' is never closed"):
+        parse_topograph_model('blocks:\n- nodes: ["n[1-"]\n', "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 4: malformed YAML"):
         parse_topograph_model("switches:\n  s1:\n  switches: [l1\n", "m.yaml")
 

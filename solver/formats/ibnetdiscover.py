@@ -63,10 +63,14 @@ _KV = re.compile(r"^[a-z]+guid=|^vendid=|^devid=|^sysimgguid=|^[a-z]+=", re.I)
 _DEFAULT_DESC = re.compile(r"^MT[0-9]+\b|Mellanox Technologies|Aggregation Node", re.I)
 
 
+#: InfiniBand link widths (lanes).
+WIDTHS = (1, 2, 4, 8, 12)
+
+
 def link_gbps(token: str) -> float | None:
-    """``"4xNDR"`` -> 50.0 GB/s per direction; None for an unknown speed."""
+    """``"4xNDR"`` -> 50.0 GB/s per direction; None for an unknown speed or width."""
     m = _RATE.fullmatch(token.strip())
-    if not m or m.group(2) not in LANE_GBPS:
+    if not m or m.group(2) not in LANE_GBPS or len(m.group(1)) > 2 or int(m.group(1)) not in WIDTHS:
         return None
     return int(m.group(1)) * LANE_GBPS[m.group(2)] / 8.0
 
@@ -127,8 +131,8 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
                                        "no rate (e.g. 4xNDR)", _FIELD)
         gbps = link_gbps(f"{rates[-1][0]}x{rates[-1][1]}")
         if gbps is None or gbps <= 0:
-            raise InvalidArgumentError(f"{source} line {ln}: unknown link rate {rates[-1][0]}x{rates[-1][1]} (known "
-                                       f"speeds: {', '.join(LANE_GBPS)})", _FIELD)
+            raise InvalidArgumentError(f"{source} line {ln}: unknown link rate {rates[-1][0]}x{rates[-1][1]} (widths "
+                                       f"{', '.join(map(str, WIDTHS))}; speeds {', '.join(LANE_GBPS)})", _FIELD)
         key = frozenset(((current, int(p.group(1))), (peer, int(p.group(4)))))
         links.setdefault(key, (gbps, ln))
     if not kind_of:

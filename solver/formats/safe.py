@@ -413,13 +413,16 @@ def load_yaml(text: str | bytes, what: str, field: str = "", *, max_depth: int =
 
     _size_check(text, what, field, max_bytes, "YAML")
     Loader = _yaml_loader(mark_lines)
-    loader = Loader(text)
-    loader._rm_max_depth = max_depth
+    loader = None
     try:
+        loader = Loader(text)  # the reader refuses control characters here already
+        loader._rm_max_depth = max_depth
         return loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
+        if mark is None and isinstance(getattr(exc, "position", None), int) and isinstance(text, str):
+            where = f" line {text.count(chr(10), 0, exc.position) + 1}"  # ReaderError: a control character
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["malformed YAML"])[0]
         if not isinstance(exc, yaml.constructor.ConstructorError) or problem.startswith(("found", "expected")):
             problem = f"malformed YAML ({problem})"
@@ -427,7 +430,8 @@ def load_yaml(text: str | bytes, what: str, field: str = "", *, max_depth: int =
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise _fail(f"{what}: YAML nested too deeply; the limit is {max_depth}", field) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: int = MAX_DEPTH,
@@ -445,10 +449,11 @@ def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: i
 
     _size_check(text, what, field, max_bytes, "YAML")
     Loader = _yaml_loader(mark_lines)
-    loader = Loader(text)
-    loader._rm_max_depth = max_depth
+    loader = None
     docs = []
     try:
+        loader = Loader(text)
+        loader._rm_max_depth = max_depth
         while loader.check_data():
             d = loader.get_data()
             if d is not None:
@@ -457,6 +462,8 @@ def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: i
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
+        if mark is None and isinstance(getattr(exc, "position", None), int) and isinstance(text, str):
+            where = f" line {text.count(chr(10), 0, exc.position) + 1}"  # ReaderError: a control character
         problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["malformed YAML"])[0]
         if not isinstance(exc, yaml.constructor.ConstructorError) or problem.startswith(("found", "expected")):
             problem = f"malformed YAML ({problem})"
@@ -464,7 +471,8 @@ def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: i
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise _fail(f"{what}: YAML nested too deeply; the limit is {max_depth}", field) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 # --------------------------------------------------------------------------- XML

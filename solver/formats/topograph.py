@@ -68,7 +68,10 @@ def _names(value: Any, where: str, what: str) -> list[str]:
         raise InvalidArgumentError(f"{where}: {what} must be a list of names", _FIELD)
     out: list[str] = []
     for x in value:
-        out += expand(str(x), field=f"{where}: {what}")
+        try:
+            out += expand(str(x), field=_FIELD)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{where}: {what}: {exc.message}", _FIELD) from None
     return out
 
 
