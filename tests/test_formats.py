@@ -932,3 +932,10 @@ def test_hostlist_garbage_never_tracebacks(text):
 
 def test_class_levels_cover_legends():
     assert set(CLASS_LEVELS) >= {"PIX", "PXB", "PHB", "NODE", "SYS"}
+
+
+def test_slurm_deep_switch_chain_is_refused_not_a_recursion_error():
+    # a hostile topology.conf chaining 3,000 switches: one line, no RecursionError
+    text = "".join(f"SwitchName=s{i} Switches=s{i + 1}\n" for i in range(3000)) + "SwitchName=s3000 Nodes=a\n"
+    with pytest.raises(InvalidArgumentError, match=r"t.conf line \d+: the switch tree below 's\d+' is more than 64"):
+        parse_topology_conf(text, "t.conf")

@@ -137,6 +137,9 @@ def test_kubernetes_malformed(tmp_path):
         parse_kubernetes_nodes("items:\n- kind: Node\n  metadata:\n    labels: {}\n", "n.yaml")
     with pytest.raises(InvalidArgumentError, match="expected `kubectl get nodes` output"):
         parse_kubernetes_nodes("kind: Pod\nmetadata:\n  name: x\n", "n.yaml")
+    many = {f"fabric.topograph.run/tier-{i}": f"s{i}" for i in range(100)}  # hostile: 100 levels
+    with pytest.raises(InvalidArgumentError, match="n.json: 100 topology levels; at most 64"):
+        parse_kubernetes_nodes(nodes_doc(("a", many, 8)), "n.json")
     with pytest.raises(InvalidArgumentError, match="no node has the topology label 'x.io/rack'"):
         parse_kubernetes_nodes(nodes_doc(("a", {}, 8)), "n.json", levels=["x.io/rack"])
     with pytest.raises(InvalidArgumentError, match=r"hosts have different GPU counts \(4 GPUs: b; 8 GPUs: a\)"):

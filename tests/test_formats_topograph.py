@@ -75,6 +75,9 @@ def test_malformed():
         parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: l1\n  nodes: []\n", "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 2: nodes: hostlist 'n\[1-': '\[' is never closed"):
         parse_topograph_model('blocks:\n- nodes: ["n[1-"]\n', "m.yaml")
+    chain = "switches:\n" + "".join(f"  s{i}: {{switches: [s{i + 1}]}}\n" for i in range(3000))
+    with pytest.raises(InvalidArgumentError, match=r"the switch tree below 's\d+' is more than 64 levels deep"):
+        parse_topograph_model(chain + "blocks:\n- switch: s3000\n  nodes: [a]\n", "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 4: malformed YAML"):
         parse_topograph_model("switches:\n  s1:\n  switches: [l1\n", "m.yaml")
 

@@ -50,7 +50,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from .common import read_text
 from .safe import MAX_JSON_BYTES, MAX_YAML_BYTES, load_json, load_yaml_all
-from .slurm import Fabric, Switch
+from .slurm import MAX_TREE_LEVELS, Fabric, Switch
 
 __all__ = ["parse_kubernetes_nodes", "read_kubernetes_nodes", "parse_kueue_topology", "read_kueue_topology",
            "split_labels", "detect_levels", "DOMAIN_LABELS", "HOSTNAME_LABEL"]
@@ -267,6 +267,9 @@ def parse_kubernetes_nodes(text: str, source: str = "nodes", levels: list[str] |
         if missing:
             raise InvalidArgumentError(f"{source}: no node has the topology label {missing[0]!r}", field)
     levels = [k for k in levels if k != HOSTNAME_LABEL]
+    if len(levels) > MAX_TREE_LEVELS:
+        raise InvalidArgumentError(f"{source}: {len(levels)} topology levels; at most {MAX_TREE_LEVELS} are "
+                                   "supported", "topology_labels")
     if not levels:
         fab.warnings.append(f"{source}: no topology labels found (none given and no known key); all nodes under "
                             "one switch")

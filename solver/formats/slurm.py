@@ -110,6 +110,10 @@ class Fabric:
         return out
 
 
+#: Most switch levels a fabric file may nest (real fabrics have 2-5; the tree code recurses per level).
+MAX_TREE_LEVELS = 64
+
+
 def _finish(fab: Fabric, label: str, sizes_line: int = 0) -> Fabric:
     seen: dict[str, None] = {}
     for s in fab.switches.values():
@@ -124,24 +128,37 @@ def _finish(fab: Fabric, label: str, sizes_line: int = 0) -> Fabric:
                     "fabric")
             if c == s.name:
                 raise InvalidArgumentError(f"{label} line {s.line}: switch {s.name!r} lists itself", "fabric")
-    # cycles
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> None:
-        st = state.get(name, 0)
-        if st == 1:
-            cyc = path[path.index(name):] + [name]
-            raise InvalidArgumentError(
-                f"{label} line {fab.switches[name].line}: switch cycle {' -> '.join(cyc)}", "fabric")
-        if st == 2:
-            return
-        state[name] = 1
-        for c in fab.switches[name].switches:
-            visit(c, path + [name])
-        state[name] = 2
-
-    for name in fab.switches:
-        visit(name, [])
+    # cycles and depth, iteratively (a hostile file may chain thousands of switches)
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    height: dict[str, int] = {}
+    for root in fab.switches:
+        if state.get(root):
+            continue
+        path: list[str] = [root]
+        stack = [iter(fab.switches[root].switches)]
+        state[root] = 1
+        while stack:
+            c = next(stack[-1], None)
+            if c is None:
+                done = path.pop()
+                stack.pop()
+                state[done] = 2
+                kids = fab.switches[done].switches
+                height[done] = 1 + max((height[k] for k in kids), default=-1)
+                if height[done] >= MAX_TREE_LEVELS:
+                    raise InvalidArgumentError(
+                        f"{label} line {fab.switches[done].line}: the switch tree below {done!r} is more than "
+                        f"{MAX_TREE_LEVELS} levels deep", "fabric")
+                continue
+            st = state.get(c, 0)
+            if st == 1:
+                cyc = path[path.index(c):] + [c]
+                raise InvalidArgumentError(
+                    f"{label} line {fab.switches[c].line}: switch cycle {' -> '.join(cyc)}", "fabric")
+            if st == 0:
+                state[c] = 1
+                path.append(c)
+                stack.append(iter(fab.switches[c].switches))
     if fab.kind != "flat" and not fab.hosts:
         raise InvalidArgumentError(f"{label}: no node is listed under any switch or block", "fabric")
     if fab.kind == "block":
