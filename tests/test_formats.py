@@ -936,6 +936,8 @@ def test_class_levels_cover_legends():
 
 def test_slurm_deep_switch_chain_is_refused_not_a_recursion_error():
     # a hostile topology.conf chaining 3,000 switches: one line, no RecursionError
+    from rankmap.solver.formats.slurm import parse_topology_conf
+
     text = "".join(f"SwitchName=s{i} Switches=s{i + 1}\n" for i in range(3000)) + "SwitchName=s3000 Nodes=a\n"
     with pytest.raises(InvalidArgumentError, match=r"t.conf line \d+: the switch tree below 's\d+' is more than 64"):
         parse_topology_conf(text, "t.conf")
