@@ -98,7 +98,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nvlink-domain-rate", metavar="GBPS", default=None,
                    help="each GPU's link to its NVLink domain, GB/s per direction (default: the GPU's NVLink ports, "
                         "GB200 NVL72 900)")
-    g.add_argument("--block-links", choices=("nvlink", "network"), default="nvlink",
+    g.add_argument("--block-links", choices=("nvlink", "network"), default=None,
                    help="Slurm topology/block blocks are NVLink domains (default) or network switches only")
 
 

@@ -216,6 +216,10 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
 
 
 #: Job keys holding an integer (ASCII digits when written as a string; never a bool or a float).
+#: Job keys naming a topology file (relative paths are resolved against the job file's directory).
+_JOB_CLUSTER_FILES = ("kubernetes_nodes", "kueue_topology", "volcano_hypernodes", "topograph_model", "ibnetdiscover",
+                      "nvlink_domains")
+
 _JOB_INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "seq_length",
                  "micro_batch_size", "global_batch_size", "num_micro_batches", "gpus_per_node", "seed")
 
@@ -277,7 +281,8 @@ def merge_job(args: argparse.Namespace, job: dict[str, Any]) -> None:
                     f"job key 'orders' must be default, megatron-cli, all or a list of orders, got {value!r}", "orders"
                 )
         if key in ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format",
-                   "server", "topology_name", "dtype", "megatron_args") and value is not None and not isinstance(value, str):
+                   "server", "topology_name", "dtype", "megatron_args", "block_links", *_JOB_CLUSTER_FILES) \
+                and value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"job key {key!r} must be a string, got {value!r}", key)
         if key == "server" and value is not None:
             from rankmap.cli import server_arg

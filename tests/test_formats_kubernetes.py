@@ -221,3 +221,16 @@ def test_16k_nodes_import_in_seconds(tmp_path):
     assert parse_s < 30, parse_s  # ~0.7 s on one core; generous for a shared CI machine
     G = build_cluster(kubernetes_nodes=p, gpus_per_node=1, gpu="h100")
     assert sum(1 for _, d in G.nodes(data=True) if d["kind"] == "gpu") == 16384
+
+
+def test_job_file_takes_the_new_cluster_keys(capsys, tmp_path):
+    import shutil
+
+    shutil.copy(NODES_GB200, tmp_path / "nodes.yaml")
+    job = tmp_path / "job.yaml"
+    job.write_text("kubernetes_nodes: nodes.yaml\nnvlink_domain_rate: 1800\ntp: 4\npp: 2\ntime_limit: 2\n")
+    code, out, err = run(capsys, "solve", job)  # the relative path is resolved against the job file
+    assert code == 0, err
+    assert json.loads(out)["cost"]["total_seconds"] > 0
+    job.write_text("kubernetes_nodes: 5\ntp: 4\n")
+    bad(capsys, "solve", job, needle="job key 'kubernetes_nodes' must be a string, got 5")
