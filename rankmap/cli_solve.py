@@ -44,6 +44,15 @@ JOB_KEYS = (
     "topology_name",
     "gpus_per_node",
     "rate",
+    "kubernetes_nodes",
+    "topology_labels",
+    "kueue_topology",
+    "volcano_hypernodes",
+    "topograph_model",
+    "ibnetdiscover",
+    "nvlink_domains",
+    "nvlink_domain_rate",
+    "block_links",
     "world_size",
     "tp",
     "cp",
@@ -205,7 +214,7 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
             raise InvalidArgumentError(f"{where}: unknown key {key!r}; known keys: {known}", str(key))
         if k == "launch_order" and isinstance(value, str) and value not in LAUNCH_ORDER_POLICIES:
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)  # a host list file
-        if k in ("cluster", "host_topology", "fabric", "model_file") and isinstance(value, str):
+        if k in ("cluster", "host_topology", "fabric", "model_file", *_JOB_CLUSTER_FILES) and isinstance(value, str):
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)
         if k == "model" and isinstance(value, dict):
             k = "model_mapping"
@@ -215,11 +224,11 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
     return out
 
 
-#: Job keys holding an integer (ASCII digits when written as a string; never a bool or a float).
 #: Job keys naming a topology file (relative paths are resolved against the job file's directory).
 _JOB_CLUSTER_FILES = ("kubernetes_nodes", "kueue_topology", "volcano_hypernodes", "topograph_model", "ibnetdiscover",
                       "nvlink_domains")
 
+#: Job keys holding an integer (ASCII digits when written as a string; never a bool or a float).
 _JOB_INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "seq_length",
                  "micro_batch_size", "global_batch_size", "num_micro_batches", "gpus_per_node", "seed")
 
