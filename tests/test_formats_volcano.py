@@ -127,3 +127,21 @@ def test_cli_volcano(capsys, tmp_path):
     code = main(["cluster", "--volcano-hypernodes", str(VOLCANO), "--fabric", str(VOLCANO)])
     out, err = capsys.readouterr()
     assert code == 2 and "give one network source, not --fabric and --volcano-hypernodes" in err
+
+
+def test_volcano_kubectl_json_list():
+    # kubectl get hypernodes -o json: a List; errors name the line of the HyperNode's name
+    items = [{"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": f"leaf{i}"},
+              "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": f"n{2 * i + j}"}}}
+                                              for j in range(2)]}} for i in range(2)]
+    items.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "top"},
+                  "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf0"}}},
+                                                  {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf1"}}}]}})
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
+    fab = parse_volcano_hypernodes(text, "hn.json")
+    assert fab.hosts == ["n0", "n1", "n2", "n3"] and fab.switches["top"].switches == ["leaf0", "leaf1"]
+    items[2]["spec"]["tier"] = 0
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
+    line = [i for i, x in enumerate(text.splitlines(), 1) if '"name": "top"' in x][0]
+    with pytest.raises(InvalidArgumentError, match=rf"hn.json line {line}: HyperNode 'top': spec.tier 0"):
+        parse_volcano_hypernodes(text, "hn.json")
