@@ -42,9 +42,7 @@ from rankmap.solver.traffic import (
     params_per_rank,
     parse_traffic,
     preset_names,
-    traffic_from_model,
     with_overrides,
-    zero_traffic,
 )
 
 __all__ = [
@@ -141,31 +139,26 @@ def megatron_from_args(args: argparse.Namespace):
 
 
 def apply_megatron_sizes(args: argparse.Namespace) -> None:
-    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args``; a size given both ways must agree.
-
-    Only the sizes the Megatron arguments spell out count
-    (``--tensor-model-parallel-size`` ...): a model-only argument string
-    (``--num-layers 80 --hidden-size 8192 ...``) stands in for a model file,
-    and the parallel sizes then come from rankmap's own flags (default 1,
-    etp = tp), as they would with ``--model-file``.
+    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args`` (:func:`rankmap.solver.job.megatron_sizes`).
 
     Raises
     ------
     InvalidArgumentError
         When a rankmap size flag and the Megatron argument disagree (naming both).
     """
+    from rankmap.solver.job import SIZE_KEYS, megatron_sizes
+
     meg = megatron_from_args(args)
     if meg is None:
         return
-    for key, flag in _MEGATRON_SIZE_FLAGS.items():
-        if key not in meg.sizes:
-            continue
-        given = getattr(args, key, None)
-        value = int(meg.sizes[key])
-        if given is None:
-            setattr(args, key, value)
-        elif int(given) != value:
-            raise InvalidArgumentError(f"--{key} {given} disagrees with {flag} {value} in --megatron-args", key)
+
+    def conflict(key, given, value):
+        return InvalidArgumentError(
+            f"--{key} {given} disagrees with {_MEGATRON_SIZE_FLAGS[key]} {value} in --megatron-args", key)
+
+    sizes = megatron_sizes(meg, {k: getattr(args, k, None) for k in SIZE_KEYS}, conflict)
+    for key, value in sizes.items():
+        setattr(args, key, value)
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:
@@ -207,21 +200,20 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
 def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
     """Payloads per class (bytes per rank per step) from parsed flags.
 
-    * A model flag given (``--model``, ``--model-file`` or an override such as
-      ``--seq-length``): the model's payloads (:func:`traffic_from_model`), with
-      the classes named in ``--traffic`` replaced.
-    * Only ``--traffic``: exactly those payloads, every other class 0.
-    * Neither: the default model's payloads (DESIGN §3).
+    The rule of :func:`rankmap.solver.job.resolve_traffic`: a model flag given
+    (``--model``, ``--model-file``, ``--megatron-args`` or an override such as
+    ``--seq-length``): the model's payloads with the classes named in
+    ``--traffic`` replaced; only ``--traffic``: exactly those payloads, every
+    other class 0; neither: the default model's payloads (DESIGN §3).
 
     Returns every class of :data:`TRAFFIC_CLASSES`, in that order.
     """
+    from rankmap.solver.job import resolve_traffic
+
     text = getattr(args, "traffic", None)
-    explicit = parse_traffic(text) if text is not None else {}
-    if text is not None and not _model_flags_given(args):
-        base = Traffic(zero_traffic())
-    else:
-        base = traffic_from_model(model_from_args(args), cfg)
-    return base.replace(explicit)
+    explicit = parse_traffic(text) if text is not None else None
+    model = model_from_args(args) if _model_flags_given(args) else None
+    return resolve_traffic(cfg, explicit, model=model)
 
 
 def _model_section(args: argparse.Namespace, cfg) -> dict | None:

@@ -280,38 +280,47 @@ def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool
 
     Classes come in report order.
     """
-    from rankmap.solver.traffic import (DEFAULT_MODEL, Traffic, parse_megatron_args, traffic_from_mapping,
-                                        traffic_from_model, with_overrides)
+    from rankmap.solver.job import SIZE_KEYS, megatron_sizes, resolve_traffic
+    from rankmap.solver.traffic import Traffic, parse_megatron_args, traffic_from_mapping
 
-    explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else {}
+    explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else None
+    model = meg = over = None
     if has_traffic and msg.megatron_args:
         meg = parse_megatron_args(msg.megatron_args)
-        # The sizes the Megatron arguments spell out must match the request's (a model-only
-        # argument string stands in for a model file: the sizes are the request's).
-        for key, value in sorted(meg.sizes.items()):
-            if key in ("tp", "pp", "cp", "ep", "etp") and int(getattr(cfg, key)) != int(value):
-                raise InvalidArgumentError(
-                    f"sizes.{key}={getattr(cfg, key)} disagrees with {key}={value} "
-                    "in traffic.megatron_args", "traffic.megatron_args",
-                )
-        model = meg.model_for(cfg.tp, cfg.pp)
+
+        def conflict(key, given, value):
+            return InvalidArgumentError(f"sizes.{key}={given} disagrees with {key}={value} in traffic.megatron_args",
+                                        "traffic.megatron_args")
+
+        # the sizes the arguments spell out must match the request's (filled in when it left them out)
+        megatron_sizes(meg, {k: int(getattr(cfg, k)) for k in SIZE_KEYS}, conflict)
         if msg.HasField("model"):
             if msg.model.preset:
                 raise InvalidArgumentError(
                     "give traffic.model.preset or traffic.megatron_args, not both", "traffic.model.preset"
                 )
             over = {k: value_from_proto(v, tuples=True) for k, v in sorted(msg.model.overrides.items())}
-            model = with_overrides(model, **over)
-        base = traffic_from_model(model, cfg)
     elif has_traffic and msg.HasField("model"):
-        base = traffic_from_model(_model_from_proto(msg.model), cfg)
-    elif explicit:
-        base = Traffic({})
-    else:
-        base = traffic_from_model(DEFAULT_MODEL, cfg)
-    out = base.replace(explicit)
+        model = _model_from_proto(msg.model)
+    out = resolve_traffic(cfg, explicit, model=model, megatron=meg, overrides=over, fill=False)
     order = _class_order(out)
     return Traffic({c: float(out[c]) for c in order}, out.collectives, out.notes)
+
+
+def _sizes_with_megatron(sizes: "pb.ParallelSizes", traffic: "pb.Traffic", has_traffic: bool) -> "pb.ParallelSizes":
+    """``sizes`` with the parallel sizes of ``traffic.megatron_args`` filled in where the request
+    leaves them out (as ``rankmap solve --megatron-args`` fills ``--tp`` ...)."""
+    if not (has_traffic and traffic.megatron_args):
+        return sizes
+    from rankmap.solver.traffic import parse_megatron_args
+
+    meg = parse_megatron_args(traffic.megatron_args)
+    out = pb.ParallelSizes()
+    out.CopyFrom(sizes)
+    for key, value in meg.sizes.items():
+        if not out.HasField(key):
+            setattr(out, key, int(value))
+    return out
 
 
 # --------------------------------------------------------------------------- requests
@@ -492,7 +501,8 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
     graph = graph_from_proto(req.cluster, check)
     options = options_from_proto(req)
     n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
-    cfg = config_from_proto(req.sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
+    sizes = _sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
+    cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
 
@@ -500,7 +510,8 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
 def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
     """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
     graph = graph_from_proto(req.cluster, check)
-    cfg = config_from_proto(req.sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
+    sizes = _sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
+    cfg = config_from_proto(sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure))
 

@@ -227,16 +227,7 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
 
 
 def count_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_hosts: Iterable[str] = ()) -> int:
-    """GPUs of ``graph`` that are not excluded (the default world size)."""
-    devs = {str(d) for d in exclude_devices}
-    hosts = {str(h) for h in exclude_hosts}
-    n = 0
-    for node, data in graph.nodes(data=True):
-        if not _is_gpu(data):
-            continue
-        host = data.get("host")
-        host = str(node) if host is None or host == "" else str(host)
-        if str(node) in devs or host in hosts:
-            continue
-        n += 1
-    return n
+    """GPUs of ``graph`` that are not excluded (the default world size): :func:`rankmap.solver.job.usable_gpus`."""
+    from rankmap.solver.job import usable_gpus
+
+    return usable_gpus(graph, exclude_devices, exclude_hosts)

@@ -380,5 +380,8 @@ def test_grpc_traffic_megatron_args():
                 c.evaluate(g, devices, tp=2, pp=2, model=SMALL_ARGS)
             assert "traffic.megatron_args" in str(err.value) or err.value.field == "traffic.megatron_args"
             assert "sizes.tp=2 disagrees with tp=4" in str(err.value)
+            # sizes left out of the request come from the arguments (tp 4, pp 2), as on the CLI
+            res = c.evaluate(g, devices, model=SMALL_ARGS)
+            assert res.classes["tp"].payload_bytes == traffic["tp"]
     finally:
         srv.stop(grace=None).wait(10)
