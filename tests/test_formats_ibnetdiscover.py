@@ -64,7 +64,8 @@ def test_sample_cluster_capacities():
 
 def test_malformed():
     head = 'Switch\t4 "S-1"\t\t# "MF0;leaf-a:X/U1" enhanced port 0 lid 1 lmc 0\n'
-    with pytest.raises(InvalidArgumentError, match=r"ib.out line 2: 'garbage here' is not an ibnetdiscover node header"):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"ib.out line 2: 'garbage here' is not an ibnetdiscover node header"):
         parse_ibnetdiscover(head + "garbage here\n", "ib.out")
     with pytest.raises(InvalidArgumentError, match="ib.out line 1: port line before any Switch/Ca header"):
         parse_ibnetdiscover('[1]\t"H-2"[1](2)\t\t# "n1 mlx5_0" lid 3 4xNDR\n', "ib.out")

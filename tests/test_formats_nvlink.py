@@ -147,7 +147,8 @@ def test_nvsmi_query_cluster_uuid(tmp_path):
     assert parse_nvsmi_query("# host domain\nn1 rackA\nn2 rackA\n") == {"n1": "rackA", "n2": "rackA"}
     single = "==============NVSMI LOG==============\nGPU 00000000:01:00.0\n    Fabric\n        ClusterUUID : abc\n"
     assert parse_nvsmi_query(single, hosts=["only"]) == {"only": "abc"}
-    with pytest.raises(InvalidArgumentError, match=r"q line 2: host 'n1' reports ClusterUUID 'b' here but 'a' on line 1"):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"q line 2: host 'n1' reports ClusterUUID 'b' here but 'a' on line 1"):
         parse_nvsmi_query("n1:   ClusterUUID : a\nn1:   ClusterUUID : b\n", "q")
     with pytest.raises(InvalidArgumentError, match="q line 1: a ClusterUUID line without a 'HOST:' prefix"):
         parse_nvsmi_query("   ClusterUUID : a\n", "q", hosts=["a", "b"])

@@ -61,7 +61,8 @@ def test_malformed():
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 1: not a Topograph model"):
         parse_topograph_model("foo: 1\n", "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 5: block 0 references unknown switch 'leafX'"):
-        parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: leafX\n  nodes: [a]\n", "m.yaml")
+        parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: leafX\n  nodes: [a]\n",
+                              "m.yaml")
     with pytest.raises(InvalidArgumentError, match=r"m.yaml line 7: node 'a' belongs to more than one block "
                                                    r"\(also m.yaml line 5\)"):
         parse_topograph_model("switches:\n  s1:\n    switches: [l1, l2]\nblocks:\n- switch: l1\n  nodes: [a]\n"

@@ -25,7 +25,8 @@ VOLCANO = HERE / "data" / "real-inputs" / "k8s-volcano-hypernode_8node-3tier-tre
 
 
 def hn(name, tier, members, kind="Node", sel="exactMatch"):
-    ms = "".join(f"  - type: {kind}\n    selector:\n      {sel}:\n        {'name' if sel == 'exactMatch' else 'pattern'}: "
+    key = "name" if sel == "exactMatch" else "pattern"
+    ms = "".join(f"  - type: {kind}\n    selector:\n      {sel}:\n        {key}: "
                  f"\"{m}\"\n" for m in members)
     return (f"apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: {name}\nspec:\n"
             f"  tier: {tier}\n  members:\n{ms}")
@@ -134,9 +135,9 @@ def test_volcano_kubectl_json_list():
     items = [{"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": f"leaf{i}"},
               "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": f"n{2 * i + j}"}}}
                                               for j in range(2)]}} for i in range(2)]
+    tops = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"leaf{i}"}}} for i in range(2)]
     items.append({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "top"},
-                  "spec": {"tier": 2, "members": [{"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf0"}}},
-                                                  {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf1"}}}]}})
+                  "spec": {"tier": 2, "members": tops}})
     text = json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)
     fab = parse_volcano_hypernodes(text, "hn.json")
     assert fab.hosts == ["n0", "n1", "n2", "n3"] and fab.switches["top"].switches == ["leaf0", "leaf1"]
