@@ -37,10 +37,12 @@ def test_sample_tree():
     assert len(fab.hosts) == 17 + 11
     assert fab.switches["leaf-04-04"].nodes[:2] == ["node101", "node102"]
     assert fab.switches["leaf-04-02"].nodes[-1] == "node218" and "node205" not in fab.hosts  # default description
+    # the 8 spines share both leaves (ECMP): one logical switch; 2 cables x 4xNDR (50 GB/s) to each of
+    # 8 spines, summed: an 800 GB/s trunk per leaf
     spines = [s for s in fab.switches.values() if s.role == "level1"]
-    assert sorted(s.name for s in spines) == [f"spine-0{i}" for i in range(2, 10)]
-    # 2 cables x 4xNDR (50 GB/s) from each leaf to each spine, summed: 100 GB/s trunks
-    assert all(s.trunk_gbps == {"leaf-04-04": 100.0, "leaf-04-02": 100.0} for s in spines)
+    assert [s.name for s in spines] == ["spine-02+7"]
+    assert spines[0].trunk_gbps == {"leaf-04-04": 800.0, "leaf-04-02": 800.0}
+    assert any("8 level-1 switches (spine-02 ... spine-09) share" in w for w in fab.warnings)
     assert fab.switches["leaf-04-04"].port_gbps["node117"] == 50.0
     assert any("7 HCAs report no host name" in w for w in fab.warnings)
 
@@ -49,17 +51,37 @@ def test_sample_cluster_capacities():
     # one H100 with one ConnectX-7 per host: the HCA port the file shows
     G = build_cluster(ibnetdiscover=IB, gpus_per_node=1, gpu="h100")
     assert len(cluster_from_graph(G).devices) == 28
-    assert G["switch:leaf-04-04"]["switch:spine-05"]["bandwidth"] == 100.0
-    # leaf-04-04: 17 hosts x 50 GB/s down; 8 spines x 100 = 800 GB/s up
+    # leaf-04-04: 17 hosts x 50 GB/s down; 8 spines x 2 x 50 = 800 GB/s up
+    assert G["switch:leaf-04-04"]["switch:spine-02+7"]["bandwidth"] == 800.0
     assert G.nodes["switch:leaf-04-04"]["downlink_gbps"] == 850.0
-    up = sum(d["bandwidth"] for _, v, d in G.edges("switch:leaf-04-04", data=True) if "spine" in v)
-    assert up == 800.0
     assert route_bw(G, "node101/gpu0", "node201/gpu0") == 50.0
-    assert forest_after_twins(G)  # the 8 spines are ECMP twins
+    assert forest_after_twins(G)
     assert not any("fewer network ports" in w for w in G.graph.get("warnings", []))
     # 8 rail NICs per host but one HCA each in the excerpt: said so
     G8 = build_cluster(ibnetdiscover=IB, gpus_per_node=8, gpu="h100")
     assert any("28 hosts (e.g. 'node101': 1 port(s)) have fewer network ports" in w for w in G8.graph["warnings"])
+
+
+def test_clos_with_missing_cables_and_rails():
+    """Spines that do not reach every leaf (a cable missing) are still one ECMP layer; a host on
+    two leaves spreads its NICs in HCA order (mlx5_0 -> its leaf first)."""
+    def sw(guid, name, ports):
+        lines = [f'Switch\t8 "S-{guid}"\t\t# "MF0;{name}:MQM9700/U1" enhanced port 0 lid 1 lmc 0']
+        for p, (peer, pp, desc) in enumerate(ports, 1):
+            lines.append(f'[{p}]\t"{peer}"[{pp}]\t\t# "{desc}" lid 2 4xNDR')
+        return "\n".join(lines) + "\n\n"
+
+    text = (sw("a1", "leaf-a", [("H-01", 1, "h1 mlx5_1"), ("H-02", 1, "h2 mlx5_0"), ("S-s1", 1, "s1"),
+                                ("S-s2", 1, "s2")])
+            + sw("a2", "leaf-b", [("H-03", 1, "h1 mlx5_0"), ("H-04", 1, "h2 mlx5_1"), ("S-s1", 2, "s1")]))
+    fab = parse_ibnetdiscover(text, "clos.out")
+    assert [s.name for s in fab.switches.values() if s.role == "level1"] == ["s1+1"]
+    # leaf-a: one cable to s1 and one to s2 = 100; leaf-b only to s1 = 50 (its cable to s2 is missing)
+    assert fab.switches["s1+1"].trunk_gbps == {"leaf-a": 100.0, "leaf-b": 50.0}
+    assert fab.leaves_of()["h1"] == ["leaf-b", "leaf-a"]  # mlx5_0 is on leaf-b
+    G = build_cluster(ibnetdiscover=None, fabric=fab, gpus_per_node=2, gpu="h100")
+    assert G["h1/nic:nic0"]["switch:leaf-b"]["bandwidth"] == 50.0 and "switch:leaf-a" in G["h1/nic:nic1"]
+    assert forest_after_twins(G) and len(cluster_from_graph(G).hosts) == 2
 
 
 def test_malformed():

@@ -22,18 +22,22 @@ What rankmap makes of it (physical capacities, DESIGN §2):
   EDR 25, HDR 50, NDR 100, XDR 200 Gb/s per lane of data);
 * **hosts**: a ``Ca`` whose description is ``"<host> <hca>"`` (the default ``nodedesc`` of
   rdma-core: host name, then the device, e.g. ``node101 mlx5_5``) belongs to ``<host>``; a
-  Ca still reporting the vendor default (``MT4129 ConnectX7 Mellanox Technologies``) or a
-  SHARP ``Aggregation Node`` names no host and is left out (with a warning);
+  Ca still reporting the vendor default (``MT4129 ConnectX7 Mellanox Technologies``), a
+  machine calling itself ``localhost`` or a SHARP ``Aggregation Node`` names no host and is
+  left out (with a warning);
 * **switches**: named by the description's system name (``MF0;leaf-04-04:MQM9701/U1`` ->
   ``leaf-04-04``), else the description, else the id;
 * **levels**: switches with hosts are leaves (level 0); every other switch's level is its
   hop distance from the nearest leaf; a cable between levels d and d+1 is an uplink of the
-  level-d switch; all cables between the same two switches are summed into one trunk
-  (``Switch.trunk_gbps``: a leaf with 2 NDR cables to each of 8 spines has 8 trunks of
-  2 x 50 = 100 GB/s; the fabric model merges the 8 spines, ECMP twins, into one of 800).
-  Cables between switches of one level are ignored (with a warning: not a tree);
+  level-d switch.  Switches of one level above the leaves that share a switch below them
+  are one logical switch (ECMP over the spines of a Clos, even when a few cables are
+  missing: ``spine-02+7`` for 8 spines), and all cables between two (logical) switches are
+  summed into one trunk (``Switch.trunk_gbps``: a leaf with 2 NDR cables to each of 8
+  spines has one 8 x 2 x 50 = 800 GB/s trunk).  Cables between switches of one level are
+  ignored (with a warning: not a tree);
 * a host's HCA ports cap its NIC links at their rate (``Switch.port_gbps``); a host on
-  several leaves (rails) spreads its NICs over them.
+  several leaves (rails) spreads its NICs over them, NIC i to the leaf of its i-th HCA in
+  device-name order (``mlx5_0``, ``mlx5_1``, ...; ``Fabric.host_homes``).
 
 Errors name the file and line.
 """
@@ -60,7 +64,7 @@ _HEADER = re.compile(r'^(Switch|Ca|Router)\s+([0-9]+)\s+"([^"]+)"\s*(?:#\s*"([^"
 _PORT = re.compile(r'^\[([0-9]+)\](?:\(([0-9a-fA-F]+)\))?\s+"([^"]+)"\[([0-9]+)\](?:\(([0-9a-fA-F]+)\))?\s*(?:#(.*))?$')
 _RATE = re.compile(r"\b([0-9]+)x([A-Z]+[0-9]*)\b")
 _KV = re.compile(r"^[a-z]+guid=|^vendid=|^devid=|^sysimgguid=|^[a-z]+=", re.I)
-_DEFAULT_DESC = re.compile(r"^MT[0-9]+\b|Mellanox Technologies|Aggregation Node", re.I)
+_DEFAULT_DESC = re.compile(r"^MT[0-9]+\b|Mellanox Technologies|Aggregation Node|^localhost(\.localdomain)?\b", re.I)
 
 
 #: InfiniBand link widths (lanes).
@@ -73,6 +77,11 @@ def link_gbps(token: str) -> float | None:
     if not m or m.group(2) not in LANE_GBPS or len(m.group(1)) > 2 or int(m.group(1)) not in WIDTHS:
         return None
     return int(m.group(1)) * LANE_GBPS[m.group(2)] / 8.0
+
+
+def _natural(text: str) -> tuple:
+    """Sort key: ``mlx5_2`` before ``mlx5_10``."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"([0-9]+)", text))
 
 
 def _switch_name(desc: str | None, ident: str) -> str:
@@ -140,6 +149,7 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
     fab = Fabric(kind="tree", source=source, format="ibnetdiscover")
     # hosts of the Cas
     host_of: dict[str, str] = {}
+    dev_of: dict[str, str] = {}
     nameless = 0
     for ident, kind in kind_of.items():
         if kind == "Switch":
@@ -152,6 +162,7 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
         if "/" in words[0]:
             raise InvalidArgumentError(f"{source}: host name {words[0]!r} (HCA {ident}) contains '/'", _FIELD)
         host_of[ident] = words[0]
+        dev_of[ident] = words[1] if len(words) > 1 else ""
     if nameless:
         fab.warnings.append(f"{source}: {nameless} HCAs report no host name (a vendor default description such as "
                             "'MT4129 ConnectX7 Mellanox Technologies', or a SHARP aggregation node); left out")
@@ -167,6 +178,7 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
         names[ident] = nm
     # host ports and switch trunks
     host_ports: dict[str, dict[str, float]] = {}  # switch id -> host -> GB/s (largest HCA link)
+    host_devs: dict[str, list[tuple[str, str]]] = {}  # host -> [(switch id, HCA device name)]
     trunks: dict[tuple[str, str], float] = {}
     for key, (gbps, ln) in links.items():
         (a, _), (b, _) = sorted(key) if len(key) == 2 else (next(iter(key)), next(iter(key)))
@@ -182,6 +194,7 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
         hp = host_ports.setdefault(sw, {})
         hp[host_of[ca]] = max(hp.get(host_of[ca], 0.0), gbps)
         fab.host_links[host_of[ca]] = fab.host_links.get(host_of[ca], 0) + 1
+        host_devs.setdefault(host_of[ca], []).append((sw, dev_of.get(ca, "")))
     if not host_ports:
         raise InvalidArgumentError(f"{source}: no HCA with a host name is linked to a switch", _FIELD)
     # levels: hop distance from the leaves
@@ -199,25 +212,76 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Fabric:
                     level[t] = level[s] + 1
                     nxt.append(t)
         frontier = nxt
-    switches: dict[str, Switch] = {}
     order = {s: i for i, s in enumerate(kind_of)}
-    for ident in sorted(level, key=lambda s: (level[s], order[s])):
-        switches[names[ident]] = Switch(name=names[ident], role=f"level{level[ident]}")
-    for sw, hp in host_ports.items():
-        s = switches[names[sw]]
-        s.nodes = list(hp)
-        s.port_gbps = dict(hp)
+    # ECMP groups, level by level: switches of level L that share a child (group) of level L - 1
+    # are one logical switch (the spines of a Clos, even with a few cables missing), so the
+    # switch forest stays a tree with summed uplinks (DESIGN §2)
+    group_of: dict[str, str] = {s: s for s in level if level[s] == 0}
+    up: dict[str, set[str]] = {}
     flat = 0
-    for (a, b), gbps in trunks.items():
+    for a, b in trunks:
         if a not in level or b not in level:
             continue
         if level[a] == level[b]:
             flat += 1
             continue
         child, parent = (a, b) if level[a] < level[b] else (b, a)
-        ps = switches[names[parent]]
-        ps.switches.append(names[child])
-        ps.trunk_gbps[names[child]] = gbps
+        up.setdefault(child, set()).add(parent)
+    top = max(level.values())
+    for lvl in range(1, top + 1):
+        parent_uf = {s: s for s in level if level[s] == lvl}
+
+        def find(x: str) -> str:
+            while parent_uf[x] != x:
+                parent_uf[x] = parent_uf[parent_uf[x]]
+                x = parent_uf[x]
+            return x
+
+        below: dict[str, set[str]] = {}
+        for c, ps in up.items():
+            if level[c] == lvl - 1:
+                below.setdefault(group_of[c], set()).update(ps)
+        for ps in below.values():
+            first, *rest = sorted(ps, key=order.get)
+            for q in rest:
+                ra, rb = find(first), find(q)
+                if ra != rb:
+                    parent_uf[max(ra, rb, key=order.get)] = min(ra, rb, key=order.get)
+        for sw in parent_uf:
+            group_of[sw] = find(sw)
+    members: dict[str, list[str]] = {}
+    for sw in sorted(group_of, key=order.get):
+        members.setdefault(group_of[sw], []).append(sw)
+    gname: dict[str, str] = {}
+    for rep, ms in members.items():
+        if len(ms) == 1:
+            gname[rep] = names[rep]
+        else:
+            by_name = sorted((names[m] for m in ms), key=_natural)
+            gname[rep] = f"{by_name[0]}+{len(ms) - 1}"
+            fab.warnings.append(
+                f"{source}: {len(ms)} level-{level[rep]} switches ({by_name[0]} ... {by_name[-1]}) share the "
+                f"switches below them (ECMP): one switch {gname[rep]!r} with their cables summed")
+    switches: dict[str, Switch] = {}
+    for rep in sorted(members, key=lambda r: (level[r], order[r])):
+        switches[gname[rep]] = Switch(name=gname[rep], role=f"level{level[rep]}")
+    for sw, hp in host_ports.items():
+        s = switches[gname[group_of[sw]]]
+        s.nodes = list(hp)
+        s.port_gbps = dict(hp)
+    for (a, b), gbps in trunks.items():
+        if a not in level or b not in level or level[a] == level[b]:
+            continue
+        child, parent = (a, b) if level[a] < level[b] else (b, a)
+        cg, pg = gname[group_of[child]], gname[group_of[parent]]
+        ps = switches[pg]
+        if cg not in ps.trunk_gbps:
+            ps.switches.append(cg)
+        ps.trunk_gbps[cg] = ps.trunk_gbps.get(cg, 0.0) + gbps
+    # each host's leaves in the order of its HCAs (mlx5_0, mlx5_1, ... : NIC i -> the i-th)
+    for h, devs in host_devs.items():
+        ordered = sorted(devs, key=lambda sd: _natural(sd[1]))
+        fab.host_homes[h] = list(dict.fromkeys(gname[group_of[sw]] for sw, _ in ordered))
     if flat:
         fab.warnings.append(f"{source}: {flat} switch-to-switch trunks join switches of the same level; ignored "
                             "(the fabric model needs a tree)")

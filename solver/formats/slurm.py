@@ -73,7 +73,8 @@ class Fabric:
     :mod:`.nvlink`), ``host_gpus`` (host -> GPU count, e.g. a node's ``nvidia.com/gpu``
     capacity), ``host_products`` (host -> GPU product name) and ``node_labels`` (Kubernetes node
     -> its labels, for Volcano selectors), ``host_links`` (host -> network ports the file shows,
-    e.g. HCA cables in ``ibnetdiscover``); ``format`` names the reader.
+    e.g. HCA cables in ``ibnetdiscover``), ``host_homes`` (host -> its switches in NIC order);
+    ``format`` names the reader.
     """
 
     kind: str
@@ -89,6 +90,7 @@ class Fabric:
     format: str = "slurm"
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     host_links: dict[str, int] = field(default_factory=dict)
+    host_homes: dict[str, list[str]] = field(default_factory=dict)
 
     def host_set(self) -> set[str]:
         return set(self.hosts)
@@ -102,11 +104,15 @@ class Fabric:
         return out
 
     def leaves_of(self) -> dict[str, list[str]]:
-        """Host -> the switches (blocks, rings) it is directly attached to."""
+        """Host -> the switches (blocks, rings) it is directly attached to: in file order, or in
+        the order ``host_homes`` gives (its NICs are spread over them in that order)."""
         out: dict[str, list[str]] = {}
         for s in self.switches.values():
             for n in s.nodes:
                 out.setdefault(n, []).append(s.name)
+        for h, homes in self.host_homes.items():
+            if h in out and sorted(homes) == sorted(out[h]):
+                out[h] = list(homes)
         return out
 
 
