@@ -406,11 +406,22 @@ def solve_request_from_config(
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` carrying exactly the arguments of ``solve(graph, cfg, traffic, options)``.
 
-    ``traffic`` travels as explicit bytes (classes not given are 0, as in
+    A :class:`~rankmap.solver.traffic.Traffic` derived from a model travels as
+    that model (every field) plus the classes given explicitly on top, so the
+    server derives the same payloads *and shapes* (sequence-parallel
+    all-gathers, ring attention, the interleaved pipeline's wrap...); other
+    traffic travels as explicit bytes (classes not given are 0, as in
     ``solve``); ``None`` asks for the default model.  ``cfg.order`` is not sent
     (the search starts from the default order whatever it is).
     """
     options = options or SolveOptions()
+    model = getattr(traffic, "model", None)
+    if model is not None:
+        explicit = dict(getattr(traffic, "explicit", {}) or {})
+        wire_traffic, wire_model = (explicit or None), model
+    else:
+        wire_traffic = None if traffic is None else {k: float(v) for k, v in traffic.items()}
+        wire_model = None
     return solve_request(
         graph,
         world_size=cfg.world_size,
@@ -421,7 +432,8 @@ def solve_request_from_config(
         pp=cfg.pp,
         num_distributed_optimizer_instances=cfg.num_distributed_optimizer_instances,
         hierarchical_context_parallel_sizes=cfg.hierarchical_context_parallel_sizes or None,
-        traffic=None if traffic is None else {k: float(v) for k, v in traffic.items()},
+        traffic=wire_traffic,
+        model=wire_model,
         mode=options.mode,
         orders=options.orders,
         constraints=options.constraints,

@@ -385,3 +385,26 @@ def test_grpc_traffic_megatron_args():
             assert res.classes["tp"].payload_bytes == traffic["tp"]
     finally:
         srv.stop(grace=None).wait(10)
+
+
+def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
+    """`rankmap solve --server` must send the model, not the bytes: with sequence parallelism
+    and an interleaved pipeline the shapes (all-gathers, the wrap flow) decide the times, and the
+    server must predict exactly what the in-process solve predicts."""
+    from rankmap.server.service import serve
+
+    args = SMALL_ARGS.replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2 "
+                              "--num-layers-per-virtual-pipeline-stage 4")
+    argv = ["solve", HGX2, "--megatron-args", args, "--time-limit", "10"]
+    assert main(argv) == 0
+    local = json.loads(capsys.readouterr().out)
+    srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
+    try:
+        assert main(argv + ["--server", srv.address]) == 0
+        remote = json.loads(capsys.readouterr().out)
+    finally:
+        srv.stop(grace=None).wait(10)
+    assert remote["cost"]["total_seconds"] == pytest.approx(local["cost"]["total_seconds"], rel=1e-12)
+    for c in ("tp", "pp", "dp"):
+        assert remote["cost"]["classes"][c]["bytes_per_rank"] == local["cost"]["classes"][c]["bytes_per_rank"]
+    assert remote["assignment"] == local["assignment"] and remote["order"] == local["order"]

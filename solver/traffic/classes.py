@@ -210,16 +210,25 @@ class Traffic(dict):
     :attr:`notes` the formula and source of each class.  A class without parts
     moves with its default shape (:data:`CLASS_KIND`).  Copying with
     ``dict(traffic)`` drops the parts: use :meth:`replace` or :func:`class_collectives`.
+
+    :attr:`model` is the :class:`~rankmap.solver.traffic.model.ModelSpec` the
+    payloads were derived from (None for explicit bytes) and :attr:`explicit`
+    the classes given as bytes on top of it: together they reproduce the
+    traffic elsewhere (the gRPC client sends them, not the bytes, so the server
+    derives the same shapes).
     """
 
     def __init__(self, payloads: Mapping[str, float] | Iterable = (),
                  collectives: Mapping[str, tuple[Collective, ...]] | None = None,
-                 notes: Mapping[str, tuple[str, str]] | None = None):
+                 notes: Mapping[str, tuple[str, str]] | None = None,
+                 model=None, explicit: Mapping[str, float] | None = None):
         super().__init__(payloads)
         self.collectives: dict[str, tuple[Collective, ...]] = {
             c: tuple(v) for c, v in (collectives or {}).items() if c in self
         }
         self.notes: dict[str, tuple[str, str]] = dict(notes or {})
+        self.model = model
+        self.explicit: dict[str, float] = {c: float(v) for c, v in (explicit or {}).items()}
 
     def replace(self, explicit: Mapping[str, float]) -> "Traffic":
         """A copy whose classes in ``explicit`` carry those bytes with their default shape."""
@@ -229,10 +238,13 @@ class Traffic(dict):
         notes = {c: v for c, v in self.notes.items() if c not in explicit}
         for c in explicit:
             notes[c] = ("given explicitly", "user input")
-        return Traffic(payloads, parts, notes)
+        return Traffic(payloads, parts, notes, self.model, {**self.explicit, **explicit})
 
     def scaled(self, factors: Mapping[str, float]) -> "Traffic":
-        """A copy with each class's payload (and parts) multiplied by ``factors[class]`` (default 1)."""
+        """A copy with each class's payload (and parts) multiplied by ``factors[class]`` (default 1).
+
+        The copy no longer derives from :attr:`model` (its ``model`` is None).
+        """
         payloads = {c: v * float(factors.get(c, 1.0)) for c, v in self.items()}
         parts = {
             c: tuple(Collective(p.kind, p.payload_bytes * float(factors.get(c, 1.0)), p.size, p.stride, p.wrap,
@@ -242,7 +254,7 @@ class Traffic(dict):
         return Traffic(payloads, parts, self.notes)
 
     def __reduce__(self):
-        return (Traffic, (dict(self), self.collectives, self.notes))
+        return (Traffic, (dict(self), self.collectives, self.notes, self.model, self.explicit))
 
 
 def class_collectives(traffic: Mapping[str, float], cls: str) -> tuple[Collective, ...]:

@@ -378,4 +378,4 @@ def traffic_from_model(model: ModelSpec, cfg) -> Traffic:
         if c in parts and class_group_size(c, cfg) > 1:
             payloads[c] = float(sum(p.payload_bytes for p in parts[c]))
             kept[c] = parts[c]
-    return Traffic(payloads, kept, {c: notes[c] for c in kept if c in notes})
+    return Traffic(payloads, kept, {c: notes[c] for c in kept if c in notes}, model=model)
