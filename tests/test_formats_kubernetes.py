@@ -151,6 +151,13 @@ def test_kubernetes_malformed(tmp_path):
         p.write_text(nodes_doc(("a", {}, 8)))
         build_cluster(kubernetes_nodes=p)
     assert build_cluster(kubernetes_nodes=p, gpu="a100").graph["gpu"] == "a100"
+    # a host topology of 8 GPUs on nodes that report 4: built with 8, said so
+    p = tmp_path / "four.json"
+    p.write_text(nodes_doc(("a", {}, 4), ("b", {}, 4)))
+    from test_formats import A100
+
+    G = build_cluster(A100, gpu="a100", kubernetes_nodes=p)
+    assert any("2 hosts (e.g. 'a': 4 GPUs) report a GPU count other than the 8" in w for w in G.graph["warnings"])
 
 
 def test_control_characters_are_one_line_errors():

@@ -392,6 +392,13 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     multi = fab is not None or len(hosts) > 1
     if multi and not template.nic_rates():
         template = _with_default_nic(template)
+    if fab is not None and fab.host_gpus:
+        odd = [h for h in hosts if fab.host_gpus.get(h, template.gpu_count) != template.gpu_count]
+        if odd:
+            fab.warnings.append(
+                f"{fab.source}: {len(odd)} hosts (e.g. {odd[0]!r}: {fab.host_gpus[odd[0]]} GPUs) report a GPU count "
+                f"other than the {template.gpu_count} of the host topology; every host is built with "
+                f"{template.gpu_count} (select the hosts with --nodelist)")
     if fab is not None and fab.host_links:
         nics = len(template.nic_rates())
         short = [h for h in hosts if 0 < fab.host_links.get(h, nics) < nics]
