@@ -479,7 +479,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     apply_megatron_sizes(args)
     graph = _load_cluster(args)
     assignment, file_order = _read_assignment(args.assignment)
-    order = args.order if args.order is not None else (file_order or "tp-cp-ep-dp-pp")
+    from rankmap.cli_traffic import megatron_from_args
+
+    meg = megatron_from_args(args)
+    order = args.order if args.order is not None else (file_order or (meg.order if meg else "tp-cp-ep-dp-pp"))
     if args.world_size is None:
         gpus = sum(1 for _, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu")
         if len(assignment) != gpus:

@@ -159,6 +159,13 @@ def apply_megatron_sizes(args: argparse.Namespace) -> None:
     sizes = megatron_sizes(meg, {k: getattr(args, k, None) for k in SIZE_KEYS}, conflict)
     for key, value in sizes.items():
         setattr(args, key, value)
+    # --use-tp-pp-dp-mapping: Megatron builds its groups in that order, so search it unless told otherwise
+    if meg.order != "tp-cp-ep-dp-pp" and hasattr(args, "orders") and args.orders is None:
+        args.orders = meg.order
+    if not getattr(args, "_megatron_warned", False):
+        args._megatron_warned = True
+        for hint in meg.suggestions():
+            print(f"rankmap: warning: Megatron argument {hint} is not read", file=sys.stderr)
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:

@@ -148,8 +148,10 @@ def test_megatron_num_layers_per_virtual_stage_uses_the_pp_size():
                               "--num-layers-per-virtual-pipeline-stage 5")
     assert meg.model_for(8, 4).virtual_pipeline_model_parallel_size == 4
     assert meg.model_for(8, 2).virtual_pipeline_model_parallel_size == 8
-    with pytest.raises(InvalidArgumentError, match="does not divide"):
+    with pytest.raises(InvalidArgumentError, match="80 is not divisible by the pipeline size 3"):
         meg.model_for(8, 3)
+    with pytest.raises(InvalidArgumentError, match="does not divide"):
+        meg.model_for(8, 20)  # 80 / 20 = 4 layers per stage: not a multiple of 5
 
 
 def test_context_parallel_p2p_ring_attention():
@@ -309,8 +311,28 @@ def test_megatron_args_malformed_values_name_the_flag():
         parse_megatron_args(base + " --micro-batch-size two")
     with pytest.raises(InvalidArgumentError, match="--cp-comm-type"):
         parse_megatron_args(base + " --cp-comm-type ring")
-    with pytest.raises(InvalidArgumentError, match="--num-layers is given twice"):
-        parse_megatron_args(base + " --num-layers 9")
+    # given twice: the last value wins, as Megatron-LM's argparse does
+    assert parse_megatron_args(base + " --num-layers 9").model.num_layers == 9
+    # num_layers must divide by pp (Megatron-LM asserts it) unless the split is uneven
+    with pytest.raises(InvalidArgumentError, match="--num-layers 9 is not divisible by the pipeline size 2"):
+        parse_megatron_args(base + " --num-layers 9").model_for(1, 2)
+    uneven = parse_megatron_args(base + " --num-layers 9 --decoder-first-pipeline-num-layers 4")
+    assert uneven.model_for(1, 2).num_layers == 9
+
+
+def test_megatron_tp_pp_dp_mapping_sets_the_order_and_misspellings_warn(capsys):
+    """--use-tp-pp-dp-mapping: Megatron-LM builds its groups in order tp-cp-ep-pp-dp
+    (megatron/training/initialize.py), so that is the order rankmap searches and reports;
+    a misspelt flag that rankmap would read is named on stderr."""
+    meg = parse_megatron_args(SMALL_ARGS + " --use-tp-pp-dp-mapping")
+    assert meg.order == "tp-cp-ep-pp-dp"
+    assert main(["solve", HGX2, "--megatron-args", SMALL_ARGS + " --use-tp-pp-dp-mapping --sequence-paralel",
+                 "--time-limit", "5"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    # the order searched is Megatron's; the baseline (default order) stays a candidate (DESIGN §5)
+    assert doc["orders_searched"] == ["tp-cp-ep-pp-dp"]
+    assert "--sequence-paralel (did you mean --sequence-parallel?)" in err
     with pytest.raises(InvalidArgumentError, match="--seq-length"):
         parse_megatron_args("--num-layers 8 --hidden-size 512 --num-attention-heads 8")
 

@@ -140,7 +140,15 @@ MEGATRON_FLAGS: dict[str, tuple[str, Any]] = {
     "--qk-head-dim": ("qk_head_dim", _int),
     "--qk-pos-emb-head-dim": ("qk_pos_emb_head_dim", _int),
     "--v-head-dim": ("v_head_dim", _int),
+    # the rank order Megatron-LM builds its groups in (megatron/training/initialize.py:
+    # order = "tp-cp-ep-pp-dp" if use_tp_pp_dp_mapping else "tp-cp-ep-dp-pp")
+    "--use-tp-pp-dp-mapping": ("_tp_pp_dp", None),
 }
+
+#: Megatron-LM flags that make the pipeline split uneven (then num_layers need not divide by pp).
+_UNEVEN_PIPELINE_FLAGS = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                          "--pipeline-model-parallel-layout", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split")
 
 _REQUIRED = ("--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length")
 _LIST_FLAGS = {"--hierarchical-context-parallel-sizes"}
@@ -168,6 +176,11 @@ class MegatronArgs:
         ``--num-layers-per-virtual-pipeline-stage``.
     text : str
         The argument string as given.
+    order : str
+        The rank order Megatron-LM builds its groups in: ``tp-cp-ep-pp-dp``
+        with ``--use-tp-pp-dp-mapping``, else the default ``tp-cp-ep-dp-pp``.
+    uneven_pipeline : bool
+        A flag splits the pipeline stages unevenly (num_layers need not divide by pp).
     """
 
     model: ModelSpec
@@ -177,6 +190,20 @@ class MegatronArgs:
     divisible_by: int = 128
     layers_per_vp_stage: int | None = None
     text: str = ""
+    order: str = "tp-cp-ep-dp-pp"
+    uneven_pipeline: bool = False
+
+    def suggestions(self) -> list[str]:
+        """``"--flag (did you mean --known-flag?)"`` for each ignored flag close to one rankmap reads
+        (``difflib`` ratio >= 0.85): a misspelt flag that would change the bytes."""
+        import difflib
+
+        out = []
+        for flag in self.ignored:
+            close = difflib.get_close_matches(flag, list(MEGATRON_FLAGS), n=1, cutoff=0.85)
+            if close and close[0] != flag:
+                out.append(f"{flag} (did you mean {close[0]}?)")
+        return out
 
     def sizes_with_defaults(self) -> dict[str, int]:
         """``tp pp cp ep etp`` with Megatron's defaults (1; etp = tp)."""
@@ -203,6 +230,12 @@ class MegatronArgs:
 
         div = self.divisible_by * int(tp)
         changes: dict[str, Any] = {"vocab_size": -(-self.vocab_size // div) * div}
+        L = self.model.num_layers
+        if L % pp and not self.uneven_pipeline:
+            raise InvalidArgumentError(
+                f"--num-layers {L} is not divisible by the pipeline size {pp} (Megatron-LM asserts it unless "
+                f"--decoder-first/last-pipeline-num-layers split the stages unevenly)", _FIELD,
+            )
         lpvs = self.layers_per_vp_stage
         if lpvs is not None:
             L = self.model.num_layers
@@ -241,7 +274,8 @@ def parse_megatron_args(text: str, name: str = "megatron-args") -> MegatronArgs:
     Raises
     ------
     InvalidArgumentError
-        For a malformed value of a known flag (naming it), a flag given twice,
+        For a malformed value of a known flag (naming it) (a flag given twice
+        takes its last value, as Megatron-LM's argparse does),
         a missing required flag (``--num-layers``, ``--hidden-size``,
         ``--num-attention-heads``, ``--seq-length``) or an invalid model; the
         field is ``megatron_args`` or ``model.<field>``.
@@ -266,8 +300,7 @@ def parse_megatron_args(text: str, name: str = "megatron-args") -> MegatronArgs:
                     i += 1
             continue
         key, parse = spec
-        if key in values:
-            raise InvalidArgumentError(f"Megatron argument {flag} is given twice", _FIELD)
+        # given twice: the last value wins, as with Megatron-LM's argparse (appending overrides is common)
         if parse is None:
             if eq:
                 raise InvalidArgumentError(f"Megatron argument {flag} takes no value, got {inline!r}", _FIELD)
@@ -296,7 +329,10 @@ def parse_megatron_args(text: str, name: str = "megatron-args") -> MegatronArgs:
         )
     import dataclasses
 
-    return dataclasses.replace(_build(values, tuple(dict.fromkeys(ignored)), name), text=text)
+    order = "tp-cp-ep-pp-dp" if values.pop("_tp_pp_dp", False) else "tp-cp-ep-dp-pp"
+    uneven = any(f in ignored for f in _UNEVEN_PIPELINE_FLAGS)
+    return dataclasses.replace(_build(values, tuple(dict.fromkeys(ignored)), name), text=text, order=order,
+                               uneven_pipeline=uneven)
 
 
 def _build(values: dict[str, Any], ignored: tuple, name: str) -> MegatronArgs:
