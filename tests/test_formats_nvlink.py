@@ -59,6 +59,9 @@ def test_nccl_xml_sm100_arm_is_gb200():
     g = parse_nccl_xml(arm, source="arm.xml")
     assert g.gpu == "gb200" and any("GB200 (Grace Blackwell) assumed" in w for w in g.warnings)
     assert parse_nccl_xml(arm, gpu="b200", source="arm.xml").gpu == "b200"  # --gpu wins
+    assert parse_nccl_xml(arm.replace('sm="100"', 'sm="103"'), source="arm.xml").gpu == "gb300"
+    g3 = resolve_generation("gb300")
+    assert g3.name == "gb300" and g3.nvlink_domain and g3.nic == 100.0 and resolve_generation("b300").name == "b300"
 
 
 def test_slurm_blocks_are_nvlink_domains_gb200():

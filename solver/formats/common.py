@@ -278,8 +278,14 @@ _gen(["gb200", "graceblackwell"], nvlink=_NV5, links=18, topology="nvswitch", pc
      note="GB200: NVLink 5, 18 links x 100 GB/s bidir = 900 GB/s per GPU per direction to the rack's NVLink "
           "switches (src 3); NVL72 = 18 trays x 4 GPUs in one NVLink domain; Grace Arm (ARM_BW 6); "
           "ConnectX-7 NDR 50 GB/s per GPU")
-_gen(["b300", "gb300", "sm103"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=6, sys=40.0, nic=_XDR,
+_gen(["b300", "sm103"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=6, sys=40.0, nic=_XDR,
      note="NVLink 5: 18 links x 100 GB/s bidir (src 3); PCIe Gen6 (~121 GB/s x16, src 15,16); XDR 800 Gb/s (src 12)")
+# GB300 NVL72: as GB200 (Grace Arm CPUs, 4 GPUs per tray, one NVLink domain per rack at 18 x 50 =
+# 900 GB/s per GPU per direction [bw §1, src 3]) with Blackwell Ultra GPUs, PCIe Gen6 and a
+# ConnectX-8 XDR 800 Gb/s = 100 GB/s NIC per GPU [bw §3, src 12].
+_gen(["gb300"], nvlink=_NV5, links=18, topology="nvswitch", pcie_gen=6, sys=6.0, nic=_XDR, nvlink_domain=True,
+     note="GB300: NVLink 5, 18 links x 100 GB/s bidir = 900 GB/s per GPU per direction to the rack's NVLink switches "
+          "(src 3); NVL72 racks; Grace Arm (ARM_BW 6); PCIe Gen6; ConnectX-8 XDR 800 Gb/s (src 12)")
 _gen(["ada", "l40", "l40s", "l4", "rtx4090", "rtx6000ada", "sm89"], nvlink=0.0, links=0, topology="pcie",
      pcie_gen=4, sys=10.0, nic=_EDR, note="Ada: no NVLink; PCIe Gen4; SKL_QPI_BW 10; 100 Gb/s NIC")
 _gen(["generic", "unknown"], nvlink=_NV2_3_4, links=0, topology="pcie", pcie_gen=4, sys=10.0, nic=_EDR,

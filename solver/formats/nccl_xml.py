@@ -108,14 +108,16 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
         gen = generation_from_sm(sms[0])
         if gen is None:
             warnings.append(f"unknown sm={sms[0]!r}; NVLink rate of an unknown GPU assumed")
-        elif gen.name == "b200":  # sm 100 is B200 or GB200: Grace is the Arm CPU of a GB200 superchip
+        elif gen.name in ("b200", "b300"):  # B200/GB200 (sm 100), B300/GB300 (sm 103): Grace is the Arm CPU
+            grace = "g" + gen.name
             arm = any(str(c.get("arch", "")).lower() in ("arm64", "aarch64") for c in root.iter("cpu"))
             if arm:
-                gen = GENERATIONS["gb200"]
-                warnings.append("sm=100 GPUs with an Arm CPU: GB200 (Grace Blackwell) assumed; give --gpu to override")
+                gen = GENERATIONS[grace]
+                warnings.append(f"sm={sms[0]} GPUs with an Arm CPU: {grace.upper()} (Grace Blackwell) assumed; give "
+                                "--gpu to override")
             else:
-                warnings.append("sm=100 GPUs with an x86 CPU: B200 assumed (a GB200 has Arm Grace CPUs); give --gpu "
-                                "to override")
+                warnings.append(f"sm={sms[0]} GPUs with an x86 CPU: {gen.name.upper()} assumed (a {grace.upper()} has "
+                                "Arm Grace CPUs); give --gpu to override")
     rates = default_rates(gen, overrides)
     pcie_fixed = overrides.get("pcie")
 
