@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from .slurm import Fabric, read_fabric
 
-__all__ = ["read_network", "NETWORK_SOURCES"]
+__all__ = ["read_network", "merge_inventory", "NETWORK_SOURCES"]
 
 #: Argument name -> flag name, for messages.
 NETWORK_SOURCES = {
