@@ -417,7 +417,11 @@ def solve_from_args(args: argparse.Namespace):
         cluster_from_graph(graph)
         with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
                            token_file=getattr(args, "token_file", None)) as client:
-            return client.solve_config(graph, cfg, traffic, options)
+            result = client.solve_config(graph, cfg, traffic, options)
+        import dataclasses
+
+        # the same bytes, with the model they came from (the JSON's traffic_model, for evaluate)
+        return dataclasses.replace(result, traffic=traffic)
     from rankmap.progress import SolveProgress, progress_enabled
     from rankmap.solver import solve
 
@@ -443,9 +447,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_assignment(path: str) -> tuple[list[str], str | None]:
+def _read_assignment(path: str) -> tuple[list[str], str | None, dict]:
     """An assignment file: JSON list, a ``rankmap solve`` JSON result (its ``assignment``
-    and ``order``), or one GPU id per line.  Returns (assignment, order or None)."""
+    and ``order``), or one GPU id per line.  Returns (assignment, order or None, the
+    result document or ``{}``)."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -457,16 +462,55 @@ def _read_assignment(path: str) -> tuple[list[str], str | None]:
     stripped = text.strip()
     if stripped.startswith(("[", "{")):
         doc = load_json(stripped, f"assignment file {path}", "assignment")  # depth, size, duplicate keys
+        result: dict = {}
         if isinstance(doc, dict):
+            result = doc
             order = doc.get("order") if isinstance(doc.get("order"), str) else None
             doc = doc.get("assignment")
         if not isinstance(doc, list):
             raise InvalidArgumentError(f"assignment file {path}: expected a list of GPU ids", "assignment")
-        return [str(x) for x in doc], order
+        return [str(x) for x in doc], order, result
     lines = [line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")]
     if not lines:
         raise InvalidArgumentError(f"assignment file {path} is empty", "assignment")
-    return lines, order
+    return lines, order, {}
+
+
+def _sizes_from_result(args: argparse.Namespace, result: dict, path: str) -> None:
+    """Size flags left unset take the result document's sizes; a flag that disagrees is an error
+    naming both (evaluating a layout with other sizes than it was solved for is a different job)."""
+    sizes = result.get("sizes")
+    if not isinstance(sizes, dict):
+        return
+    for key in ("tp", "cp", "ep", "etp", "pp"):
+        value = sizes.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        given = getattr(args, key, None)
+        if given is None:
+            setattr(args, key, value)
+        elif int(given) != value:
+            raise InvalidArgumentError(
+                f"--{key} {given} disagrees with {key} {value} in {path} (the sizes it was solved for)", key)
+
+
+def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str):
+    """The result document's traffic (its model and explicit classes, else its bytes), or None when
+    the command line gives traffic flags or the document has none."""
+    from rankmap.cli_traffic import _model_flags_given
+    from rankmap.solver.job import resolve_traffic
+    from rankmap.solver.traffic import model_from_mapping, traffic_from_mapping
+
+    if getattr(args, "traffic", None) is not None or _model_flags_given(args) or getattr(args, "_model_spec", None):
+        return None
+    model = result.get("traffic_model")
+    explicit = result.get("traffic_explicit") or None
+    if isinstance(model, dict):
+        spec = model_from_mapping(model, source=f"{path} traffic_model")
+        return resolve_traffic(cfg, traffic_from_mapping(explicit) if explicit else None, model=spec)
+    if isinstance(result.get("traffic_bytes"), dict):
+        return resolve_traffic(cfg, traffic_from_mapping(result["traffic_bytes"]))
+    return None
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -478,7 +522,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     exposure = exposure_from_value(args.exposure)
     apply_megatron_sizes(args)
     graph = _load_cluster(args)
-    assignment, file_order = _read_assignment(args.assignment)
+    assignment, file_order, result = _read_assignment(args.assignment)
+    _sizes_from_result(args, result, args.assignment)
     from rankmap.cli_traffic import megatron_from_args
 
     meg = megatron_from_args(args)
@@ -501,7 +546,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                 exc.field,
             ) from None
         raise
-    traffic = _traffic(args, cfg)
+    traffic = _traffic_from_result(args, result, cfg, args.assignment)
+    if traffic is None:
+        traffic = _traffic(args, cfg)
     cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
            "cost": cost.to_dict()}

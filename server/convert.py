@@ -304,7 +304,7 @@ def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool
         model = _model_from_proto(msg.model)
     out = resolve_traffic(cfg, explicit, model=model, megatron=meg, overrides=over, fill=False)
     order = _class_order(out)
-    return Traffic({c: float(out[c]) for c in order}, out.collectives, out.notes)
+    return Traffic({c: float(out[c]) for c in order}, out.collectives, out.notes, out.model, out.explicit)
 
 
 def _sizes_with_megatron(sizes: "pb.ParallelSizes", traffic: "pb.Traffic", has_traffic: bool) -> "pb.ParallelSizes":
@@ -566,6 +566,11 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
         )
     for k, v in result.traffic.items():
         out.traffic_bytes[k] = float(v)
+    model = getattr(result.traffic, "model", None)
+    if model is not None:
+        out.traffic_model.CopyFrom(_model_to_proto(model))
+        for k, v in (getattr(result.traffic, "explicit", None) or {}).items():
+            out.traffic_explicit[k] = float(v)
     apply_to_proto(result.apply or {}, out.apply)
     if not omit_groups:
         groups_to_proto(result.groups, out.groups)
@@ -574,8 +579,12 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
 
 def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
     """The :class:`SolveResult` of a ``SolveResponse``."""
+    from rankmap.solver.traffic import Traffic
+
     cfg = config_from_resolved(msg.config)
     traffic = dict(msg.traffic_bytes)
+    model = _model_from_proto(msg.traffic_model) if msg.HasField("traffic_model") else None
+    explicit = {k: float(msg.traffic_explicit[k]) for k in _class_order(msg.traffic_explicit)}
     return SolveResult(
         config=cfg,
         layout=Layout(order=msg.order, assignment=tuple(msg.assignment), cost=cost_from_proto(msg.cost)),
@@ -593,7 +602,7 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         bound_seconds=float(msg.bound_seconds),
         solve_seconds=float(msg.solve_seconds),
         groups=groups_from_proto(msg.groups),
-        traffic={k: float(traffic[k]) for k in _class_order(traffic)},
+        traffic=Traffic({k: float(traffic[k]) for k in _class_order(traffic)}, model=model, explicit=explicit),
         apply=apply_from_proto(msg.apply),
         mode=MODE_FROM_PROTO.get(msg.mode, "launcher"),
         orders_searched=tuple(msg.orders_searched),

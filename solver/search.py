@@ -90,7 +90,7 @@ _REL_TOL = 1e-9
 SEARCH_FRACTION = 0.95
 #: Free mode on equal hosts: the share of the time limit sizing the free-layout search that follows the
 #: launcher-mode search (whose budgets are those of a launcher solve).
-FREE_AFTER_LAUNCHER_SHARE = 0.35
+FREE_AFTER_LAUNCHER_SHARE = 0.25
 
 
 def solve(
@@ -222,24 +222,29 @@ def solve(
         proved = not deadline.stopped  # every layout of every order was scored
     else:
         args = (cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report)
+        any_opts = options
         if options.mode == "free" and np.unique(cluster.gpus_per_host).size == 1:
             # every launcher layout is a free layout: free mode first runs the launcher-mode search
             # (same budgets, so the same answer), then searches free layouts from all its candidates
+            # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
+            free_first = _free_partitions(cluster, orders, surrogate, options, constraints, deadline, score)
             lopts = replace(options, mode="launcher")
             found, reached = _search(*args, candidates, lopts, True)
             candidates += found
             candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, lopts, True, constraints,
                                          baseline_dev, deadline, score,
                                          search_lower_bound(cluster, orders, traffic, exposure, "launcher"))
-            found, _r = _search(*args, candidates, replace(
-                options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE), False,
-                proposals=W <= EXACT_MAX_DEVICES)  # above that, the other free proposals are the launcher ones
+            candidates += free_first
+            fopts = replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE)
+            # above 16 GPUs the other free proposals are the launcher ones
+            found, _r = _search(*args, candidates, fopts, False, proposals=W <= EXACT_MAX_DEVICES)
             candidates += found
+            any_opts = fopts  # the free anytime phase below: budget from the free share too
         else:
             found, reached = _search(*args, candidates, options, launcher)
             candidates += found
-    if options.mode != "fixed" and W > EXHAUSTIVE_MAX_DEVICES:
-        candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, options, launcher,
+    if options.mode != "fixed" and W > EXHAUSTIVE_MAX_DEVICES and not deadline.stopped:  # after the search
+        candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, any_opts, launcher,
                                      constraints, baseline_dev, deadline, score, bound)
     report("search", candidates)
 
@@ -373,19 +378,33 @@ def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline
     return out, reached
 
 
+def _free_partitions(cluster, orders, surrogate, options, constraints, deadline, score) -> list[Candidate]:
+    """Free-mode tree-partition layouts (:mod:`.partition`) of every order, scored (skipped past the deadline)."""
+    out = []
+    for idx, ocfg in enumerate(orders):
+        if deadline.check():
+            break
+        groups = megatron_groups(ocfg)
+        lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed)
+        if lay is not None and satisfies(cluster, ocfg, groups, lay, constraints):
+            out.append(Candidate(ocfg, lay, score(ocfg, lay, groups), idx))
+    return out
+
+
 def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints, baseline_dev, time_limit, deadline,
                surrogate_models=True):
     """Layouts proposed by the surrogate models for one order (device per rank arrays).
 
     ``time_limit``: deterministic budget of the order's models, seconds;
     ``deadline``: the solve's wall-clock stop (models not started by then are skipped).
-    Free mode adds the recursive tree partition (:mod:`.partition`); without
-    ``surrogate_models`` only that one is made.
+    Free mode on uneven hosts adds the recursive tree partition (:mod:`.partition`;
+    on equal hosts :func:`_free_partitions` makes it first); without
+    ``surrogate_models`` only the baseline (and that partition) is returned.
     """
     W = ocfg.world_size
     out = [baseline_dev]
     cancel = deadline.cancel
-    if not launcher and not deadline.check():
+    if not launcher and np.unique(cluster.gpus_per_host).size != 1 and not deadline.check():  # equal hosts: first
         lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed)
         if lay is not None:
             out.append(lay)
@@ -446,7 +465,8 @@ def _check_traffic(traffic: Mapping[str, float]) -> Traffic:
             raise InvalidArgumentError(f"traffic {k} = {v!r} must be finite and >= 0 bytes", f"traffic.{k}")
         out[k] = fv
     # keep each class's parts (shapes) when the traffic came from a model
-    return Traffic(out, getattr(traffic, "collectives", None), getattr(traffic, "notes", None))
+    return Traffic(out, getattr(traffic, "collectives", None), getattr(traffic, "notes", None),
+                   getattr(traffic, "model", None), getattr(traffic, "explicit", None))
 
 
 def _exclude(graph: nx.Graph, options: SolveOptions) -> nx.Graph:
@@ -502,7 +522,7 @@ def _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound,
         bound_seconds=float(bound),
         solve_seconds=time.perf_counter() - t0,
         groups=megatron_groups(best.cfg),
-        traffic=dict(traffic),
+        traffic=traffic,
         apply=apply_instructions(best.cfg, hosts, launcher),
         mode=options.mode,
         orders_searched=tuple(c.order for c in orders),

@@ -474,6 +474,13 @@ class SolveResult:
             "bound_seconds": self.bound_seconds,
             "solve_seconds": self.solve_seconds,
             "traffic_bytes": dict(self.traffic),
+            # what the traffic was derived from, so `rankmap evaluate --assignment` on this document
+            # reproduces the payloads and shapes (None for explicit bytes)
+            "traffic_model": (self.traffic.model.to_dict() if getattr(self.traffic, "model", None) is not None
+                              else None),
+            # classes given as bytes on top of traffic_model ({} without a model: traffic_bytes is all of it)
+            "traffic_explicit": (dict(getattr(self.traffic, "explicit", {}) or {})
+                                 if getattr(self.traffic, "model", None) is not None else {}),
             "orders_searched": list(self.orders_searched),
             "apply": dict(self.apply),
             "groups": {k: v.tolist() for k, v in self.groups.items()},

@@ -430,3 +430,21 @@ def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
     for c in ("tp", "pp", "dp"):
         assert remote["cost"]["classes"][c]["bytes_per_rank"] == local["cost"]["classes"][c]["bytes_per_rank"]
     assert remote["assignment"] == local["assignment"] and remote["order"] == local["order"]
+
+
+def test_evaluate_a_result_file_uses_its_sizes_and_traffic(capsys, tmp_path):
+    """`rankmap evaluate --assignment result.json` with no size or traffic flags evaluates the job
+    the result was solved for (its sizes, its model's payloads and shapes): the same predicted
+    time; a size flag that disagrees with the file is an error naming both."""
+    assert main(["solve", HGX2, "--megatron-args", SMALL_ARGS, "--time-limit", "5"]) == 0
+    result = tmp_path / "result.json"
+    result.write_text(capsys.readouterr().out)
+    doc = json.loads(result.read_text())
+    assert doc["traffic_model"]["sequence_parallel"] is True
+    assert main(["evaluate", HGX2, "--assignment", str(result)]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["sizes"]["tp"] == 4 and ev["sizes"]["pp"] == 2
+    assert ev["cost"]["total_seconds"] == pytest.approx(doc["cost"]["total_seconds"], rel=1e-12)
+    assert main(["evaluate", HGX2, "--assignment", str(result), "--tp", "8"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--tp 8 disagrees with tp 4 in" in err
