@@ -32,7 +32,7 @@ from .refine import LOCAL_SEARCH_MAX_RANKS, Candidate, eval_budget
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 
 #: Share of the time limit (nominal work, real-objective evaluations) of the anytime phase.
-ANYTIME_SHARE = 1 / 8
+ANYTIME_SHARE = 1 / 10
 #: At most this many extra partition seeds (then the descent takes the rest of the budget).
 ANYTIME_MAX_STARTS = 16
 _REL = 1e-9
