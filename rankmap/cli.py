@@ -24,10 +24,35 @@ class _UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are one line on stderr and exit status 2."""
+    """ArgumentParser whose errors are one line on stderr and exit status 2.
+
+    Abbreviated long options are refused (``--world`` is not ``--world-size``): job-file
+    keys are exact, and a script's flags must not change meaning when a flag is added.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        raise _UsageError(f"{self.prog}: error: {message}")
+        raise _UsageError(f"{self.prog}: error: {message}{self._did_you_mean(message)}")
+
+    def _did_you_mean(self, message: str) -> str:
+        """`` (did you mean --x?)`` for the first unrecognized option close to a known one."""
+        import difflib
+
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        known = set(self._option_string_actions)
+        for action in self._actions:  # the subcommands' options too
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    known |= set(sub._option_string_actions)
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.75)
+                return f" (did you mean {close[0]}?)" if close else ""
+        return ""
 
 
 def _ascii_int(text: str, signed: bool = False) -> int | None:

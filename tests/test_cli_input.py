@@ -402,3 +402,12 @@ def test_strict_int_and_float():
     for bad in ("1_0", "nan", "inf", "1e999", "٣", True, float("nan")):
         with pytest.raises(InvalidArgumentError):
             safe.strict_float(bad, "x")
+
+
+def test_abbreviated_and_misspelt_flags(capsys):
+    """Abbreviations are refused (a script's --world must not silently mean --world-size); a
+    misspelt flag gets the closest known one."""
+    err = bad_input(capsys, "groups", "--world", "16", needle="--world-size")
+    assert "required" in err or "unrecognized" in err
+    bad_input(capsys, "groups", "--world-size", "8", "--ppp", "2", needle="(did you mean --pp?)")
+    bad_input(capsys, "traffic", "--world-size", "8", "--seqlength", "4", needle="(did you mean --seq-length?)")
