@@ -159,18 +159,23 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
     W = cfg.world_size
     if options.mode == "launcher":
         gph = cluster.gpus_per_host
-        G = int(gph[0])
-        if np.unique(gph).size != 1:
-            raise InvalidArgumentError(
-                "launcher mode needs the same GPU count on every host to choose hosts; use mode free", "mode"
-            )
+        # torchrun --nproc-per-node G is one number: hosts with fewer usable GPUs (an excluded or
+        # failed GPU) sit the job out; G is the largest count
+        G = int(gph.max())
+        full = np.flatnonzero(gph == G)
         if W % G:
             raise InvalidArgumentError(
                 f"world_size {W} is not a multiple of the {G} GPUs per host: launcher mode runs whole hosts "
                 f"(torchrun --nproc-per-node {G}); use mode free or world_size {W // G * G or G}",
                 "world_size",
             )
+        if W // G > full.size:
+            raise InvalidArgumentError(
+                f"world_size {W} needs {W // G} hosts with {G} usable GPUs each; the cluster has {full.size} "
+                f"(hosts with fewer GPUs cannot run --nproc-per-node {G}); use mode free", "world_size",
+            )
         horder = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
+        horder = horder[np.isin(horder, full)]
         cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in host_candidates(cluster, W // G, horder)]
     else:
         dorder = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)

@@ -135,3 +135,21 @@ def test_bound_holds_for_every_host_subset(sizes, traffic):
     )
     assert res.bound_seconds <= best * (1 + 1e-9)
     assert res.layout.cost.total_seconds >= best * (1 - 1e-9)
+
+
+def test_launcher_mode_skips_a_host_with_an_excluded_gpu():
+    """One GPU of node1 excluded: torchrun runs the same --nproc-per-node 4 everywhere, so node1 sits
+    the job out and two full hosts under one leaf run it (43.33 ms as in the test above); 20 ranks
+    with GPUs excluded on two hosts need 5 full hosts where there are 4: an error saying so."""
+    g = _fragmented()
+    res = solve(g, parallel_config(8, tp=4), TRAFFIC,
+                SolveOptions(time_limit_seconds=4, exclude_devices=("node1/gpu3",)))
+    hosts = [h.host for h in res.hosts]
+    assert "node1" not in hosts and len(hosts) == 2
+    # the two hosts share a leaf (leaf 0: node3, node5; leaf 1: node2, node4, node6)
+    leaf0 = {"node3", "node5"}
+    assert set(hosts) <= leaf0 or not set(hosts) & leaf0
+    assert res.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
+    with pytest.raises(InvalidArgumentError, match="needs 5 hosts with 4 usable GPUs each; the cluster has 4"):
+        solve(g, parallel_config(20, tp=4), TRAFFIC,
+              SolveOptions(time_limit_seconds=2, exclude_devices=("node1/gpu3", "node2/gpu0")))
