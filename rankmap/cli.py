@@ -210,23 +210,48 @@ def groups_document(cfg) -> dict:
     }
 
 
+#: Width of ``rankmap groups --format table`` lines (characters), whatever the world size.
+TABLE_WIDTH = 160
+
+
 def _fmt_group(row, max_members: int = 32) -> str:
     """``[g0,g1,...]``; a group longer than ``max_members`` shows its head, tail and size."""
     if len(row) > max_members:
-        head = ",".join(f"g{int(r)}" for r in row[:16])
+        keep = max(1, min(16, max_members // 2))
+        head = ",".join(f"g{int(r)}" for r in row[:keep])
         tail = ",".join(f"g{int(r)}" for r in row[-2:])
         return f"[{head},...({len(row)} ranks)...,{tail}]"
     return "[" + ",".join(f"g{int(r)}" for r in row) + "]"
 
 
-def groups_table(cfg, max_rows: int = 32, max_groups: int = 32, placement=None) -> str:
-    """The seed article's pictures as text.
+def _fit(items: list[str], width: int, total: int | None = None, sep: str = " ") -> tuple[list[str], int]:
+    """The leading ``items`` whose joined length (plus a "... N more" note) fits ``width``.
+
+    ``total``: how many items there are in all (``items`` may be the first of them).
+    Returns (shown, hidden count).
+    """
+    total = len(items) if total is None else total
+    shown: list[str] = []
+    used = 0
+    for i, it in enumerate(items):
+        note = len(f" ... {total - i - 1} more") if i < total - 1 else 0
+        if shown and used + len(sep) + len(it) + note > width:
+            break
+        used += (len(sep) if shown else 0) + len(it)
+        shown.append(it)
+    return shown, total - len(shown)
+
+
+def groups_table(cfg, max_rows: int = 32, max_groups: int = 32, placement=None, width: int = TABLE_WIDTH) -> str:
+    """The seed article's pictures as text, at most ``width`` columns wide.
 
     A grid with one column per pipeline stage and one row per model replica
     (data- and context-parallel coordinates); each cell lists the GPUs of the
     tensor-parallel group holding that stage of that replica (``←TP→``).  Then
     every group family as one line of lists.  ``placement`` (optional) maps a
-    global rank to a device label shown after the rank.
+    global rank to a device label shown after the rank.  What does not fit
+    (replicas beyond ``max_rows``, stages, groups, long groups' middles) is
+    summarised ("... N more").
     """
     groups = megatron_groups(cfg)
     lines = [
@@ -248,29 +273,47 @@ def groups_table(cfg, max_rows: int = 32, max_groups: int = 32, placement=None) 
     def label(rank: int) -> str:
         return f"g{rank}" + (f"@{placement[rank]}" if placement is not None else "")
 
-    header = ["replica \\ stage"] + [f"PP stage {s}" for s in range(cfg.pp)]
-    rows = []
-    for r in range(min(n_rep, max_rows)):
-        dp_i, cp_i = divmod(r, cfg.cp)
-        name = f"DP={dp_i}" + (f" CP={cp_i}" if cfg.cp > 1 else "")
-        rows.append(
-            [name]
-            + [" ".join(label(int(x)) for x in cell[(r, s)]) + (" ←TP→" if cfg.tp > 1 else "") for s in range(cfg.pp)]
-        )
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    def cell_text(ranks) -> str:
+        labels = [label(int(x)) for x in ranks]
+        if len(labels) > 8:  # a wide TP group: head, size and tail
+            labels = labels[:4] + [f"...({len(labels)})..."] + labels[-1:]
+        return " ".join(labels) + (" ←TP→" if cfg.tp > 1 else "")
+
+    rows_idx = list(range(min(n_rep, max_rows)))
+    names = [f"DP={r // cfg.cp}" + (f" CP={r % cfg.cp}" if cfg.cp > 1 else "") for r in rows_idx]
+    cells = {(r, s): cell_text(cell[(r, s)]) for r in rows_idx for s in range(cfg.pp)}
+    name_w = max([len("replica \\ stage")] + [len(n) for n in names])
+    stage_w = [max([len(f"PP stage {s}")] + [len(cells[(r, s)]) for r in rows_idx]) for s in range(cfg.pp)]
+    shown_stages, used = 0, name_w
+    for s in range(cfg.pp):
+        if shown_stages and used + 3 + stage_w[s] > width - 24:
+            break
+        used += 3 + stage_w[s]
+        shown_stages += 1
+    header = ["replica \\ stage"] + [f"PP stage {s}" for s in range(shown_stages)]
+    widths = [name_w] + stage_w[:shown_stages]
+    more_stages = f" | ... {cfg.pp - shown_stages} more stages" if shown_stages < cfg.pp else ""
     lines.append("")
-    lines.append(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
+    lines.append((" | ".join(h.ljust(w) for h, w in zip(header, widths)) + more_stages).rstrip())
     lines.append("-+-".join("-" * w for w in widths))
-    for row in rows:
-        lines.append(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+    for r, name in zip(rows_idx, names):
+        lines.append(" | ".join(c.ljust(w) for c, w in zip([name] + [cells[(r, s)] for s in range(shown_stages)],
+                                                            widths)).rstrip())
     if n_rep > max_rows:
         lines.append(f"... {n_rep - max_rows} more replicas")
     lines.append("")
-    name_w = max(len(n) for n in groups)
+    fam_w = max(len(n) for n in groups)
+    room = width - fam_w - 2
     for name, arr in groups.items():
-        shown = " ".join(_fmt_group(row) for row in arr[:max_groups])
-        more = f" ... {arr.shape[0] - max_groups} more" if arr.shape[0] > max_groups else ""
-        lines.append(f"{name.ljust(name_w)}  {shown}{more}")
+        texts = []
+        for row in arr[:max_groups]:
+            t = _fmt_group(row)
+            if len(t) > room - 16:  # one group alone too wide: its head, size and tail
+                t = _fmt_group(row, max_members=max(4, (room - 40) // 8))
+            texts.append(t)
+        shown, hidden = _fit(texts, room, total=int(arr.shape[0]))
+        more = f" ... {hidden} more" if hidden else ""
+        lines.append(f"{name.ljust(fam_w)}  {' '.join(shown)}{more}")
     return "\n".join(lines)
 
 

@@ -302,3 +302,17 @@ def test_console_script_runs():
     doc = json.loads(out.stdout)
     want = json.loads((DATA / "seed-8gpu-tp2-cp2-dp2.json").read_text())
     assert doc["groups"] == want["groups"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--world-size", "1024", "--tp", "8", "--pp", "4"],
+    ["--world-size", "131072", "--tp", "8", "--pp", "16", "--cp", "2", "--ep", "8"],
+    ["--world-size", "4096", "--tp", "64", "--pp", "2"],
+])
+def test_groups_table_stays_under_160_columns(capsys, argv):
+    """Readable at any scale: long group lists, wide TP groups and many stages are summarised."""
+    code, out, _ = run(capsys, "groups", *argv, "--format", "table")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 160
+    assert len(out.splitlines()) < 80
+    assert "more" in out
