@@ -16,7 +16,17 @@ from typing import Sequence
 from rankmap.solver import RankmapError, megatron_groups, parallel_config
 from rankmap.solver.formats.safe import dump_json
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "warn"]
+
+#: Warnings of the running command, printed on stderr when it succeeds (a failing command prints
+#: exactly its one error line, DESIGN §7).
+_WARNINGS: list[str] = []
+
+
+def warn(message: str) -> None:
+    """Queue ``rankmap: warning: MESSAGE`` for stderr once the command succeeds (each text once)."""
+    if message not in _WARNINGS:
+        _WARNINGS.append(message)
 
 
 class _UsageError(Exception):
@@ -396,9 +406,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 bad input)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        _WARNINGS.clear()
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        for w in _WARNINGS:
+            print(f"rankmap: warning: {w}", file=sys.stderr)
+        _WARNINGS.clear()
+        return code
     except _UsageError as exc:
         print(str(exc), file=sys.stderr)
         return 2

@@ -103,7 +103,22 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cluster_from_args(args: argparse.Namespace):
-    """Build the graph from the flags of :func:`add_cluster_arguments`."""
+    """Build the graph from the flags of :func:`add_cluster_arguments`.
+
+    The importers' guesses (a GPU generation assumed from an NVLink count, a synthetic NIC,
+    ...) are in the graph's ``warnings`` and also printed on stderr as ``rankmap: warning:
+    ...`` when the command succeeds (:func:`rankmap.cli.warn`): a silently wrong bandwidth
+    would choose the layout.
+    """
+    from rankmap.cli import warn
+
+    G = _build_from_args(args)
+    for w in G.graph.get("warnings", ()) or ():
+        warn(str(w))
+    return G
+
+
+def _build_from_args(args: argparse.Namespace):
     return build_cluster(
         host_topology=args.host_topology,
         gpu=args.gpu,

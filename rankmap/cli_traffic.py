@@ -164,8 +164,10 @@ def apply_megatron_sizes(args: argparse.Namespace) -> None:
         args.orders = meg.order
     if not getattr(args, "_megatron_warned", False):
         args._megatron_warned = True
+        from rankmap.cli import warn
+
         for hint in meg.suggestions():
-            print(f"rankmap: warning: Megatron argument {hint} is not read", file=sys.stderr)
+            warn(f"Megatron argument {hint} is not read")
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:

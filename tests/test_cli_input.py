@@ -411,3 +411,21 @@ def test_abbreviated_and_misspelt_flags(capsys):
     assert "required" in err or "unrecognized" in err
     bad_input(capsys, "groups", "--world-size", "8", "--ppp", "2", needle="(did you mean --pp?)")
     bad_input(capsys, "traffic", "--world-size", "8", "--seqlength", "4", needle="(did you mean --seq-length?)")
+
+
+def test_importer_guesses_are_warned_on_stderr_only_on_success(capsys):
+    """A GPU generation assumed from the NVLink count is a warning on stderr (a B200 user must not
+    silently get H100 bandwidths); a command that fails still prints exactly its one error line."""
+    from pathlib import Path
+
+    topo = Path(__file__).resolve().parent / "data" / "real-inputs"
+    hopper = next(topo.glob("nvsmi-topo_hopper-8gpu*"), None)
+    if hopper is None:
+        import pytest
+
+        pytest.skip("the Hopper nvidia-smi sample is not in tests/data/real-inputs")
+    code, out, err = run(capsys, "cluster", "--host-topology", hopper, "--nodelist", "n[1-2]")
+    assert code == 0 and out.startswith("{")
+    assert "rankmap: warning: GPU generation not given; assumed h100" in err
+    bad_input(capsys, "solve", "--host-topology", hopper, "--nodelist", "n[1-2]", "--tp", "3",
+              needle="world_size 16")
