@@ -37,6 +37,7 @@ Executors
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -44,7 +45,7 @@ import pickle
 import time
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError, RankmapError
 
@@ -107,12 +108,26 @@ class _Item:
 # --------------------------------------------------------------------------- one job
 
 
-def prepare_job(job: dict):
-    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``."""
+@functools.lru_cache(maxsize=1)
+def _solve_defaults() -> tuple:
+    """The default value of every ``rankmap solve`` option (read once from its parser)."""
     from rankmap.cli import build_parser
+
+    return tuple(sorted(vars(build_parser("solve").parse_args(["solve"])).items()))
+
+
+def prepare_job(job: dict):
+    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``.
+
+    The job's keys (:data:`rankmap.solver.job.JOB_KEYS`) fill the solve options' defaults, as a
+    job file fills the flags left unset; the same validation (:func:`rankmap.cli_solve.merge_job`)
+    and resolution (:func:`rankmap.cli_solve.prepare_args`) follow.
+    """
+    import argparse
+
     from rankmap.cli_solve import merge_job, prepare_args
 
-    args = build_parser().parse_args(["solve"])
+    args = argparse.Namespace(**dict(_solve_defaults()))
     merge_job(args, dict(job))
     return prepare_args(args)
 

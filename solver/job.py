@@ -3,6 +3,9 @@
 One place decides what a job means, whatever it came from (flags, a job file, a
 batch entry, a ``SolveRequest``):
 
+* :data:`JOB_KEYS` / :data:`JOB_KEY_ALIASES`, :func:`normalize_job` and
+  :func:`load_job_file`: the declarative job file (YAML through the strict
+  loader of :mod:`~rankmap.solver.formats.safe`), paths relative to the file;
 * :func:`usable_gpus`: the default world size (GPUs not excluded);
 * :func:`megatron_sizes`: the parallel sizes Megatron-LM arguments spell out,
   checked against the ones given;
@@ -16,6 +19,7 @@ Pure Python over plain types: no argparse, no protobuf.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable, Mapping
 
 import networkx as nx
@@ -23,11 +27,145 @@ import networkx as nx
 from .errors import InvalidArgumentError
 
 __all__ = [
+    "JOB_KEYS",
+    "JOB_KEY_ALIASES",
+    "JOB_CLUSTER_FILES",
+    "normalize_job",
+    "load_job_file",
     "SIZE_KEYS",
     "usable_gpus",
     "megatron_sizes",
     "resolve_traffic",
 ]
+
+#: Job-file keys (= the CLI flags without the leading dashes, ``-`` → ``_``).
+JOB_KEYS = (
+    "cluster",
+    "host_topology",
+    "gpu",
+    "fabric",
+    "nodelist",
+    "topology_name",
+    "gpus_per_node",
+    "rate",
+    "kubernetes_nodes",
+    "topology_labels",
+    "kueue_topology",
+    "volcano_hypernodes",
+    "topograph_model",
+    "ibnetdiscover",
+    "nvlink_domains",
+    "nvlink_domain_rate",
+    "block_links",
+    "world_size",
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "num_distributed_optimizer_instances",
+    "hierarchical_cp_sizes",
+    "traffic",
+    "model",
+    "model_file",
+    "megatron_args",
+    "seq_length",
+    "micro_batch_size",
+    "global_batch_size",
+    "num_micro_batches",
+    "dtype",
+    "exposure",
+    "mode",
+    "launch_order",
+    "orders",
+    "constraint",
+    "exclude_host",
+    "exclude_device",
+    "time_limit",
+    "seed",
+    "format",
+    "server",
+)
+
+
+#: Job keys naming a topology file (relative paths are resolved against the job file's directory).
+JOB_CLUSTER_FILES = ("kubernetes_nodes", "kueue_topology", "volcano_hypernodes", "topograph_model", "ibnetdiscover",
+                     "nvlink_domains")
+
+#: Launch-order policies that are not file names (:func:`rankmap.solver.launch.launcher_host_order`).
+_LAUNCH_POLICIES = ("sorted", "listed")
+
+
+def load_job_file(path: str) -> dict[str, Any]:
+    """Read a job YAML file into a dict of :data:`JOB_KEYS`.
+
+    Relative paths inside it (cluster, host_topology, fabric, model_file) are
+    resolved against the file's folder.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Missing file, malformed YAML (with line), a non-mapping document, or an
+        unknown key (named).
+    """
+    from .formats.safe import MAX_YAML_BYTES, load_yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(MAX_YAML_BYTES + 1)  # load_yaml refuses anything longer
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"job file {path!r} does not exist", "job") from None
+    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
+        raise InvalidArgumentError(f"cannot read job file {path!r}: {exc}", "job") from None
+    # depth, size, alias expansion, duplicate keys, ASCII decimal integers (safe.py)
+    doc = load_yaml(text, f"job file {path}", "job")
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise InvalidArgumentError(f"job file {path}: expected a mapping of keys, got {type(doc).__name__}", "job")
+    return normalize_job(doc, os.path.dirname(os.path.abspath(path)), f"job file {path}")
+
+
+#: Alternative spellings accepted in job files (the protobuf/solver names).
+JOB_KEY_ALIASES = {
+    "constraints": "constraint",
+    "exclude_hosts": "exclude_host",
+    "exclude_devices": "exclude_device",
+    "time_limit_seconds": "time_limit",
+    "hierarchical_context_parallel_sizes": "hierarchical_cp_sizes",
+}
+
+
+def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Job keys to :data:`JOB_KEYS` spelling, relative paths resolved against ``base_dir``.
+
+    ``-`` and ``_`` are interchangeable; :data:`JOB_KEY_ALIASES` apply; a model
+    given as a mapping becomes ``model_mapping``.  ``extra_known`` keys (named
+    in the error only) are left to the caller.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown key, named with ``where``.
+    """
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        k = str(key).replace("-", "_")
+        k = JOB_KEY_ALIASES.get(k, k)
+        if k not in JOB_KEYS:
+            known = ", ".join(extra_known + JOB_KEYS)
+            raise InvalidArgumentError(f"{where}: unknown key {key!r}; known keys: {known}", str(key))
+        if k == "launch_order" and isinstance(value, str) and value not in _LAUNCH_POLICIES:
+            value = value if os.path.isabs(value) else os.path.join(base_dir, value)  # a host list file
+        if k in ("cluster", "host_topology", "fabric", "model_file", *JOB_CLUSTER_FILES) and isinstance(value, str):
+            value = value if os.path.isabs(value) else os.path.join(base_dir, value)
+        if k == "model" and isinstance(value, dict):
+            k = "model_mapping"
+        if k in out or (k in ("model", "model_mapping") and ({"model", "model_mapping"} & set(out))):
+            raise InvalidArgumentError(f"{where}: key {key!r} given twice (spellings of one key)", str(key))
+        out[k] = value
+    return out
+
 
 #: The parallel sizes Megatron-LM arguments can set.
 SIZE_KEYS = ("tp", "pp", "cp", "ep", "etp")
