@@ -315,6 +315,9 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
         f"improvement {100 * result.improvement:.1f}% over the baseline (default order, "
         f"{_launch_order_text(launch_order)}, GPUs by index);  lower bound "
         f"{_fmt_s(result.bound_seconds)}{gap}"))
+    if tuple(result.orders_searched) == ("tp-cp-ep-dp-pp",) and cfg.pp > 1 and cfg.dp > 1:
+        lines.append("only the default order was searched: --orders megatron-cli also tries tp-cp-ep-pp-dp "
+                     "(Megatron-LM --use-tp-pp-dp-mapping), --orders all every order Megatron accepts")
     lines.append("")
     lines.extend(_recipe(result, launcher, written or {}))
     lines.append("")

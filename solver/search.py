@@ -254,8 +254,10 @@ def solve(
                 f"no layout satisfying the constraints {'; '.join(str(c) for c in constraints)} was found within "
                 f"the time limit of {options.time_limit_seconds:g} s; raise time_limit", "constraints"
             )
+        hint = ("" if len(orders) > 1 else
+                f" in order {orders[0].order} (the only order searched; orders megatron-cli or all search more)")
         raise InfeasibleError(
-            "no layout satisfies the constraints " + "; ".join(str(c) for c in constraints), "constraints"
+            "no layout satisfies the constraints " + "; ".join(str(c) for c in constraints) + hint, "constraints"
         )
     best_cost = min(c.cost.total_seconds for c in candidates)
     tol = _REL_TOL * max(best_cost, 1e-30)
