@@ -202,22 +202,22 @@ def run_soak(address: str, args, pid: int | None) -> dict:
 
     import grpc
 
-    from rankmap.server import convert
+    from rankmap import wire
     from rankmap.v1 import rankmap_pb2 as pb
 
     graph = make_cluster(args.gpus, args.gpus_per_host)
     gpus = [n for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"]
     traffic = {"tp": 4e9, "dp": 1e9, "pp": 1e8}
-    solve = convert.solve_request(graph, tp=2, pp=2, traffic=traffic, time_limit_seconds=2.0, omit_groups=True)
-    big = convert.solve_request(make_cluster(256, 8), tp=8, pp=2, traffic=traffic, orders="all",
+    solve = wire.solve_request(graph, tp=2, pp=2, traffic=traffic, time_limit_seconds=2.0, omit_groups=True)
+    big = wire.solve_request(make_cluster(256, 8), tp=8, pp=2, traffic=traffic, orders="all",
                                 time_limit_seconds=20.0, omit_groups=True)
     requests = {
         "solve": ("Solve", solve, 60.0),
-        "evaluate": ("Evaluate", convert.evaluate_request(graph, gpus, tp=2, pp=2, traffic=traffic), 60.0),
-        "groups": ("GetGroups", convert.get_groups_request(len(gpus), tp=2, pp=2), 60.0),
-        "groups_64k": ("GetGroups", convert.get_groups_request(65536, tp=8, pp=8, cp=2, ep=4, etp=1), 60.0),
+        "evaluate": ("Evaluate", wire.evaluate_request(graph, gpus, tp=2, pp=2, traffic=traffic), 60.0),
+        "groups": ("GetGroups", wire.get_groups_request(len(gpus), tp=2, pp=2), 60.0),
+        "groups_64k": ("GetGroups", wire.get_groups_request(65536, tp=8, pp=8, cp=2, ep=4, etp=1), 60.0),
         "batch": ("BatchSolve", pb.BatchSolveRequest(requests=[solve] * 4), 120.0),
-        "invalid": ("Solve", convert.solve_request(graph, tp=3, traffic=traffic), 60.0),
+        "invalid": ("Solve", wire.solve_request(graph, tp=3, traffic=traffic), 60.0),
         "deadline": ("Solve", big, 0.2),
         "garbage": ("Solve", b"\xff\xff\xff\xff\x0f not a request", 60.0),
     }

@@ -23,8 +23,8 @@ import networkx as nx
 import numpy as np
 from grpc import aio
 
-from rankmap.server import convert
-from rankmap.server.service import channel_options
+from rankmap import wire
+from rankmap.wire.channel import channel_options
 from rankmap.solver.errors import RankmapError
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.solver.catalogue import ParallelConfig
@@ -153,7 +153,7 @@ class AsyncRankmapClient:
         timeout: float | None = None,
     ) -> SolveResult:
         """See :meth:`rankmap.client.RankmapClient.solve`."""
-        req = convert.solve_request(
+        req = wire.solve_request(
             graph,
             world_size=world_size,
             tp=tp,
@@ -176,7 +176,7 @@ class AsyncRankmapClient:
             exposure=exposure,
             launch_order=launch_order,
         )
-        return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
+        return wire.result_from_proto(await self._call(self._stub.Solve, req, timeout))
 
     async def solve_config(
         self,
@@ -189,8 +189,8 @@ class AsyncRankmapClient:
         timeout: float | None = None,
     ) -> SolveResult:
         """See :meth:`rankmap.client.RankmapClient.solve_config`."""
-        req = convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
-        return convert.result_from_proto(await self._call(self._stub.Solve, req, timeout))
+        req = wire.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
+        return wire.result_from_proto(await self._call(self._stub.Solve, req, timeout))
 
     async def import_cluster(self, text, format: str, *, timeout: float | None = None, **options) -> nx.Graph:
         """Build the cluster graph from a topology file's text on the server (``ImportCluster``).
@@ -226,7 +226,7 @@ class AsyncRankmapClient:
         timeout: float | None = None,
     ) -> CostBreakdown:
         """See :meth:`rankmap.client.RankmapClient.evaluate`."""
-        req = convert.evaluate_request(
+        req = wire.evaluate_request(
             graph,
             assignment,
             order=order,
@@ -242,7 +242,7 @@ class AsyncRankmapClient:
             model=model,
             exposure=exposure,
         )
-        return convert.cost_from_proto((await self._call(self._stub.Evaluate, req, timeout)).cost)
+        return wire.cost_from_proto((await self._call(self._stub.Evaluate, req, timeout)).cost)
 
     async def get_groups(
         self,
@@ -259,7 +259,7 @@ class AsyncRankmapClient:
         timeout: float | None = None,
     ) -> dict[str, np.ndarray]:
         """See :meth:`rankmap.client.RankmapClient.get_groups`."""
-        req = convert.get_groups_request(
+        req = wire.get_groups_request(
             world_size,
             order=order,
             tp=tp,
@@ -271,7 +271,7 @@ class AsyncRankmapClient:
             hierarchical_context_parallel_sizes=hierarchical_context_parallel_sizes,
         )
         resp = await self._call(self._stub.GetGroups, req, timeout)
-        return convert.groups_from_proto(resp.groups)
+        return wire.groups_from_proto(resp.groups)
 
     async def batch_solve(
         self, requests: Iterable, timeout: float | None = None
@@ -293,7 +293,7 @@ class AsyncRankmapClient:
         delays = iter(backoff_delays(self.retries, self.backoff_initial, self.backoff_max))
         while remaining_items:
             indices = [i for i, _ in remaining_items]
-            req = convert.pb.BatchSolveRequest(requests=[r for _, r in remaining_items])
+            req = wire.batch_request(r for _, r in remaining_items)
             seen: set[int] = set()
             left = deadline - time.monotonic()
             failure: Exception | None = None
@@ -308,7 +308,7 @@ class AsyncRankmapClient:
                             continue
                         seen.add(pos)
                         if resp.WhichOneof("outcome") == "result":
-                            yield indices[pos], convert.result_from_proto(resp.result)
+                            yield indices[pos], wire.result_from_proto(resp.result)
                         else:
                             yield indices[pos], error_from_batch(resp.error)
                 except grpc.RpcError as err:

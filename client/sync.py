@@ -11,7 +11,7 @@
 Methods take an ``nx.Graph`` and plain Python values and return the solver's
 own types (:class:`~rankmap.solver.types.SolveResult`,
 :class:`~rankmap.solver.types.CostBreakdown`, ``dict`` of numpy arrays),
-converted by :mod:`rankmap.server.convert` exactly as the server reads them.
+converted by :mod:`rankmap.wire` exactly as the server reads them.
 UNAVAILABLE is retried with exponential backoff (``retries`` times) within the
 call's deadline; INVALID_ARGUMENT raises
 :class:`~rankmap.solver.errors.InvalidArgumentError` and FAILED_PRECONDITION
@@ -29,8 +29,8 @@ import grpc
 import networkx as nx
 import numpy as np
 
-from rankmap.server import convert
-from rankmap.server.service import channel_options
+from rankmap import wire
+from rankmap.wire.channel import channel_options
 from rankmap.solver.catalogue import ParallelConfig
 from rankmap.solver.errors import RankmapError
 from rankmap.solver.ranks import DEFAULT_ORDER
@@ -204,7 +204,7 @@ class RankmapClient:
         how the launcher numbers the hosts, the baseline: ``"sorted"`` (default,
         natural-sorted names), ``"listed"`` or the host names in launch order.
         """
-        req = convert.solve_request(
+        req = wire.solve_request(
             graph,
             world_size=world_size,
             tp=tp,
@@ -227,7 +227,7 @@ class RankmapClient:
             exposure=exposure,
             launch_order=launch_order,
         )
-        return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
+        return wire.result_from_proto(self._call(self._stub.Solve, req, timeout))
 
     def solve_config(
         self,
@@ -240,12 +240,12 @@ class RankmapClient:
         timeout: float | None = None,
     ) -> SolveResult:
         """``rankmap.solver.solve(graph, cfg, traffic, options)`` on the server (same arguments)."""
-        req = convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
-        return convert.result_from_proto(self._call(self._stub.Solve, req, timeout))
+        req = wire.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups)
+        return wire.result_from_proto(self._call(self._stub.Solve, req, timeout))
 
     def solve_request(self, request, timeout: float | None = None) -> SolveResult:
         """Send an already built ``rankmap.v1.SolveRequest``."""
-        return convert.result_from_proto(self._call(self._stub.Solve, request, timeout))
+        return wire.result_from_proto(self._call(self._stub.Solve, request, timeout))
 
     def import_cluster(self, text, format: str, *, timeout: float | None = None, **options) -> nx.Graph:
         """Build the cluster graph from a topology file's text on the server (``ImportCluster``).
@@ -284,7 +284,7 @@ class RankmapClient:
 
         ``exposure`` as in :meth:`solve`; the result's ``total_seconds`` is ``Σ_c x_c·T_c``.
         """
-        req = convert.evaluate_request(
+        req = wire.evaluate_request(
             graph,
             assignment,
             order=order,
@@ -300,7 +300,7 @@ class RankmapClient:
             model=model,
             exposure=exposure,
         )
-        return convert.cost_from_proto(self._call(self._stub.Evaluate, req, timeout).cost)
+        return wire.cost_from_proto(self._call(self._stub.Evaluate, req, timeout).cost)
 
     def get_groups(
         self,
@@ -332,9 +332,9 @@ class RankmapClient:
 
     def get_groups_with_config(self, world_size: int, *, timeout: float | None = None, **sizes) -> tuple[ParallelConfig, dict]:
         """``(validated ParallelConfig, groups)``."""
-        req = convert.get_groups_request(world_size, **sizes)
+        req = wire.get_groups_request(world_size, **sizes)
         resp = self._call(self._stub.GetGroups, req, timeout)
-        return convert.config_from_resolved(resp.config), convert.groups_from_proto(resp.groups)
+        return wire.config_from_resolved(resp.config), wire.groups_from_proto(resp.groups)
 
     def batch_solve(
         self, requests: Iterable, timeout: float | None = None
@@ -363,7 +363,7 @@ class RankmapClient:
         delays = iter(backoff_delays(self.retries, self.backoff_initial, self.backoff_max))
         while remaining_items:
             indices = [i for i, _ in remaining_items]
-            req = convert.pb.BatchSolveRequest(requests=[r for _, r in remaining_items])
+            req = wire.batch_request(r for _, r in remaining_items)
             seen: set[int] = set()
             left = deadline - time.monotonic()
             failure: Exception | None = None
@@ -378,7 +378,7 @@ class RankmapClient:
                             continue
                         seen.add(pos)
                         if resp.WhichOneof("outcome") == "result":
-                            yield indices[pos], convert.result_from_proto(resp.result)
+                            yield indices[pos], wire.result_from_proto(resp.result)
                         else:
                             yield indices[pos], error_from_batch(resp.error)
                 except grpc.RpcError as err:

@@ -200,7 +200,7 @@ from rankmap.batch import (  # noqa: E402
 def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: float,
                tls_ca=None, token_file=None) -> Iterable[dict]:
     from rankmap.client import RankmapClient
-    from rankmap.server import convert
+    from rankmap import wire
 
     requests = []
     owners: list[Entry] = []
@@ -209,7 +209,7 @@ def _on_server(entries: list[Entry], server: str, omit_groups: bool, timeout: fl
             continue
         try:
             graph, cfg, traffic, options = prepare_job(e.job)
-            requests.append(convert.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups))
+            requests.append(wire.solve_request_from_config(graph, cfg, traffic, options, omit_groups=omit_groups))
             owners.append(e)
         except (RankmapError, OSError) as exc:
             yield {"index": e.index, "name": e.name, "ok": False, "error": error_document(exc)}

@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any
 
-from rankmap.server.errors import clip
+from rankmap.wire.errors import clip
 
 __all__ = ["Cancelled", "CallGuard", "log_request", "log_event", "exception_fields", "LOG"]
 

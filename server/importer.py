@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rankmap.server.errors import invalid
-from rankmap.server.graph import graph_to_proto
+from rankmap.wire.errors import invalid
+from rankmap.wire.graph import graph_to_proto
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.v1 import rankmap_pb2 as pb
 

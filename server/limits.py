@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rankmap.server.errors import invalid
+from rankmap.wire.errors import invalid
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 

@@ -20,7 +20,7 @@ work with UNAVAILABLE, gives running work ``grace`` seconds, and stops.
 
 Every request logs one JSON line on the ``rankmap.server`` logger (method,
 peer, code, seconds, sizes, error); see :mod:`rankmap.server.calls`.
-Protobuf messages are only built and read through :mod:`rankmap.server.convert`.
+Protobuf messages are only built and read through :mod:`rankmap.wire`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,18 @@ import logging
 import os
 import threading
 from concurrent import futures
-from typing import Any, Sequence
+from typing import Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from rankmap.server import convert
 from rankmap.server.auth import TokenAuth, read_pem, server_credentials
 from rankmap.server.calls import log_event
 from rankmap.server.limits import Limits
 from rankmap.server.servicer import DEFAULT_MAX_QUEUED, RankmapServicer, add_to_server
+from rankmap.v1 import rankmap_pb2 as pb
+from rankmap.wire.channel import MAX_MESSAGE_BYTES
 
 __all__ = [
     "SERVICE_NAME",
@@ -53,30 +54,17 @@ __all__ = [
     "RankmapServicer",
     "RankmapServer",
     "serve",
-    "channel_options",
 ]
 
 log = logging.getLogger("rankmap.server")
 
 #: Full name of the service, as reflection lists it.
-SERVICE_NAME: str = convert.pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
-#: Client send / receive limit and server send limit (a GetGroups answer of the
-#: largest world is far below it); the server's receive limit is
-#: ``Limits.max_request_bytes``.
-MAX_MESSAGE_BYTES = 1 << 30
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
 DEFAULT_PORT = 50051
 #: Seconds running calls get to finish when the server stops (``--grace``).
 DEFAULT_GRACE = 30.0
 #: Seconds between NOT_SERVING and refusing calls (``--drain-delay``).
 DEFAULT_DRAIN_DELAY = 5.0
-
-
-def channel_options() -> list[tuple[str, Any]]:
-    """gRPC channel options of the client (message limits)."""
-    return [
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ]
 
 
 def _is_loopback(host: str) -> bool:

@@ -35,10 +35,10 @@ from typing import Any, Callable, Iterator
 import grpc
 from grpc_status import rpc_status
 
-from rankmap.server import convert
+from rankmap import wire
 from rankmap.server.calls import Cancelled, CallGuard, exception_fields, log_request
-from rankmap.server.costs import groups_to_proto
-from rankmap.server.errors import clip, invalid
+from rankmap.wire.costs import groups_to_proto
+from rankmap.wire.errors import clip, invalid
 from rankmap.server.limits import Limits, cap_time_limit, check_request
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError
 from rankmap.solver.types import SolveCancelled
@@ -235,7 +235,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         if isinstance(request, BadMessage):
             raise request.error()
         check_request(request, self.limits)
-        job = convert.parse_solve_request(request, guard.check)
+        job = wire.parse_solve_request(request, guard.check)
         options = cap_time_limit(job.options, request.HasField("time_limit_seconds"), self.limits)
         guard.check()
         try:
@@ -243,7 +243,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
-        msg = convert.result_to_proto(result, omit_groups=True)
+        msg = wire.result_to_proto(result, omit_groups=True)
         if not job.omit_groups:
             groups_to_proto(result.groups, msg.groups, guard.check)
         return msg
@@ -252,20 +252,20 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         from rankmap.solver import evaluate
 
         guard.check()
-        job = convert.parse_evaluate_request(request, guard.check)
+        job = wire.parse_evaluate_request(request, guard.check)
         guard.check()
         cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure)
         guard.check()
-        return convert.evaluate_response(cost, job.traffic)
+        return wire.evaluate_response(cost, job.traffic)
 
     def _groups_work(self, request, guard: CallGuard):
         from rankmap.solver import megatron_groups
 
         guard.check()
-        cfg = convert.parse_get_groups_request(request)
+        cfg = wire.parse_get_groups_request(request)
         guard.check()
         groups = megatron_groups(cfg)
-        return convert.get_groups_response(cfg, groups, guard.check)
+        return wire.get_groups_response(cfg, groups, guard.check)
 
     def _import_work(self, request, guard: CallGuard):
         from rankmap.server.importer import import_cluster
@@ -285,10 +285,10 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         if isinstance(exc, _Draining):
             return C.UNAVAILABLE, "server is shutting down; the call was not started: retry", None, {}
         if isinstance(exc, InvalidArgumentError):
-            status = rpc_status.to_status(convert.error_status(C.INVALID_ARGUMENT.value[0], exc, method))
-            return C.INVALID_ARGUMENT, exc.message, status, {"field": clip(convert.error_fields(exc, method)[0], 160)}
+            status = rpc_status.to_status(wire.error_status(C.INVALID_ARGUMENT.value[0], exc, method))
+            return C.INVALID_ARGUMENT, exc.message, status, {"field": clip(wire.error_fields(exc, method)[0], 160)}
         if isinstance(exc, InfeasibleError):
-            status = rpc_status.to_status(convert.error_status(C.FAILED_PRECONDITION.value[0], exc, method))
+            status = rpc_status.to_status(wire.error_status(C.FAILED_PRECONDITION.value[0], exc, method))
             return C.FAILED_PRECONDITION, exc.message, status, {}
         if isinstance(exc, (Cancelled, SolveCancelled)):
             deadline = getattr(exc, "deadline", guard.deadline_hit)
@@ -317,7 +317,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             context.abort(code, clip(message))
         finally:
             guard.close()
-            described = {} if isinstance(request, BadMessage) else convert.describe_request(request)
+            described = {} if isinstance(request, BadMessage) else wire.describe_request(request)
             log_request(method, _peer(context), code, time.perf_counter() - t0, **described, **fields)
 
     # ------------------------------------------------------------ RPCs
@@ -391,7 +391,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
                             log_request("BatchSolve", _peer(context), item_code, time.perf_counter() - t0,
                                         index=index, error=message, **item_fields)
                         yield pb.BatchSolveResponse(
-                            index=index, error=convert.error_to_proto(exc, item_code.value[0], "BatchSolve")
+                            index=index, error=wire.error_to_proto(exc, item_code.value[0], "BatchSolve")
                         )
                     else:
                         fields["ok"] += 1
@@ -412,5 +412,5 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             if opened:
                 with self._cond:
                     self._streams -= 1
-            described = {} if isinstance(request, BadMessage) else convert.describe_request(request)
+            described = {} if isinstance(request, BadMessage) else wire.describe_request(request)
             log_request("BatchSolve", _peer(context), code, time.perf_counter() - t0, **described, **fields)

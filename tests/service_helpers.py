@@ -10,7 +10,6 @@ import time
 import grpc
 import networkx as nx
 
-from rankmap.server import convert
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.v1 import rankmap_pb2_grpc
 
@@ -82,7 +81,7 @@ def stub_for(channel) -> rankmap_pb2_grpc.RankmapServiceStub:
 
 def raw_call(channel, method: str, request, timeout: float | None = 30.0, metadata=None):
     """Call ``method`` with a message or raw bytes; return ``(code, details, error or response)``."""
-    path = f"/{convert.pb.DESCRIPTOR.services_by_name['RankmapService'].full_name}/{method}"
+    path = f"/{pb.DESCRIPTOR.services_by_name['RankmapService'].full_name}/{method}"
     serializer = (lambda b: b) if isinstance(request, bytes) else (lambda m: m.SerializeToString())
     if method == "BatchSolve":
         call = channel.unary_stream(path, request_serializer=serializer, response_deserializer=lambda b: b)

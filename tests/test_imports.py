@@ -1,7 +1,8 @@
 """What each entry point imports (issue 14): structural checks in a fresh interpreter, no timing.
 
 ``rankmap groups`` must not pay for OR-Tools, scipy, networkx or gRPC (its start-up is measured
-by ``benchmarks/bench_catalogue.py``); ``import rankmap.solver`` loads no gRPC or protobuf.
+by ``benchmarks/bench_catalogue.py``); ``import rankmap.solver`` loads no gRPC or protobuf; ``import rankmap.client`` loads
+neither the server nor server reflection (client and server share only ``rankmap.wire``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,21 @@ def test_rankmap_groups_imports_no_heavy_package():
 def test_import_solver_loads_no_grpc_or_protobuf():
     loaded = _loaded_after("import rankmap.solver\nfrom rankmap.solver import megatron_groups, parallel_config")
     assert not {"grpc", "google"} & set(loaded)
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_import_client_loads_no_server():
+    loaded = _modules_after("import rankmap.client\nfrom rankmap.client import AsyncRankmapClient, RankmapClient")
+    assert not {m for m in loaded if m == "rankmap.server" or m.startswith("rankmap.server.")}
+    # ``import grpc`` itself aliases the (empty) top-level grpc_reflection package as
+    # grpc.reflection; the reflection service and its descriptors live below it
+    assert not {m for m in loaded if m.startswith("grpc_reflection.")}
+    assert "rankmap.wire" in loaded
 
 
 def test_lazy_solver_names_resolve():

@@ -365,7 +365,7 @@ def test_grpc_launch_order_and_typed_launch_files(server):
     import grpc
 
     from rankmap.client import RankmapClient
-    from rankmap.server import convert
+    from rankmap import wire
     from rankmap.v1 import rankmap_pb2_grpc
 
     g = fragmented()
@@ -375,7 +375,7 @@ def test_grpc_launch_order_and_typed_launch_files(server):
         remote = c.solve(g, tp=8, pp=2, traffic=TRAFFIC, launch_order=list(order))
     assert _comparable(remote) == _comparable(local)
     assert list(remote.apply) == list(local.apply)
-    req = convert.solve_request_from_config(g, CFG, TRAFFIC, SolveOptions(launch_order=order))
+    req = wire.solve_request_from_config(g, CFG, TRAFFIC, SolveOptions(launch_order=order))
     assert list(req.launch_order.hosts) == list(order)
     with grpc.insecure_channel(server.address) as ch:
         msg = rankmap_pb2_grpc.RankmapServiceStub(ch).Solve(req, timeout=60)
@@ -398,10 +398,10 @@ def test_grpc_bad_launch_order_is_invalid_argument_with_field(server, hosts, pol
     from google.rpc import error_details_pb2
     from grpc_status import rpc_status
 
-    from rankmap.server import convert
+    from rankmap import wire
     from rankmap.v1 import rankmap_pb2_grpc
 
-    req = convert.solve_request(fragmented(), tp=8, pp=2, traffic=TRAFFIC)
+    req = wire.solve_request(fragmented(), tp=8, pp=2, traffic=TRAFFIC)
     req.launch_order.hosts.extend(hosts)
     req.launch_order.policy = policy
     with grpc.insecure_channel(server.address) as ch:

@@ -32,7 +32,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
 from rankmap.client import AsyncRankmapClient, RankmapClient, RankmapRpcError
-from rankmap.server import convert
+from rankmap import wire
 from rankmap.server.service import SERVICE_NAME, serve
 from service_helpers import wait_until
 from rankmap.solver import (
@@ -168,7 +168,7 @@ class TestConvert:
         g.nodes["h1g3"].pop("local_index")
         g.add_node("lonely", kind="gpu")  # no host: a host of its own
         g.add_edge("lonely", "spine", bandwidth=10.0)
-        back = convert.graph_from_proto(convert.graph_to_proto(g))
+        back = wire.graph_from_proto(wire.graph_to_proto(g))
         assert list(back.nodes) == [n for n in g.nodes if g.nodes[n].get("kind", "gpu") == "gpu"] + [
             n for n in g.nodes if g.nodes[n].get("kind", "gpu") != "gpu"
         ]
@@ -190,7 +190,7 @@ class TestConvert:
 
     def test_graph_int_ids_become_strings(self):
         g = make_cluster(1, 2, int_ids=True)
-        c = convert.graph_to_proto(g)
+        c = wire.graph_to_proto(g)
         assert [d.id for d in c.devices] == ["0", "1"]
 
     @pytest.mark.parametrize(
@@ -205,11 +205,11 @@ class TestConvert:
         ],
     )
     def test_graph_errors_name_the_proto_field(self, mutate, path, argument):
-        c = convert.graph_to_proto(make_cluster(2, 4))
+        c = wire.graph_to_proto(make_cluster(2, 4))
         mutate(c)
         with pytest.raises(InvalidArgumentError) as err:
-            convert.graph_from_proto(c)
-        assert convert.error_fields(err.value) == (path, argument)
+            wire.graph_from_proto(c)
+        assert wire.error_fields(err.value) == (path, argument)
 
     def test_bandwidth_message_is_the_solvers(self):
         from rankmap.solver import cluster_from_graph
@@ -219,33 +219,33 @@ class TestConvert:
         with pytest.raises(InvalidArgumentError) as local:
             cluster_from_graph(g)
         with pytest.raises(InvalidArgumentError) as remote:
-            convert.graph_from_proto(convert.graph_to_proto(g))
+            wire.graph_from_proto(wire.graph_to_proto(g))
         assert remote.value.message == local.value.message
 
     def test_sizes_and_config(self):
-        sizes = convert.sizes_to_proto(tp=2, pp=2, ep=2, etp=1, num_distributed_optimizer_instances=2)
-        cfg = convert.config_from_proto(sizes, "tp-cp-ep-dp-pp", default_world_size=16)
+        sizes = wire.sizes_to_proto(tp=2, pp=2, ep=2, etp=1, num_distributed_optimizer_instances=2)
+        cfg = wire.config_from_proto(sizes, "tp-cp-ep-dp-pp", default_world_size=16)
         assert cfg == parallel_config(16, tp=2, pp=2, ep=2, etp=1, num_distributed_optimizer_instances=2)
-        assert convert.config_from_resolved(convert.config_to_proto(cfg)) == cfg
+        assert wire.config_from_resolved(wire.config_to_proto(cfg)) == cfg
         hcp = parallel_config(16, cp=4, hierarchical_context_parallel_sizes=[2, 2])
-        assert convert.config_from_resolved(convert.config_to_proto(hcp)) == hcp
+        assert wire.config_from_resolved(wire.config_to_proto(hcp)) == hcp
 
     def test_size_errors_map_to_sizes_path(self):
         with pytest.raises(InvalidArgumentError) as err:
-            convert.config_from_proto(pb.ParallelSizes(tp=0), default_world_size=8)
+            wire.config_from_proto(pb.ParallelSizes(tp=0), default_world_size=8)
         assert err.value.field == "tp"
-        assert convert.error_fields(err.value) == ("sizes.tp", "tp")
+        assert wire.error_fields(err.value) == ("sizes.tp", "tp")
         with pytest.raises(InvalidArgumentError) as err:
-            convert.config_from_proto(pb.ParallelSizes(tp=3), default_world_size=8)
-        assert convert.error_fields(err.value) == ("sizes.world_size", "world_size")
-        assert convert.proto_field("order", "Solve") == "orders.orders"
-        assert convert.proto_field("order", "Evaluate") == "order"
-        assert convert.proto_field("traffic.tp") == "traffic.bytes[tp]"
-        assert convert.proto_field("model.seq_length") == "traffic.model.overrides[seq_length]"
+            wire.config_from_proto(pb.ParallelSizes(tp=3), default_world_size=8)
+        assert wire.error_fields(err.value) == ("sizes.world_size", "world_size")
+        assert wire.proto_field("order", "Solve") == "orders.orders"
+        assert wire.proto_field("order", "Evaluate") == "order"
+        assert wire.proto_field("traffic.tp") == "traffic.bytes[tp]"
+        assert wire.proto_field("model.seq_length") == "traffic.model.overrides[seq_length]"
 
     def test_values_keep_ints_floats_and_order(self):
         v = {"b": 1, "a": [1.5, True, None, "x", {"z": 2**40}], "c": (1, 2)}
-        back = convert.value_from_proto(convert.value_to_proto(v))
+        back = wire.value_from_proto(wire.value_to_proto(v))
         assert back == {"b": 1, "a": [1.5, True, None, "x", {"z": 2**40}], "c": [1, 2]}
         assert list(back) == ["b", "a", "c"]
         assert isinstance(back["b"], int) and isinstance(back["a"][0], float) and back["a"][1] is True
@@ -253,48 +253,48 @@ class TestConvert:
     def test_traffic_semantics_match_the_cli(self):
         cfg = parallel_config(8, tp=2, pp=2)
         # explicit only: exactly those classes (solve counts the others as 0), report order
-        t = convert.traffic_from_proto(convert.traffic_to_proto({"dp": 1e9, "tp": "4GB"}), cfg)
+        t = wire.traffic_from_proto(wire.traffic_to_proto({"dp": 1e9, "tp": "4GB"}), cfg)
         assert t == {"tp": 4e9, "dp": 1e9} and list(t) == ["tp", "dp"]
-        t = convert.traffic_from_proto(convert.traffic_to_proto({}), cfg)
+        t = wire.traffic_from_proto(wire.traffic_to_proto({}), cfg)
         assert sum(t.values()) == 0.0
         # a model with overrides, explicit classes on top
-        msg = convert.traffic_to_proto({"pp": 5.0}, {"preset": "llama3-8b", "seq_length": 4096})
-        t = convert.traffic_from_proto(msg, cfg)
+        msg = wire.traffic_to_proto({"pp": 5.0}, {"preset": "llama3-8b", "seq_length": 4096})
+        t = wire.traffic_from_proto(msg, cfg)
         expect = traffic_from_model(model_preset("llama3-8b", seq_length=4096), cfg)
         expect["pp"] = 5.0
         assert t == expect
         # neither: the default model
         from rankmap.solver.traffic import DEFAULT_MODEL
 
-        assert convert.traffic_from_proto(pb.Traffic(), cfg, has_traffic=False) == traffic_from_model(DEFAULT_MODEL, cfg)
+        assert wire.traffic_from_proto(pb.Traffic(), cfg, has_traffic=False) == traffic_from_model(DEFAULT_MODEL, cfg)
         # a full ModelSpec travels field for field (None included)
         spec = model_preset("mixtral-8x7b", global_batch_size=256)
-        msg = convert.traffic_to_proto(None, spec)
-        assert convert._model_from_proto(msg.model) == spec
+        msg = wire.traffic_to_proto(None, spec)
+        assert wire.model_from_proto(msg.model) == spec
 
     def test_traffic_errors(self):
         with pytest.raises(InvalidArgumentError) as err:
-            convert.traffic_to_proto({"xx": 1})
+            wire.traffic_to_proto({"xx": 1})
         assert err.value.field == "traffic"
         cfg = parallel_config(8)
         bad = pb.Traffic()
         bad.bytes["tp"] = -1.0
         with pytest.raises(InvalidArgumentError) as err:
-            convert.traffic_from_proto(bad, cfg)
-        assert convert.error_fields(err.value) == ("traffic.bytes[tp]", "traffic.tp")
+            wire.traffic_from_proto(bad, cfg)
+        assert wire.error_fields(err.value) == ("traffic.bytes[tp]", "traffic.tp")
         bad = pb.Traffic(model=pb.ModelSpec(preset="nope"))
         with pytest.raises(InvalidArgumentError) as err:
-            convert.traffic_from_proto(bad, cfg)
-        assert convert.error_fields(err.value) == ("traffic.model.preset", "model")
+            wire.traffic_from_proto(bad, cfg)
+        assert wire.error_fields(err.value) == ("traffic.model.preset", "model")
 
     def test_options(self):
         req = pb.SolveRequest()
-        convert.options_to_proto(
+        wire.options_to_proto(
             req, "free", "megatron-cli", ["tp within host", ("dp", "leaf")], ["h0g1"], ["h1"], 2.5, 7,
             {"dp": 0.2, "tp": 0},
         )
         assert dict(req.exposure) == {"dp": 0.2, "tp": 0.0}
-        opts = convert.options_from_proto(req)
+        opts = wire.options_from_proto(req)
         assert opts == SolveOptions(
             mode="free",
             orders="megatron-cli",
@@ -307,55 +307,55 @@ class TestConvert:
         )
         assert list(opts.exposure) == ["tp", "dp"]  # report order
         req = pb.SolveRequest()
-        convert.options_to_proto(req, orders="tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
-        assert convert.options_from_proto(req).orders == ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
-        assert convert.options_from_proto(pb.SolveRequest()) == SolveOptions()
+        wire.options_to_proto(req, orders="tp-cp-ep-dp-pp,tp-cp-ep-pp-dp")
+        assert wire.options_from_proto(req).orders == ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp")
+        assert wire.options_from_proto(pb.SolveRequest()) == SolveOptions()
         with pytest.raises(InvalidArgumentError) as err:
-            convert.options_to_proto(pb.SolveRequest(), mode="sideways")
+            wire.options_to_proto(pb.SolveRequest(), mode="sideways")
         assert err.value.field == "mode"
         both = pb.SolveRequest(orders=pb.OrderSearch(policy=pb.ORDER_POLICY_ALL, orders=["tp-dp"]))
         with pytest.raises(InvalidArgumentError) as err:
-            convert.options_from_proto(both)
+            wire.options_from_proto(both)
         assert err.value.field == "orders.policy"
         with pytest.raises(InvalidArgumentError) as err:
-            convert.options_from_proto(pb.SolveRequest(time_limit_seconds=-1))
-        assert convert.error_fields(err.value) == ("time_limit_seconds", "time_limit_seconds")
+            wire.options_from_proto(pb.SolveRequest(time_limit_seconds=-1))
+        assert wire.error_fields(err.value) == ("time_limit_seconds", "time_limit_seconds")
 
     def test_result_round_trip(self):
         g = make_cluster(2, 4)
         cfg = parallel_config(8, tp=2, pp=2)
         local = solve(g, cfg, TRAFFIC, SolveOptions(mode="free", orders="megatron-cli", time_limit_seconds=5))
-        wire = pb.SolveResponse.FromString(convert.result_to_proto(local).SerializeToString())
-        assert wire.status in (pb.STATUS_OPTIMAL, pb.STATUS_FEASIBLE)
-        assert wire.improvement == pytest.approx(local.improvement)
-        back = convert.result_from_proto(wire)
+        msg = pb.SolveResponse.FromString(wire.result_to_proto(local).SerializeToString())
+        assert msg.status in (pb.STATUS_OPTIMAL, pb.STATUS_FEASIBLE)
+        assert msg.improvement == pytest.approx(local.improvement)
+        back = wire.result_from_proto(msg)
         assert comparable(back) == comparable(local)
         assert back.solve_seconds == local.solve_seconds
         assert back.config == local.config and back.layout == local.layout and back.hosts == local.hosts
         assert list(back.groups) == list(local.groups)
-        omitted = convert.result_from_proto(convert.result_to_proto(local, omit_groups=True))
+        omitted = wire.result_from_proto(wire.result_to_proto(local, omit_groups=True))
         assert omitted.groups == {}
 
     def test_cost_and_groups_round_trip(self):
         cfg = parallel_config(32, tp=2, cp=4, pp=2, hierarchical_context_parallel_sizes=[2, 2],
                               num_distributed_optimizer_instances=2)
         groups = megatron_groups(cfg)
-        resp = convert.get_groups_response(cfg, groups)
-        back = convert.groups_from_proto(pb.GetGroupsResponse.FromString(resp.SerializeToString()).groups)
+        resp = wire.get_groups_response(cfg, groups)
+        back = wire.groups_from_proto(pb.GetGroupsResponse.FromString(resp.SerializeToString()).groups)
         assert list(back) == list(groups)
         for k in groups:
             assert back[k].dtype == np.int64 and np.array_equal(back[k], groups[k])
         g = make_cluster(2, 4)
         cost = evaluate(g, parallel_config(8, tp=2), [f"h{i // 4}g{i % 4}" for i in range(8)], TRAFFIC)
-        assert convert.cost_from_proto(convert.cost_to_proto(cost)) == cost
+        assert wire.cost_from_proto(wire.cost_to_proto(cost)) == cost
 
     def test_cost_fields_round_trip(self):
         cost = sample_cost()
-        wire = pb.Cost.FromString(convert.cost_to_proto(cost).SerializeToString())
-        assert wire.total_seconds == cost.total_seconds
-        assert dict(wire.by_class_seconds) == dict(cost.by_class)
-        assert set(wire.classes) == set(cost.classes)
-        dp = wire.classes["dp"]
+        msg = pb.Cost.FromString(wire.cost_to_proto(cost).SerializeToString())
+        assert msg.total_seconds == cost.total_seconds
+        assert dict(msg.by_class_seconds) == dict(cost.by_class)
+        assert set(msg.classes) == set(cost.classes)
+        dp = msg.classes["dp"]
         assert (dp.seconds, dp.exposure, dp.bytes_per_rank, dp.payload_bytes, dp.latency_seconds) == (
             0.18, 0.2, 1.75e9, 1e9, 2e-6
         )
@@ -364,10 +364,10 @@ class TestConvert:
         assert (b.load_bytes, b.capacity_gbps, b.utilization, b.flows, b.flow_bytes, b.flow_gbps) == (
             72e9, 400.0, 1.0, 32, 2.25e9, 50.0
         )
-        assert wire.classes["tp"].bottleneck.kind == pb.BOTTLENECK_KIND_PER_FLOW
-        none = wire.classes["pp"].bottleneck
+        assert msg.classes["tp"].bottleneck.kind == pb.BOTTLENECK_KIND_PER_FLOW
+        none = msg.classes["pp"].bottleneck
         assert none.kind == pb.BOTTLENECK_KIND_NONE and none.link_from == none.link_to == ""
-        back = convert.cost_from_proto(wire)
+        back = wire.cost_from_proto(msg)
         assert back == cost
         assert list(back.by_class) == ["tp", "cp", "dp", "pp"] and list(back.classes) == list(back.by_class)
         assert back.classes["pp"].bottleneck.link is None
@@ -375,8 +375,8 @@ class TestConvert:
         assert_exposed(back, {"tp": 0.5, "dp": 0.2})
 
     def test_cost_without_classes_gets_the_defaults(self):
-        wire = pb.Cost(total_seconds=0.3, by_class_seconds={"dp": 0.2, "tp": 0.1})
-        back = convert.cost_from_proto(wire)
+        msg = pb.Cost(total_seconds=0.3, by_class_seconds={"dp": 0.2, "tp": 0.1})
+        back = wire.cost_from_proto(msg)
         assert list(back.by_class) == ["tp", "dp"]
         assert back.classes == {"tp": ClassCost(0.1), "dp": ClassCost(0.2)}
         assert back == CostBreakdown(0.3, {"tp": 0.1, "dp": 0.2})
@@ -384,21 +384,21 @@ class TestConvert:
     def test_unknown_bottleneck_kind_is_a_bug_not_bad_input(self):
         bad = CostBreakdown(1.0, {"dp": 1.0}, {"dp": ClassCost(1.0, bottleneck=Bottleneck(kind="sideways"))})
         with pytest.raises(ValueError, match="sideways"):
-            convert.cost_to_proto(bad)
+            wire.cost_to_proto(bad)
 
     def test_exposure_on_requests(self):
         g = make_cluster(1, 2)
-        req = convert.solve_request(g, exposure={"dp": 0.2, "tp": 0.5})
+        req = wire.solve_request(g, exposure={"dp": 0.2, "tp": 0.5})
         assert dict(req.exposure) == {"dp": 0.2, "tp": 0.5}
-        assert convert.options_from_proto(req).exposure == {"tp": 0.5, "dp": 0.2}
-        assert len(convert.solve_request(g).exposure) == 0
-        ev = convert.evaluate_request(g, ["h0g0", "h0g1"], exposure={"pp": 0.0})
+        assert wire.options_from_proto(req).exposure == {"tp": 0.5, "dp": 0.2}
+        assert len(wire.solve_request(g).exposure) == 0
+        ev = wire.evaluate_request(g, ["h0g0", "h0g1"], exposure={"pp": 0.0})
         assert dict(ev.exposure) == {"pp": 0.0}
-        assert convert.parse_evaluate_request(ev).exposure == {"pp": 0.0}
-        assert convert.parse_evaluate_request(convert.evaluate_request(g, ["h0g0", "h0g1"])).exposure == {}
+        assert wire.parse_evaluate_request(ev).exposure == {"pp": 0.0}
+        assert wire.parse_evaluate_request(wire.evaluate_request(g, ["h0g0", "h0g1"])).exposure == {}
         # SolveOptions -> request (the CLI's --server path and batch) keeps it
-        req = convert.solve_request_from_config(g, parallel_config(2), {"dp": 1e9}, SolveOptions(exposure={"dp": 0.25}))
-        assert convert.parse_solve_request(req).options.exposure == {"dp": 0.25}
+        req = wire.solve_request_from_config(g, parallel_config(2), {"dp": 1e9}, SolveOptions(exposure={"dp": 0.25}))
+        assert wire.parse_solve_request(req).options.exposure == {"dp": 0.25}
 
     @pytest.mark.parametrize(
         "exposure, argument, needle",
@@ -413,24 +413,24 @@ class TestConvert:
     )
     def test_bad_exposure_client_side(self, exposure, argument, needle):
         g = make_cluster(1, 2)
-        for build in (lambda: convert.solve_request(g, exposure=exposure),
-                      lambda: convert.evaluate_request(g, ["h0g0", "h0g1"], exposure=exposure)):
+        for build in (lambda: wire.solve_request(g, exposure=exposure),
+                      lambda: wire.evaluate_request(g, ["h0g0", "h0g1"], exposure=exposure)):
             with pytest.raises(InvalidArgumentError) as err:
                 build()
             assert err.value.field == argument and needle in err.value.message
 
     @pytest.mark.parametrize("value", [1.5, -0.5, float("nan"), float("inf")])
     def test_bad_exposure_server_side_names_the_field(self, value):
-        req = convert.solve_request(make_cluster(1, 2))
+        req = wire.solve_request(make_cluster(1, 2))
         req.exposure["dp"] = value
         with pytest.raises(InvalidArgumentError) as err:
-            convert.parse_solve_request(req)
-        assert convert.error_fields(err.value, "Solve") == ("exposure[dp]", "exposure.dp")
-        ev = convert.evaluate_request(make_cluster(1, 2), ["h0g0", "h0g1"])
+            wire.parse_solve_request(req)
+        assert wire.error_fields(err.value, "Solve") == ("exposure[dp]", "exposure.dp")
+        ev = wire.evaluate_request(make_cluster(1, 2), ["h0g0", "h0g1"])
         ev.exposure["dp"] = value
         with pytest.raises(InvalidArgumentError) as err:
-            convert.parse_evaluate_request(ev)
-        assert convert.error_fields(err.value, "Evaluate") == ("exposure[dp]", "exposure.dp")
+            wire.parse_evaluate_request(ev)
+        assert wire.error_fields(err.value, "Evaluate") == ("exposure[dp]", "exposure.dp")
 
 
 # --------------------------------------------------------------------------- the server
@@ -476,7 +476,7 @@ def test_solve_equals_in_process(client, case):
     opts.setdefault("time_limit_seconds", 5.0)
     traffic = case.get("traffic", TRAFFIC)
     remote = client.solve(g, traffic=traffic, **case["sizes"], **opts)
-    n = convert.count_gpus(g, opts.get("exclude_devices", ()), opts.get("exclude_hosts", ()))
+    n = wire.count_gpus(g, opts.get("exclude_devices", ()), opts.get("exclude_hosts", ()))
     cfg = parallel_config(n, **case["sizes"])
     local_opts = dict(opts)
     if isinstance(local_opts.get("orders"), list):
@@ -546,7 +546,7 @@ def _cli_error_line(argv) -> str:
 
 def test_bad_request_is_invalid_argument_with_field(channel, client):
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
-    req = convert.solve_request(make_cluster(2, 4))
+    req = wire.solve_request(make_cluster(2, 4))
     req.sizes.tp = 0
     with pytest.raises(grpc.RpcError) as err:
         stub.Solve(req, timeout=10)
@@ -570,12 +570,12 @@ def test_bad_request_is_invalid_argument_with_field(channel, client):
 
 def test_bad_cluster_field_path(channel):
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
-    req = convert.solve_request(make_cluster(2, 4), tp=2)
+    req = wire.solve_request(make_cluster(2, 4), tp=2)
     req.cluster.links[5].bandwidth_gbps = float("inf")
     with pytest.raises(grpc.RpcError) as err:
         stub.Solve(req, timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    message, argument, path = convert.error_from_status(rpc_status.from_call(err.value))
+    message, argument, path = wire.error_from_status(rpc_status.from_call(err.value))
     assert path == "cluster.links[5].bandwidth_gbps"
     assert argument == "cluster.edges"
     assert "bandwidth inf" in message
@@ -645,9 +645,9 @@ def test_bad_exposure_is_invalid_argument_naming_the_class(channel, client, tmp_
 
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
     g = make_cluster(2, 4)
-    req = convert.solve_request(g, tp=2, traffic=TRAFFIC)
+    req = wire.solve_request(g, tp=2, traffic=TRAFFIC)
     req.exposure[cls] = value
-    ev = convert.evaluate_request(g, [f"h{i // 4}g{i % 4}" for i in range(8)], tp=2, traffic=TRAFFIC)
+    ev = wire.evaluate_request(g, [f"h{i // 4}g{i % 4}" for i in range(8)], tp=2, traffic=TRAFFIC)
     ev.exposure[cls] = value
     descriptions = []
     for call, msg in ((stub.Solve, req), (stub.Evaluate, ev)):
@@ -665,7 +665,7 @@ def test_bad_exposure_is_invalid_argument_naming_the_class(channel, client, tmp_
     line = _cli_error_line(["solve", str(path), "--tp", "2", "--exposure", f"{cls}={text}"])
     assert line == f"rankmap: error: {descriptions[0]} [exposure.{cls}]"
     # a BatchSolve item fails alone, with the same field
-    good = convert.solve_request(g, tp=2, traffic=TRAFFIC, time_limit_seconds=5)
+    good = wire.solve_request(g, tp=2, traffic=TRAFFIC, time_limit_seconds=5)
     got = {r.index: r for r in stub.BatchSolve(pb.BatchSolveRequest(requests=[good, req]), timeout=60)}
     assert got[1].WhichOneof("outcome") == "error"
     assert (got[1].error.field, got[1].error.argument) == (f"exposure[{cls}]", f"exposure.{cls}")
@@ -714,7 +714,7 @@ def test_tiny_deadline_is_deadline_exceeded_and_server_keeps_serving(server, cli
 
 def test_client_cancel_stops_the_solve(server, channel):
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
-    req = convert.solve_request(make_cluster(16, 8), **slow_request_kwargs())
+    req = wire.solve_request(make_cluster(16, 8), **slow_request_kwargs())
     fut = stub.Solve.future(req, timeout=60)
     assert wait_until(lambda: server.servicer._pending >= 1, 30), "the solve never reached the server"
     fut.cancel()
@@ -749,7 +749,7 @@ def test_batch_solve_streams_every_index(client):
 def test_batch_solve_raw_stream_tags_indices(channel):
     stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
     g = make_cluster(2, 4)
-    reqs = [convert.solve_request(g, tp=tp, traffic=TRAFFIC, time_limit_seconds=5) for tp in (1, 2, 4, 8, 3)]
+    reqs = [wire.solve_request(g, tp=tp, traffic=TRAFFIC, time_limit_seconds=5) for tp in (1, 2, 4, 8, 3)]
     got = list(stub.BatchSolve(pb.BatchSolveRequest(requests=reqs), timeout=60))
     assert sorted(r.index for r in got) == [0, 1, 2, 3, 4]
     by_index = {r.index: r for r in got}
@@ -764,13 +764,13 @@ def test_resource_exhausted_when_queue_full():
     try:
         ch = grpc.insecure_channel(srv.address)
         stub = rankmap_pb2_grpc.RankmapServiceStub(ch)
-        slow = convert.solve_request(make_cluster(16, 8), **slow_request_kwargs())
+        slow = wire.solve_request(make_cluster(16, 8), **slow_request_kwargs())
         fut = stub.Solve.future(slow, timeout=60)
         t = time.monotonic() + 5
         while srv.servicer._pending < 1 and time.monotonic() < t:
             time.sleep(0.02)
         with pytest.raises(grpc.RpcError) as err:
-            stub.Solve(convert.solve_request(make_cluster(2, 4), tp=2, traffic=TRAFFIC), timeout=10)
+            stub.Solve(wire.solve_request(make_cluster(2, 4), tp=2, traffic=TRAFFIC), timeout=10)
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         # not retried by the client: RESOURCE_EXHAUSTED surfaces as RankmapRpcError
         with RankmapClient(srv.address, timeout=10) as c, pytest.raises(RankmapRpcError) as e2:
@@ -877,7 +877,7 @@ def test_solve_config_sends_exactly_the_solve_arguments(client, server):
 def test_131072_gpus_fit_the_message_limits(client):
     """A 131,072-GPU cluster (~8 MB request) and its group catalogue (~7 MB answer) pass."""
     g = make_cluster(16384, 8)
-    assert convert.graph_to_proto(g).ByteSize() > 4 << 20  # above gRPC's default 4 MiB limit
+    assert wire.graph_to_proto(g).ByteSize() > 4 << 20  # above gRPC's default 4 MiB limit
     groups = client.get_groups(131072, tp=8, cp=2, pp=8, timeout=300)
     assert groups["TENSOR_MODEL_PARALLEL_GROUP"].shape == (16384, 8)
     gpus = [n for n, d in g.nodes(data=True) if d.get("kind", "gpu") == "gpu"]

@@ -18,7 +18,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from rankmap.server import convert
+from rankmap import wire
 from service_helpers import cluster_proto, pb, raw_call, wait_until
 
 
@@ -78,7 +78,7 @@ def long_solve() -> "pb.SolveRequest":
 
 def busy(channel) -> bool:
     """The only worker is busy: two quick calls in a row cannot get through within their deadline."""
-    small = convert.get_groups_request(8, tp=2)
+    small = wire.get_groups_request(8, tp=2)
     return all(raw_call(channel, "GetGroups", small, 0.3)[0] == grpc.StatusCode.DEADLINE_EXCEEDED for _ in range(2))
 
 
@@ -90,7 +90,7 @@ def test_sigterm_reports_not_serving_during_the_drain_delay():
         srv.proc.send_signal(signal.SIGTERM)
         assert wait_until(lambda: health(channel) == "NOT_SERVING", 10)
         # still serving while load balancers take notice
-        code, details, _ = raw_call(channel, "GetGroups", convert.get_groups_request(8, tp=2), 30)
+        code, details, _ = raw_call(channel, "GetGroups", wire.get_groups_request(8, tp=2), 30)
         assert code == grpc.StatusCode.OK, details
         srv.proc.send_signal(signal.SIGTERM)  # a second signal skips the rest of the delay
         assert srv.proc.wait(30) == 0
@@ -105,7 +105,7 @@ def test_sigterm_reports_not_serving_during_the_drain_delay():
 def test_sigterm_finishes_running_work_refuses_queued_and_exits_zero():
     srv = ServeProcess("--workers", "1", "--max-queued", "4", "--drain-delay", "0", "--grace", "120")
     channel = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
-    small = convert.get_groups_request(8, tp=2)
+    small = wire.get_groups_request(8, tp=2)
     try:
         assert health(channel) == "SERVING"
         with futures.ThreadPoolExecutor(4) as ex:
@@ -148,7 +148,7 @@ def test_stop_answers_queued_work_unavailable_in_process():
         with futures.ThreadPoolExecutor(4) as ex:
             running = ex.submit(raw_call, channel, "Solve", long_solve(), 300)
             assert wait_until(lambda: server.servicer._pending == 1, 30)
-            queued = ex.submit(raw_call, channel, "GetGroups", convert.get_groups_request(8, tp=2), 120)
+            queued = ex.submit(raw_call, channel, "GetGroups", wire.get_groups_request(8, tp=2), 120)
             assert wait_until(lambda: server.servicer._pending == 2, 30)
             stopped = server.stop(grace=120, drain_delay=0)
             code, details, _ = queued.result(60)

@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rankmap.server import convert
+from rankmap import wire
 from rankmap.server.service import serve
 from service_helpers import LogLines, pb, raw_call, two_hosts
 
@@ -65,7 +65,7 @@ def sizes(draw, target):
 @st.composite
 def cluster(draw, target):
     if draw(st.booleans()):
-        target.CopyFrom(convert.graph_to_proto(two_hosts(draw(st.sampled_from([1, 2, 4])))))
+        target.CopyFrom(wire.graph_to_proto(two_hosts(draw(st.sampled_from([1, 2, 4])))))
         # mutate a little
         for _ in range(draw(st.integers(0, 2))):
             choice = draw(st.integers(0, 3))
@@ -215,5 +215,5 @@ def test_fuzzed_requests_get_only_client_error_codes(live):
     health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
     assert health.status == health_pb2.HealthCheckResponse.SERVING
     assert srv.servicer.wait_idle(60)
-    code, details, _ = raw_call(channel, "Solve", convert.solve_request(two_hosts(), tp=2), timeout=60)
+    code, details, _ = raw_call(channel, "Solve", wire.solve_request(two_hosts(), tp=2), timeout=60)
     assert code == grpc.StatusCode.OK, details

@@ -12,7 +12,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from rankmap.client import AsyncRankmapClient, RankmapClient
-from rankmap.server.graph import graph_from_proto, graph_to_proto
+from rankmap.wire.graph import graph_from_proto, graph_to_proto
 from rankmap.server.limits import Limits
 from rankmap.server.service import serve
 from rankmap.solver.cluster import cluster_from_graph

@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from rankmap.client import RankmapClient
-from rankmap.server import convert
+from rankmap import wire
 from rankmap.server.calls import Cancelled
 from rankmap.server.limits import Limits
 from rankmap.server.service import serve
@@ -60,7 +60,7 @@ def health_ok(channel, timeout=10.0) -> bool:
 
 def test_get_groups_of_4m_ranks_is_refused_at_once(channel):
     """The 25-byte request that cost 21 s / 2.9 GB: over --max-world-size, INVALID_ARGUMENT naming it."""
-    req = convert.get_groups_request(4_194_304, tp=8, pp=8, cp=2, ep=4, etp=1)
+    req = wire.get_groups_request(4_194_304, tp=8, pp=8, cp=2, ep=4, etp=1)
     assert req.ByteSize() < 40
     code, details, err = raw_call(channel, "GetGroups", req, timeout=30)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
@@ -70,7 +70,7 @@ def test_get_groups_of_4m_ranks_is_refused_at_once(channel):
 
 
 def test_get_groups_runs_in_the_pool_and_honours_the_deadline(channel, server):
-    req = convert.get_groups_request(131_072, tp=8, pp=8, cp=2, ep=4, etp=1)
+    req = wire.get_groups_request(131_072, tp=8, pp=8, cp=2, ep=4, etp=1)
     with LogLines() as logs:
         code, _, _ = raw_call(channel, "GetGroups", req, timeout=0.05)
         assert code == grpc.StatusCode.DEADLINE_EXCEEDED
@@ -87,7 +87,7 @@ def test_flood_of_get_groups_does_not_starve_health():
     srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=2)
     ch = grpc.insecure_channel(srv.address)
     try:
-        req = convert.get_groups_request(131_072, tp=8, pp=8, cp=2, ep=4, etp=1)
+        req = wire.get_groups_request(131_072, tp=8, pp=8, cp=2, ep=4, etp=1)
         with futures.ThreadPoolExecutor(40) as ex:
             calls = [ex.submit(raw_call, ch, "GetGroups", req, 60) for _ in range(40)]
             assert health_ok(ch, timeout=10)
@@ -101,7 +101,7 @@ def test_flood_of_get_groups_does_not_starve_health():
 
 
 def test_time_limit_over_the_server_cap_is_invalid_argument(channel):
-    req = convert.solve_request(two_hosts(), tp=2, time_limit_seconds=1e9)
+    req = wire.solve_request(two_hosts(), tp=2, time_limit_seconds=1e9)
     code, _, err = raw_call(channel, "Solve", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     field, message = bad_request(err)
@@ -126,20 +126,20 @@ def test_request_bytes_batch_length_and_cluster_size_limits():
     srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=1, limits=limits)
     ch = grpc.insecure_channel(srv.address)
     try:
-        big = convert.solve_request(two_hosts(), tp=2)
+        big = wire.solve_request(two_hosts(), tp=2)
         big.cluster.nodes.add(id="x" * 5000, kind="switch")
         code, details, _ = raw_call(ch, "Solve", big)
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "4096" in details
 
-        sixteen = convert.solve_request(two_hosts(8), tp=2)
+        sixteen = wire.solve_request(two_hosts(8), tp=2)
         code, _, err = raw_call(ch, "Solve", sixteen)
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert bad_request(err)[0] == "cluster.devices" and "16" in bad_request(err)[1]
 
-        code, _, err = raw_call(ch, "Evaluate", convert.evaluate_request(two_hosts(), [f"node1/gpu{i}" for i in range(9)]))
+        code, _, err = raw_call(ch, "Evaluate", wire.evaluate_request(two_hosts(), [f"node1/gpu{i}" for i in range(9)]))
         assert code == grpc.StatusCode.INVALID_ARGUMENT and bad_request(err)[0] == "assignment"
 
-        small = convert.solve_request(two_hosts(), tp=2)
+        small = wire.solve_request(two_hosts(), tp=2)
         code, _, err = raw_call(ch, "BatchSolve", pb.BatchSolveRequest(requests=[small] * 3))
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         field, message = bad_request(err)
@@ -162,12 +162,12 @@ def test_conversion_has_check_points():
             raise Cancelled(True)
 
     with pytest.raises(Cancelled):
-        convert.graph_from_proto(cluster, check)
+        wire.graph_from_proto(cluster, check)
     assert len(calls) == 4  # stopped at the 4th check point, long before the end
     groups = {"G": __import__("numpy").arange(1 << 20).reshape(-1, 8)}
     calls.clear()
     with pytest.raises(Cancelled):
-        convert.groups_to_proto(groups, pb.GetGroupsResponse().groups, check)
+        wire.groups_to_proto(groups, pb.GetGroupsResponse().groups, check)
 
 
 def test_big_solve_request_stops_at_its_deadline_while_parsing(channel, server):
@@ -184,7 +184,7 @@ def test_big_solve_request_stops_at_its_deadline_while_parsing(channel, server):
 
 def test_model_dimension_errors_map_to_invalid_argument(channel):
     """The traffic model's own InvalidArgumentError (e.g. a limit on num_layers) is INVALID_ARGUMENT with its field."""
-    req = convert.solve_request(two_hosts(), tp=2, model={"preset": "llama3-8b", "num_layers": -3})
+    req = wire.solve_request(two_hosts(), tp=2, model={"preset": "llama3-8b", "num_layers": -3})
     code, _, err = raw_call(channel, "Solve", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(err)[0].startswith("traffic.model")
@@ -195,27 +195,27 @@ def test_model_dimension_errors_map_to_invalid_argument(channel):
 
 @pytest.mark.parametrize("with_orders", [False, True])
 def test_unknown_enum_value_is_invalid_argument(channel, with_orders):
-    req = convert.solve_request(two_hosts(), tp=2)
+    req = wire.solve_request(two_hosts(), tp=2)
     req.orders.policy = 7
     if with_orders:
         req.orders.orders.append("tp-cp-ep-dp-pp")
     code, _, err = raw_call(channel, "Solve", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(err)[0] == "orders.policy"
-    req = convert.solve_request(two_hosts(), tp=2)
+    req = wire.solve_request(two_hosts(), tp=2)
     req.mode = 9
     assert raw_call(channel, "Solve", req)[0] == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_huge_strings_in_errors_stay_invalid_argument(channel):
-    req = convert.solve_request(two_hosts(), tp=2, orders=["tp-" * 1700 + "pp"])
+    req = wire.solve_request(two_hosts(), tp=2, orders=["tp-" * 1700 + "pp"])
     code, details, err = raw_call(channel, "Solve", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert len(details) < 1024 and "more characters" in details
     g = two_hosts()
     name = "d" * 20_000
     g.add_node(name, kind="gpu", host="node3", local_index=0)  # no link: the solver names it
-    req = convert.solve_request(g, tp=2)
+    req = wire.solve_request(g, tp=2)
     req.cluster.links.add(source=name, target="nowhere" * 3000, bandwidth_gbps=1.0)
     code, details, err = raw_call(channel, "Solve", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
@@ -224,7 +224,7 @@ def test_huge_strings_in_errors_stay_invalid_argument(channel):
 
 
 def test_hundred_hierarchical_cp_levels_is_invalid_argument(channel):
-    req = convert.get_groups_request(8, hierarchical_context_parallel_sizes=[1] * 100)
+    req = wire.get_groups_request(8, hierarchical_context_parallel_sizes=[1] * 100)
     code, _, err = raw_call(channel, "GetGroups", req)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert bad_request(err)[0] == "sizes.hierarchical_context_parallel_sizes"
@@ -241,9 +241,9 @@ def test_no_deadline_no_traceback_and_one_json_line_per_request(channel, monkeyp
     seen = []
     monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args))
     with LogLines() as logs:
-        code, _, _ = raw_call(channel, "GetGroups", convert.get_groups_request(8, tp=2), timeout=None)
+        code, _, _ = raw_call(channel, "GetGroups", wire.get_groups_request(8, tp=2), timeout=None)
         assert code == grpc.StatusCode.OK
-        code, _, _ = raw_call(channel, "GetGroups", convert.get_groups_request(8, tp=3), timeout=None)
+        code, _, _ = raw_call(channel, "GetGroups", wire.get_groups_request(8, tp=3), timeout=None)
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert wait_until(lambda: len([e for e in logs.entries() if e.get("method") == "GetGroups"]) >= 2, 10)
     assert not seen
@@ -261,7 +261,7 @@ def test_a_bug_is_internal_logged_as_one_line_without_traceback(server, channel,
 
     monkeypatch.setattr(server.servicer, "_evaluate_work", broken)
     with LogLines() as logs:
-        code, details, _ = raw_call(channel, "Evaluate", convert.evaluate_request(two_hosts(), []))
+        code, details, _ = raw_call(channel, "Evaluate", wire.evaluate_request(two_hosts(), []))
         assert wait_until(lambda: any(e.get("method") == "Evaluate" for e in logs.entries()), 10)
     assert code == grpc.StatusCode.INTERNAL
     entry = [e for e in logs.entries() if e.get("method") == "Evaluate"][0]

@@ -248,7 +248,7 @@ def test_stopped_by_in_json_table_and_proto():
     assert "status FEASIBLE (stopped by the time limit)" in solve_table(res)
     assert "stopped by" not in solve_table(done)
 
-    from rankmap.server.convert import result_from_proto, result_to_proto
+    from rankmap.wire import result_from_proto, result_to_proto
 
     msg = result_to_proto(res)
     assert msg.stopped_by == "time_limit"

@@ -383,12 +383,12 @@ def test_grpc_traffic_megatron_args():
     """Traffic.megatron_args over gRPC gives the in-process traffic; a size that disagrees is
     INVALID_ARGUMENT naming the field."""
     from rankmap.client import RankmapClient
-    from rankmap.server import convert
+    from rankmap import wire
     from rankmap.server.service import serve
     from rankmap.solver.formats import load_graph
 
     cfg, traffic = _expected_small()
-    assert convert.traffic_from_proto(convert.traffic_to_proto(None, SMALL_ARGS), cfg) == traffic
+    assert wire.traffic_from_proto(wire.traffic_to_proto(None, SMALL_ARGS), cfg) == traffic
     srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
     try:
         with RankmapClient(srv.address, timeout=60) as c:

@@ -105,7 +105,7 @@ def test_error_status_carries_field_violation_and_argument():
     for an infeasible request: a PreconditionFailure on the constraint path."""
     from google.rpc import error_details_pb2
 
-    from rankmap.server.errors import ERROR_DOMAIN, error_status
+    from rankmap.wire.errors import ERROR_DOMAIN, error_status
 
     st = error_status(grpc.StatusCode.INVALID_ARGUMENT.value[0], InvalidArgumentError("tp 3 does not divide 8", "tp"))
     assert st.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and st.message == "tp 3 does not divide 8"

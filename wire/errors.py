@@ -6,13 +6,19 @@ solved, the *proto path* of the field (``sizes.tp``,
 spelling, ``tp``, ``cluster.edges``); :func:`error_status` builds the
 ``google.rpc.Status`` (``BadRequest`` / ``PreconditionFailure`` + ``ErrorInfo``)
 the server sends in its trailers, :func:`error_to_proto` the in-stream
-``rankmap.v1.Error`` of BatchSolve.  Messages and field paths are truncated
+``rankmap.v1.Error`` of BatchSolve; on the client side :func:`error_from_rpc` and
+:func:`error_from_batch` turn them back into the solver's exceptions (or
+:class:`RankmapRpcError` for any other status).  Messages and field paths are truncated
 (:func:`clip`) so the trailers stay far below gRPC's metadata limit (8 KiB soft,
 16 KiB hard by default) whatever the request held: a 20,000-character device
 name quoted in a message must not turn INVALID_ARGUMENT into RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import grpc
 
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
 from rankmap.v1 import rankmap_pb2 as pb
@@ -30,6 +36,9 @@ __all__ = [
     "error_from_proto",
     "error_status",
     "error_from_status",
+    "RankmapRpcError",
+    "error_from_rpc",
+    "error_from_batch",
 ]
 
 #: Longest error message sent (UTF-8 bytes, before the truncation note).  A
@@ -213,3 +222,68 @@ def error_from_status(status, default_message: str = "") -> tuple[str, str, str]
             argument = info.metadata.get("argument", "")
             path = path or info.metadata.get("field", "")
     return message, argument or path, path
+
+
+# --------------------------------------------------------------------------- client side
+
+
+class RankmapRpcError(Exception):
+    """A call failed with a status other than INVALID_ARGUMENT / FAILED_PRECONDITION.
+
+    Attributes
+    ----------
+    code : grpc.StatusCode
+    details : str
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str):
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+def _code_from_int(value: int) -> grpc.StatusCode:
+    for c in grpc.StatusCode:
+        if c.value[0] == value:
+            return c
+    return grpc.StatusCode.UNKNOWN
+
+
+def _domain_error(cls, message: str, argument: str, path: str) -> RankmapError:
+    err = cls(message, argument)
+    err.proto_field = path  # type: ignore[attr-defined]
+    return err
+
+
+def error_from_rpc(err: grpc.RpcError | Any) -> Exception:
+    """The exception to raise for a failed call.
+
+    INVALID_ARGUMENT -> :class:`InvalidArgumentError`, FAILED_PRECONDITION ->
+    :class:`InfeasibleError`, with the server's message (the CLI's), ``field``
+    the CLI / Python spelling and ``proto_field`` the request path; anything
+    else -> :class:`RankmapRpcError`.
+    """
+    code = err.code() if callable(getattr(err, "code", None)) else grpc.StatusCode.UNKNOWN
+    details = (err.details() if callable(getattr(err, "details", None)) else str(err)) or ""
+    if code not in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+        return RankmapRpcError(code, details)
+    from grpc_status import rpc_status
+
+    try:
+        status = rpc_status.from_call(err)
+    except Exception:  # noqa: BLE001 - malformed trailers: keep the plain details
+        status = None
+    message, argument, path = error_from_status(status, details)
+    cls = InvalidArgumentError if code == grpc.StatusCode.INVALID_ARGUMENT else InfeasibleError
+    return _domain_error(cls, message, argument or path, path)
+
+
+def error_from_batch(err) -> Exception:
+    """The exception for one failed item of a BatchSolve stream (a ``rankmap.v1.Error``)."""
+    code_value, message, argument, path = error_from_proto(err)
+    code = _code_from_int(code_value)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return _domain_error(InvalidArgumentError, message, argument, path)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return _domain_error(InfeasibleError, message, argument, path)
+    return RankmapRpcError(code, message)

@@ -8,7 +8,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 import networkx as nx
 import numpy as np
 
-from rankmap.server.errors import invalid
+from rankmap.wire.errors import invalid
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.v1 import rankmap_pb2 as pb
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Iterable, Mapping
 
-from rankmap.server.costs import _class_order
-from rankmap.server.errors import invalid
+from rankmap.wire.costs import _class_order
+from rankmap.wire.errors import invalid
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.types import MODES, Constraint, SolveOptions, check_exposure, parse_constraint
 from rankmap.v1 import rankmap_pb2 as pb

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rankmap.server.errors import invalid
+from rankmap.wire.errors import invalid
 from rankmap.solver.catalogue import ParallelConfig, parallel_config
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.ranks import DEFAULT_ORDER

@@ -1,0 +1,108 @@
+"""Requests, as the server reads them: ``rankmap.v1`` request messages -> the solver's arguments.
+
+:func:`parse_solve_request`, :func:`parse_evaluate_request` and
+:func:`parse_get_groups_request` give the arguments of :func:`rankmap.solver.solve`,
+``evaluate`` and ``megatron_groups``; errors are the solver's
+:class:`~rankmap.solver.errors.InvalidArgumentError` (see :mod:`rankmap.wire.errors`
+for the field names).  :func:`describe_request` summarises a request for the log line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from rankmap.solver.catalogue import ParallelConfig
+from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.types import SolveOptions
+from rankmap.v1 import rankmap_pb2 as pb
+from rankmap.wire.graph import count_gpus, graph_from_proto
+from rankmap.wire.options import exposure_from_proto, options_from_proto
+from rankmap.wire.sizes import config_from_proto
+from rankmap.wire.traffic import sizes_with_megatron, traffic_from_proto
+
+__all__ = [
+    "SolveJob",
+    "EvaluateJob",
+    "parse_solve_request",
+    "parse_evaluate_request",
+    "parse_get_groups_request",
+    "describe_request",
+]
+
+
+@dataclass
+class SolveJob:
+    """The arguments of ``rankmap.solver.solve`` read from a ``SolveRequest``."""
+
+    graph: nx.Graph
+    cfg: ParallelConfig
+    traffic: dict[str, float]
+    options: SolveOptions
+    omit_groups: bool = False
+
+
+@dataclass
+class EvaluateJob:
+    """The arguments of ``rankmap.solver.evaluate`` read from an ``EvaluateRequest``."""
+
+    graph: nx.Graph
+    cfg: ParallelConfig
+    assignment: tuple[str, ...]
+    traffic: dict[str, float]
+    exposure: dict[str, float] = dataclasses.field(default_factory=dict)
+
+
+def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
+    """Read a ``SolveRequest``: graph, validated config, traffic and options.
+
+    ``check``: called at check points of the conversion (raises to stop it).
+    """
+    graph = graph_from_proto(req.cluster, check)
+    options = options_from_proto(req)
+    n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
+    sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
+    if req.HasField("traffic") and req.traffic.megatron_args and not req.HasField("orders"):
+        from rankmap.solver.traffic import parse_megatron_args
+
+        order = parse_megatron_args(req.traffic.megatron_args).order
+        if order != DEFAULT_ORDER:  # --use-tp-pp-dp-mapping: the order Megatron will build
+            options = dataclasses.replace(options, orders=order)
+    cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
+    traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
+    return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
+
+
+def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
+    """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
+    graph = graph_from_proto(req.cluster, check)
+    sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
+    cfg = config_from_proto(sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
+    traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
+    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure))
+
+
+def parse_get_groups_request(req: "pb.GetGroupsRequest") -> ParallelConfig:
+    """Read a ``GetGroupsRequest`` (world_size required)."""
+    return config_from_proto(req.sizes, req.order or DEFAULT_ORDER, default_world_size=None, rpc="GetGroups")
+
+
+def describe_request(req) -> dict[str, Any]:
+    """Sizes and GPU count of a request, for the server's log line."""
+    out: dict[str, Any] = {}
+    sizes = getattr(req, "sizes", None)
+    if sizes is not None:
+        out["sizes"] = {
+            f.name: (list(v)[:20] if f.name == "hierarchical_context_parallel_sizes" else v)
+            for f, v in sizes.ListFields()
+        }
+    cluster = getattr(req, "cluster", None)
+    if cluster is not None:
+        out["gpus"] = len(cluster.devices)
+    if isinstance(req, pb.BatchSolveRequest):
+        out["requests"] = len(req.requests)
+        out["gpus"] = sum(len(r.cluster.devices) for r in req.requests)
+    return out
