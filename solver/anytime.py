@@ -78,12 +78,12 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
         seed = int(options.seed) + k
         layouts = []
         if equal_hosts:
-            ho = tree_partition_host_order(cluster, cfg, grp, surrogate, seed)
+            ho = tree_partition_host_order(cluster, cfg, grp, surrogate, seed, False, deadline)
             if ho is not None:
                 layouts.append(local_orders(cluster, cfg, grp, surrogate, ho, options, 0.05, deadline.cancel,
                                             constraints, deadline))
         if not launcher:
-            lay = tree_partition_layout(cluster, cfg, grp, surrogate, seed)
+            lay = tree_partition_layout(cluster, cfg, grp, surrogate, seed, False, deadline)
             if lay is not None:
                 layouts.append(lay)
         if not layouts:

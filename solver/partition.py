@@ -19,8 +19,9 @@ in free mode, to the GPUs).
   :func:`~rankmap.solver.decompose.local_orders` like every other host order;
 * **free mode**: the items are the ranks, recursed down to single GPUs.
 
-METIS (``pymetis``, k-way with target part weights) gives parts of about the
-right sizes; a greedy repair moves the items that lose the fewest internal
+METIS (``pymetis``, k-way with target part weights; or, with ``bisect``, two
+halves of a node's children at a time, as Scotch's dual recursive
+bipartitioning does) gives parts of about the right sizes; a greedy repair moves the items that lose the fewest internal
 bytes from parts over their size to parts under it, so sizes are exact.
 METIS is seeded (``options.seed``): same input, same layout.  The layouts
 are proposals: each is scored with the real objective and improved by the
@@ -134,11 +135,16 @@ def _repair(A: csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return part
 
 
-def _recurse(A: csr_matrix, slot_levels: np.ndarray, seed: int) -> np.ndarray:
+def _recurse(A: csr_matrix, slot_levels: np.ndarray, seed: int, bisect: bool = False, deadline=None) -> np.ndarray:
     """Slot of each item: items partitioned level by level (coarsest first) onto the slots' domains.
 
     ``slot_levels`` has shape (L, S), ``slot_levels[l, s]`` the level-l domain of slot s (level 0
-    coarsest); the number of items equals S.  Returns slot per item, shape (S,).
+    coarsest); the number of items equals S.  With ``bisect`` a node with more than two children
+    is split into two halves of its children (in order) first, Scotch-style dual recursive
+    bipartitioning (not at the last level, whose children are single slots); else one k-way cut
+    per node.  Once ``deadline`` (a :class:`~rankmap.solver.deadline.Deadline`) has passed, the
+    nodes left get their items in index order (the stop is recorded on it).  Returns slot per
+    item, shape (S,).
     """
     S = slot_levels.shape[1]
     out = np.empty(S, dtype=np.int64)
@@ -147,7 +153,7 @@ def _recurse(A: csr_matrix, slot_levels: np.ndarray, seed: int) -> np.ndarray:
         items, slots, lvl = stack.pop()
         while lvl < slot_levels.shape[0] and np.unique(slot_levels[lvl, slots]).size == 1:
             lvl += 1
-        if lvl >= slot_levels.shape[0] or items.size == 1:
+        if lvl >= slot_levels.shape[0] or items.size == 1 or (deadline is not None and deadline.check()):
             out[np.sort(items)] = np.sort(slots)
             continue
         labels = slot_levels[lvl, slots]
@@ -156,8 +162,14 @@ def _recurse(A: csr_matrix, slot_levels: np.ndarray, seed: int) -> np.ndarray:
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         child = rank[inv]
-        sizes = np.bincount(child, minlength=kids.size)
         sub = A[items][:, items]
+        if bisect and kids.size > 2 and lvl < slot_levels.shape[0] - 1:
+            half = child >= (kids.size + 1) // 2
+            part = _metis_parts(sub, np.bincount(half.astype(np.int64), minlength=2), seed)
+            stack.append((items[part == 0], slots[~half], lvl))
+            stack.append((items[part == 1], slots[half], lvl))
+            continue
+        sizes = np.bincount(child, minlength=kids.size)
         part = _metis_parts(sub, sizes, seed)
         for c in range(kids.size):
             stack.append((items[part == c], slots[child == c], lvl + 1))
@@ -174,13 +186,18 @@ def _levels_coarse_first(cluster: Cluster, per_host: bool) -> np.ndarray:
 
 
 def tree_partition_host_order(
-    cluster: Cluster, cfg: ParallelConfig, groups, traffic: Mapping[str, float], seed: int = 0,
+    cluster: Cluster, cfg: ParallelConfig, groups, traffic: Mapping[str, float], seed: int = 0, bisect: bool = False,
+    deadline=None,
 ) -> np.ndarray | None:
     """Launcher mode: the host of each node rank (block of G ranks), shape (H,), or None.
 
     Parameters
     ----------
     traffic : mapping class -> bytes per rank per step (exposure-weighted)
+    bisect : bool
+        Recursive bisection of each tree node's children instead of one k-way cut (:func:`_recurse`).
+    deadline : Deadline, optional
+        The solve's wall-clock stop: tree nodes not cut by then keep their items in index order.
 
     Returns
     -------
@@ -199,14 +216,19 @@ def tree_partition_host_order(
     if A is None:
         return None
     levels = _levels_coarse_first(cluster, per_host=True)
-    slot = _recurse(A, np.vstack([levels, np.arange(H)[None, :]]), seed)
+    slot = _recurse(A, np.vstack([levels, np.arange(H)[None, :]]), seed, bisect, deadline)
     return slot.astype(np.int64)  # block b -> host slot[b]
 
 
 def tree_partition_layout(
-    cluster: Cluster, cfg: ParallelConfig, groups, traffic: Mapping[str, float], seed: int = 0,
+    cluster: Cluster, cfg: ParallelConfig, groups, traffic: Mapping[str, float], seed: int = 0, bisect: bool = False,
+    deadline=None,
 ) -> np.ndarray | None:
-    """Free mode: the device of each rank, shape (W,), or None (pymetis missing, too large, no traffic)."""
+    """Free mode: the device of each rank, shape (W,), or None (pymetis missing, too large, no traffic).
+
+    ``bisect``: recursive bisection of each tree node's children instead of one k-way cut;
+    ``deadline``: as for :func:`tree_partition_host_order`.
+    """
     W = cfg.world_size
     if W < 2 or W > PARTITION_MAX_ITEMS or not available():
         return None
@@ -216,5 +238,5 @@ def tree_partition_layout(
     levels = _levels_coarse_first(cluster, per_host=False)
     # hosts are a level too (GPUs of one host stay together), then the GPUs in device order
     host_lv = cluster.host_of[None, :]
-    slot = _recurse(A, np.vstack([levels, host_lv, np.arange(W)[None, :]]), seed)
+    slot = _recurse(A, np.vstack([levels, host_lv, np.arange(W)[None, :]]), seed, bisect, deadline)
     return slot.astype(np.int64)

@@ -387,9 +387,10 @@ def _free_partitions(cluster, orders, surrogate, options, constraints, deadline,
         if deadline.check():
             break
         groups = megatron_groups(ocfg)
-        lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed)
-        if lay is not None and satisfies(cluster, ocfg, groups, lay, constraints):
-            out.append(Candidate(ocfg, lay, score(ocfg, lay, groups), idx))
+        for bisect in (False, True):
+            lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline)
+            if lay is not None and satisfies(cluster, ocfg, groups, lay, constraints):
+                out.append(Candidate(ocfg, lay, score(ocfg, lay, groups), idx))
     return out
 
 
@@ -407,9 +408,10 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
     out = [baseline_dev]
     cancel = deadline.cancel
     if not launcher and np.unique(cluster.gpus_per_host).size != 1 and not deadline.check():  # equal hosts: first
-        lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed)
-        if lay is not None:
-            out.append(lay)
+        for bisect in (False, True):
+            lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline)
+            if lay is not None:
+                out.append(lay)
     if not surrogate_models:
         return out
     if W <= EXACT_MAX_DEVICES:
@@ -432,8 +434,9 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
         if not deadline.check():
             host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
                                              time_limit / 4, options.seed, groups, cancel, deadline)
-        if not deadline.check():
-            ho = tree_partition_host_order(cluster, ocfg, groups, surrogate, options.seed)
+        for bisect in (False, True):
+            ho = None if deadline.check() else tree_partition_host_order(cluster, ocfg, groups, surrogate,
+                                                                          options.seed, bisect, deadline)
             if ho is not None:
                 host_orders.append(ho)
         seen = set()
