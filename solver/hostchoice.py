@@ -19,9 +19,9 @@ chooses GPUs.  The candidates:
 Each distinct candidate is solved as a cluster of its own (the others excluded) with
 an equal share of the time limit, and the cheapest predicted time wins (ties: the
 earlier candidate, so the launcher's own choice when nothing beats it).  The status is
-FEASIBLE: other host sets were not searched, and the bound is the analytic bound of
-the whole cluster for ``world_size`` ranks (a domain of the whole cluster is at least
-as large as the same domain of any subset, so its cut and per-flow bounds stay valid).
+FEASIBLE: other host sets were not searched; the reported bound is 0 (the analytic
+bound assumes every GPU runs a rank, so a slow GPU the job need not use would lift it
+above layouts on the others; a candidate's own bound holds for its hosts only).
 """
 
 from __future__ import annotations
@@ -110,24 +110,67 @@ def _host_levels(cluster: Cluster) -> list[np.ndarray]:
     return out
 
 
+def host_scores(cluster: Cluster) -> np.ndarray:
+    """The slowest widest-path bandwidth (GB/s) between two GPUs of each host, shape (hosts,).
+
+    ``inf`` for a host with one GPU.  Hosts of one size are done together: O(Σ G²).
+    """
+    H = len(cluster.hosts)
+    out = np.full(H, np.inf)
+    devs = cluster.host_devices
+    sizes = np.array([d.size for d in devs])
+    for G in np.unique(sizes):
+        if G < 2:
+            continue
+        hs = np.flatnonzero(sizes == G)
+        members = np.stack([devs[h] for h in hs])  # (hosts of this size, G)
+        a, b = np.triu_indices(int(G), 1)
+        bw = cluster.bandwidth_gbps(members[:, a], members[:, b])
+        out[hs] = bw.min(axis=1)
+    return out
+
+
+def _fast_first(order: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """``order`` stably re-sorted by descending ``score`` of each item."""
+    return order[np.argsort(-score[order], kind="stable")]
+
+
 def host_candidates(cluster: Cluster, num_hosts: int, launch_host_order: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """``(name, host indices)`` of the candidate host sets of ``num_hosts`` hosts, distinct, launcher first."""
+    """``(name, host indices)`` of the candidate host sets of ``num_hosts`` hosts, distinct, launcher first.
+
+    ``launcher``: the first hosts in launch order; ``compact`` / ``compact-largest``: packed
+    along the fabric tree; ``fast`` and ``compact-fast``: the same preferring hosts whose GPUs
+    are best connected among themselves (:func:`host_scores`: a host whose GPUs meet only over
+    PCIe or a NIC ranks after NVSwitch hosts).
+    """
     order = np.asarray(launch_host_order, dtype=np.int64)
-    levels = [lab[order] for lab in _host_levels(cluster)]
+    fast = _fast_first(order, host_scores(cluster))
+    tree = _host_levels(cluster)
     cands = [("launcher", order[:num_hosts])]
-    if levels:
-        cands.append(("compact", order[pack_along_tree(levels, num_hosts)]))
-        cands.append(("compact-largest", order[pack_along_tree(levels, num_hosts, largest_remainder=True)]))
+    for name, pref in (("compact", order), ("fast", fast)):
+        levels = [lab[pref] for lab in tree]
+        if name == "fast":
+            cands.append(("fast", pref[:num_hosts]))
+        if levels:
+            cands.append((name if name == "compact" else "compact-fast", pref[pack_along_tree(levels, num_hosts)]))
+            if name == "compact":
+                cands.append(("compact-largest", pref[pack_along_tree(levels, num_hosts, largest_remainder=True)]))
     return _distinct(cands)
 
 
 def device_candidates(cluster: Cluster, world_size: int, launch_device_order: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """``(name, device indices)`` of the candidate GPU sets of ``world_size`` GPUs (free mode)."""
+    """``(name, device indices)`` of the candidate GPU sets of ``world_size`` GPUs (free mode), as
+    :func:`host_candidates` with devices (the host score of each device's host)."""
     order = np.asarray(launch_device_order, dtype=np.int64)
-    levels = [cluster.domains[k][order] for k in range(cluster.domains.shape[0])]
-    cands = [("launcher", order[:world_size]),
-             ("compact", order[pack_along_tree(levels, world_size)]),
-             ("compact-largest", order[pack_along_tree(levels, world_size, largest_remainder=True)])]
+    fast = _fast_first(order, host_scores(cluster)[cluster.host_of])
+    cands = [("launcher", order[:world_size])]
+    for name, pref in (("compact", order), ("fast", fast)):
+        levels = [cluster.domains[k][pref] for k in range(cluster.domains.shape[0])]
+        if name == "fast":
+            cands.append(("fast", pref[:world_size]))
+        cands.append((name if name == "compact" else "compact-fast", pref[pack_along_tree(levels, world_size)]))
+        if name == "compact":
+            cands.append(("compact-largest", pref[pack_along_tree(levels, world_size, largest_remainder=True)]))
     return _distinct(cands)
 
 
@@ -153,7 +196,6 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
     from .deadline import Deadline
     from .launch import launcher_device_order, launcher_host_order
     from .search import SEARCH_FRACTION, solve
-    from .timemodel import lower_bound
 
     t0 = time.perf_counter()
     W = cfg.world_size
@@ -204,11 +246,10 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
         if r.layout.cost.total_seconds < best.layout.cost.total_seconds * (1 - 1e-9):
             best = r
     base = results[0][1]  # the launcher's own hosts: its baseline is the baseline
-    try:
-        bound = float(lower_bound(cluster, cfg, traffic, dict(options.exposure or {})))
-    except Exception:  # noqa: BLE001 - a bound the whole cluster cannot give: 0 is always valid
-        bound = 0.0
-    bound = min(bound, min(r.bound_seconds for _, r in results), best.layout.cost.total_seconds)
+    # No bound over every host set is computed: the analytic bound assumes every GPU of the
+    # cluster runs a rank (a slow GPU the job need not use would raise it above layouts on the
+    # others), and each candidate's bound holds for its own hosts only.  0 is valid.
+    bound = 0.0
     stopped = next((r.stopped_by for _, r in results if r.stopped_by), "")
     return dataclasses.replace(
         best,

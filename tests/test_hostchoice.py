@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import networkx as nx
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,31 @@ def test_launcher_mode_skips_a_host_with_an_excluded_gpu():
     with pytest.raises(InvalidArgumentError, match="needs 5 hosts with 4 usable GPUs each; the cluster has 4"):
         solve(g, parallel_config(20, tp=4), TRAFFIC,
               SolveOptions(time_limit_seconds=2, exclude_devices=("node1/gpu3", "node2/gpu0")))
+
+
+def test_prefers_the_host_whose_gpus_are_connected_and_bound_stays_valid():
+    """Two hosts of two GPUs: h0's meet only through a 20 GB/s NIC link, h1's over a 100 GB/s
+    NVSwitch.  A 2-rank tp job: the launcher's first host (h0) costs 4e9 B / 20 GB/s = 0.2 s,
+    h1 costs 4e9 / 100 GB/s = 0.04 s; rankmap runs it on h1, and its bound (0: not computed over
+    every host set) is not above that cost (an adversarial test found 0.2 reported as the bound)."""
+    g = nx.Graph()
+    for h in ("h0", "h1"):
+        for i in range(2):
+            g.add_node(f"{h}/g{i}", kind="gpu", host=h, local_index=i)
+        g.add_node(f"{h}/sw", kind="nvswitch")
+        g.add_node(f"{h}/nic", kind="nic")
+    g.add_node("leaf0", kind="switch")
+    g.add_edge("h0/g0", "h0/nic", bandwidth=20)
+    g.add_edge("h0/g1", "h0/sw", bandwidth=300)
+    g.add_edge("h0/sw", "h0/nic", bandwidth=25)
+    g.add_edge("h0/nic", "leaf0", bandwidth=100)
+    g.add_edge("leaf0", "h1/nic", bandwidth=50)
+    g.add_edge("h1/g0", "h1/sw", bandwidth=100)
+    g.add_edge("h1/sw", "h1/g1", bandwidth=100)
+    g.add_edge("h1/sw", "h1/nic", bandwidth=12.5)
+    for mode in ("launcher", "free"):
+        res = solve(g, parallel_config(2, tp=2), {"tp": 4e9}, SolveOptions(time_limit_seconds=3, mode=mode))
+        assert sorted(res.layout.assignment) == ["h1/g0", "h1/g1"], mode
+        assert res.layout.cost.total_seconds == pytest.approx(4e9 / 100e9, rel=1e-9)
+        assert res.baseline.cost.total_seconds == pytest.approx(4e9 / 20e9, rel=1e-9)
+        assert res.bound_seconds <= res.layout.cost.total_seconds
