@@ -57,6 +57,10 @@ def check_emit(args: argparse.Namespace) -> None:
         raise InvalidArgumentError(f"--emit {kind} needs -o FILE (the file to write)", "output")
     if path and kind is None:
         raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(EMIT_KINDS)}", "emit")
+    if kind is not None:
+        from rankmap.solver.launch_files import names_for
+
+        names_for(kind, path)  # a path the commands can name unquoted, checked before the solve
 
 
 def write_launch_files(args: argparse.Namespace, result):

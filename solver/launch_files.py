@@ -35,6 +35,7 @@ node-rank order) that ``--emit`` writes next to the launch file as ``FILE.gpus``
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -55,6 +56,20 @@ EMIT_KINDS = ("slurm-hostfile", "torchrun", "rankfile", "kubernetes")
 MASTER_PORT = 29500
 #: The training command the recipes run (replace it with your entry point and arguments).
 TRAIN_COMMAND = "python pretrain_gpt.py"
+
+
+#: Host names the launch files carry: what DNS, Slurm node names and Kubernetes node names use
+#: (letters, digits, ``.``, ``_``, ``-``; ``:`` and ``[]`` for IP addresses).  Anything else (spaces,
+#: newlines, ``$``, ``;``, quotes) would break a hostfile line or run in the shell commands.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9._:\[\]-]*$")
+
+
+def unsafe_host(hosts: Sequence[HostPlacement]) -> str | None:
+    """The first host name launch files cannot carry (see :data:`_HOST_NAME`), or None."""
+    for h in hosts:
+        if not _HOST_NAME.match(str(h.host)) or len(str(h.host)) > 255:
+            return str(h.host)
+    return None
 
 
 @dataclass(frozen=True)
@@ -142,6 +157,15 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
         are not ascending (field ``hosts``).
     """
     names = names or LaunchNames()
+    q = names  # file names are checked plain (names_for): no quoting needed inside bash -c '...'
+    bad = unsafe_host(hosts)
+    if bad is not None:
+        why = (f"host name {bad[:80]!r} has characters a hostfile line or a shell command cannot carry "
+               "(letters, digits, '.', '_', '-' and ':' only); rename the host in the cluster")
+        return {"rendezvous": "", "slurm": {"hostfile": [], "command": ""}, "torchrun": [],
+                "mpirun": {"rankfile": [], "command": ""},
+                "kubernetes": {"pod_nodes": [], "cuda_visible_devices": [], "command": ""},
+                "unavailable": {k: why for k in ("slurm", "torchrun", "mpirun", "kubernetes")}}
     W = int(world_size)
     host_of_rank = np.full(W, -1, dtype=np.int64)
     local_of_rank = np.zeros(W, dtype=np.int64)
@@ -172,13 +196,13 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     env = f"MASTER_ADDR={host0} MASTER_PORT={MASTER_PORT}"
     out["slurm"] = {
         "hostfile": rank_hosts,
-        "command": (f"SLURM_HOSTFILE={names.hostfile} srun --distribution=arbitrary --ntasks={W} --nodes={N} "
+        "command": (f"SLURM_HOSTFILE={q.hostfile} srun --distribution=arbitrary --ntasks={W} --nodes={N} "
                     f"bash -c 'export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
                     f"{env} {cvd('$SLURMD_NODENAME', names.gpus(names.hostfile))}; exec {train}'"),
     }
     out["mpirun"] = {
         "rankfile": [f"rank {r}={h} slot={s}" for r, (h, s) in enumerate(zip(rank_hosts, local_of_rank.tolist()))],
-        "command": (f"mpirun -np {W} --rankfile {names.rankfile} "
+        "command": (f"mpirun -np {W} --rankfile {q.rankfile} "
                     f"bash -c 'export RANK=$OMPI_COMM_WORLD_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE "
                     f"LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK {env} "
                     f"{cvd('$(hostname -s)', names.gpus(names.rankfile))}; exec {train}'"),
@@ -212,8 +236,23 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     return {k: out[k] for k in LAUNCH_KEYS if k in out}
 
 
+#: File paths the emitted commands may name (they are pasted into shells, inside ``bash -c '...'``).
+_PLAIN_PATH = re.compile(r"^[A-Za-z0-9._/+=,@%:~-]+$")
+
+
 def names_for(kind: str, path: str) -> LaunchNames:
-    """The :class:`LaunchNames` whose file of ``--emit`` kind ``kind`` is ``path`` (others default)."""
+    """The :class:`LaunchNames` whose file of ``--emit`` kind ``kind`` is ``path`` (others default).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a path with characters a shell would read (spaces, quotes, ``;``, ``$`` ...): the
+        commands name it unquoted (field ``output``).
+    """
+    if not _PLAIN_PATH.match(path or "") or len(path) > 4096:
+        raise InvalidArgumentError(
+            f"output path {path[:120]!r} has characters the emitted shell commands cannot name safely "
+            "(use letters, digits and . _ / + = , @ % : ~ -)", "output")
     field = {"slurm-hostfile": "hostfile", "rankfile": "rankfile", "torchrun": "torchrun", "kubernetes": "kubernetes"}
     return LaunchNames(**{field[kind]: path})
 
@@ -238,8 +277,9 @@ def emit_files(kind: str, apply: dict, hosts: Sequence[HostPlacement], world_siz
     if kind not in EMIT_KINDS:
         raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(EMIT_KINDS)}", "emit")
     files = launch_files(hosts, world_size, megatron_args, rank_offset, names_for(kind, path))
-    if kind in ("torchrun", "kubernetes") and files["unavailable"].get(kind):
-        raise InvalidArgumentError(f"--emit {kind}: {files['unavailable'][kind]}", "emit")
+    launcher = {"slurm-hostfile": "slurm", "rankfile": "mpirun"}.get(kind, kind)
+    if files["unavailable"].get(launcher):
+        raise InvalidArgumentError(f"--emit {kind}: {files['unavailable'][launcher]}", "emit")
     out: dict[str, str] = {}
     if kind == "slurm-hostfile":
         out[path] = "\n".join(files["slurm"]["hostfile"]) + "\n"
@@ -249,10 +289,11 @@ def emit_files(kind: str, apply: dict, hosts: Sequence[HostPlacement], world_siz
         out[path] = "\n".join(files["kubernetes"]["pod_nodes"]) + "\n"
     else:
         lines = ["#!/bin/sh", "# rankmap: run this on every host of the job (e.g. srun --ntasks-per-node=1 sh "
-                 f"{shlex.quote(path)}); it starts the torchrun of its host's node rank.",
+                 f"{shlex.quote(path)} ARGS...); it starts the torchrun of its host's node rank, ARGS (your",
+                 "# training arguments) appended to the command.",
                  'case "$(hostname -s)" in']
         for t in files["torchrun"]:
-            lines.append(f"  {t['host']}) {t['command'].replace(' torchrun ', ' exec torchrun ', 1)} ;;")
+            lines.append(f"  {t['host']}) {t['command'].replace(' torchrun ', ' exec torchrun ', 1)} \"$@\" ;;")
         lines += ['  *) echo "rankmap: host $(hostname -s) is not in this layout" >&2; exit 1 ;;', "esac"]
         out[path] = "\n".join(lines) + "\n"
     if "gpus_file" in files and kind != "torchrun":

@@ -520,3 +520,34 @@ def test_when_nothing_beats_the_sorted_launch_it_is_returned(gpus, hosts):
     assert res.improvement == 0.0
     assert res.assignment == res.baseline.assignment
     assert [h.host for h in res.hosts] == sorted(hosts, key=natural_key)
+
+
+def test_host_names_a_shell_would_run_get_no_launch_files(capsys, tmp_path):
+    """A host named ``$(touch PWN)`` (or with a space or newline) would run in the pasted srun /
+    mpirun / torchrun commands or break the hostfile's one-host-per-line format: the launch files
+    are withheld with the reason, --emit refuses, and the solve itself still answers."""
+    import networkx as nx
+
+    from rankmap.solver import SolveOptions, parallel_config, solve
+
+    bad = f"$(touch {tmp_path}/PWN)"
+    g = nx.Graph()
+    for h in (bad, "n2"):
+        for i in range(2):
+            g.add_node(f"{h}/g{i}", host=h, local_index=i)
+            g.add_edge(f"{h}/g{i}", f"{h}/sw", bandwidth=300)
+        g.nodes[f"{h}/sw"]["kind"] = "nvswitch"
+        g.add_edge(f"{h}/sw", "leaf", bandwidth=50)
+    g.nodes["leaf"]["kind"] = "switch"
+    res = solve(g, parallel_config(4, tp=2), {"tp": 1e9, "dp": 1e8}, SolveOptions(time_limit_seconds=2))
+    assert res.apply["slurm"]["command"] == "" and res.apply["slurm"]["hostfile"] == []
+    assert res.apply["torchrun"] == [] and res.apply["mpirun"]["rankfile"] == []
+    assert "cannot carry" in res.apply["unavailable"]["slurm"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(nx.node_link_data(g, edges="edges")))
+    code, out, err = run(capsys, "solve", str(path), "--tp", "2", "--traffic", "tp=1e9", "--emit", "torchrun",
+                         "-o", str(tmp_path / "run.sh"))
+    assert code == 2 and out == "" and "cannot carry" in err
+    assert not (tmp_path / "PWN").exists() and not (tmp_path / "run.sh").exists()
+    code, out, err = run(capsys, "solve", str(path), "--tp", "2", "--emit", "slurm-hostfile", "-o", "a b;id")
+    assert code == 2 and "output path 'a b;id'" in err
