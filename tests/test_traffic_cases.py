@@ -448,3 +448,17 @@ def test_evaluate_a_result_file_uses_its_sizes_and_traffic(capsys, tmp_path):
     assert main(["evaluate", HGX2, "--assignment", str(result), "--tp", "8"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "--tp 8 disagrees with tp 4 in" in err
+
+
+@pytest.mark.parametrize("expr, needle", [
+    ("[0]*100000*5000", "more than 100000 entries"),              # was 12 s and 3.9 GB before failing
+    ("[0]*(100000*100000*100000*100000)", "numbers must be small"),  # was an OverflowError (INTERNAL)
+    ("[[0]*100000]*100000", "nested lists"),
+    ("__import__('os')", "only lists of integers"),
+    ("[1]+" * 1000 + "[1]", "nested too deeply"),
+])
+def test_moe_layer_freq_is_bounded_before_it_is_built(expr, needle):
+    base = "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --num-experts 4 "
+    with pytest.raises(InvalidArgumentError, match=needle):
+        parse_megatron_args(base + f"--moe-layer-freq '{expr}'")
+    assert parse_megatron_args(base + "--moe-layer-freq '([0]*1+[1]*3)'").model.moe_layer_freq == (0, 1, 1, 1)

@@ -58,8 +58,61 @@ def _int_list(flag: str, text: str) -> tuple[int, ...]:
     return tuple(_int(flag, t) for t in text.split())
 
 
+#: The longest ``--moe-layer-freq`` list accepted (entries).
+MAX_LAYER_FREQ_ENTRIES = 100_000
+
+
+def _freq_value(node, flag: str, text: str):
+    """Evaluate a ``--moe-layer-freq`` list expression node: lists/tuples of small integers,
+    ``+`` of lists or integers and ``*`` of a list by an integer.  Every list's length is
+    checked *before* it is built (at most :data:`MAX_LAYER_FREQ_ENTRIES`), so no expression
+    allocates more than that."""
+    def bad(why: str):
+        return InvalidArgumentError(
+            f"Megatron argument {flag} takes an integer or a list such as ([0]*3+[1]*58), got {text[:120]!r}: {why}",
+            _FIELD)
+
+    if isinstance(node, ast.Expression):
+        return _freq_value(node.body, flag, text)
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, int) or not 0 <= node.value <= 100_000:
+            raise bad("numbers must be integers 0..100000")
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        if len(node.elts) > MAX_LAYER_FREQ_ENTRIES:
+            raise bad(f"more than {MAX_LAYER_FREQ_ENTRIES} entries")
+        items = [_freq_value(e, flag, text) for e in node.elts]
+        if any(isinstance(x, list) for x in items):
+            raise bad("nested lists")
+        return items
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+        a, b = _freq_value(node.left, flag, text), _freq_value(node.right, flag, text)
+        if isinstance(node.op, ast.Add):
+            if isinstance(a, list) != isinstance(b, list):
+                raise bad("+ joins two lists or two integers")
+            if isinstance(a, list) and len(a) + len(b) > MAX_LAYER_FREQ_ENTRIES:
+                raise bad(f"more than {MAX_LAYER_FREQ_ENTRIES} entries")
+            out = a + b
+            if not isinstance(out, list) and out > 10**6:
+                raise bad("numbers must be small")
+            return out
+        if isinstance(a, int) and isinstance(b, list):
+            a, b = b, a
+        if isinstance(a, list) and isinstance(b, int):
+            if len(a) * b > MAX_LAYER_FREQ_ENTRIES:
+                raise bad(f"more than {MAX_LAYER_FREQ_ENTRIES} entries")
+            return a * b
+        if isinstance(a, int) and isinstance(b, int):
+            if a * b > 10**6:
+                raise bad("numbers must be small")
+            return a * b
+        raise bad("* repeats a list by an integer")
+    raise bad("only lists of integers, + and * are allowed")
+
+
 def _layer_freq(flag: str, text: str) -> Any:
-    """``--moe-layer-freq``: an int, or a Python list expression such as ``([0]*3+[1]*58)``."""
+    """``--moe-layer-freq``: an int, or a Python list expression such as ``([0]*3+[1]*58)``
+    (Megatron-LM evaluates it; here a bounded evaluator of lists, ``+`` and ``*`` only)."""
     t = text.strip()
     if t.isascii() and t.isdigit():
         return _int(flag, t)
@@ -67,20 +120,17 @@ def _layer_freq(flag: str, text: str) -> Any:
         raise InvalidArgumentError(f"Megatron argument {flag} is too long ({len(t)} characters)", _FIELD)
     try:
         tree = ast.parse(t, mode="eval")
-        allowed = (ast.Expression, ast.List, ast.Constant, ast.BinOp, ast.Add, ast.Mult, ast.Tuple, ast.Load)
-        if not all(isinstance(node, allowed) for node in ast.walk(tree)):
-            raise ValueError("only lists of 0/1, + and * are allowed")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and (not isinstance(node.value, int) or node.value > 100_000):
-                raise ValueError("numbers must be small integers")
-        value = eval(compile(tree, "<moe-layer-freq>", "eval"), {"__builtins__": {}}, {})  # noqa: S307
-    except (SyntaxError, ValueError, TypeError, MemoryError) as exc:
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         raise InvalidArgumentError(
-            f"Megatron argument {flag} takes an integer or a list such as ([0]*3+[1]*58), got {text!r}: {exc}",
+            f"Megatron argument {flag} takes an integer or a list such as ([0]*3+[1]*58), got {t[:120]!r}: {exc}",
             _FIELD,
         ) from None
-    if not isinstance(value, (list, tuple)) or len(value) > 100_000:
-        raise InvalidArgumentError(f"Megatron argument {flag} must be an integer or a list, got {text!r}", _FIELD)
+    try:
+        value = _freq_value(tree, flag, t)
+    except RecursionError:
+        raise InvalidArgumentError(f"Megatron argument {flag} is nested too deeply", _FIELD) from None
+    if not isinstance(value, list):
+        raise InvalidArgumentError(f"Megatron argument {flag} must be an integer or a list, got {t[:120]!r}", _FIELD)
     return tuple(value)
 
 
