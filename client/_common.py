@@ -1,33 +1,36 @@
-"""Shared by the sync and asyncio clients: retries, TLS credentials, tokens, batch chunks.
+"""Shared by the sync and asyncio clients: the client state, retries, TLS credentials,
+tokens, batch items and the bookkeeping of a BatchSolve stream.
 
-Requests and answers are built and read by :mod:`rankmap.wire`."""
+Requests and answers are built and read by :mod:`rankmap.wire`; each call's pair lives in
+:mod:`rankmap.client._calls`.  What differs between the two clients is only how they wait
+(blocking or ``await``).
+"""
 
 from __future__ import annotations
 
 import os
 import random
+import time
 from typing import Any, Iterable
 
 import grpc
-from rankmap.solver.errors import InvalidArgumentError
-from rankmap.wire.errors import RankmapRpcError, error_from_batch, error_from_rpc
-from rankmap.wire.requests import TOPOLOGY_FORMATS, import_cluster_request, solve_kwargs_request
-from rankmap.wire.results import import_cluster_graph
+
+from rankmap import wire
+from rankmap.solver.errors import InvalidArgumentError, RankmapError
+from rankmap.wire.errors import RankmapRpcError, error_from_rpc
 
 __all__ = [
     "RankmapRpcError",
     "DEFAULT_TIMEOUT",
     "DEFAULT_RETRIES",
-    "error_from_rpc",
-    "error_from_batch",
+    "ClientBase",
+    "BatchChunk",
     "backoff_delays",
-    "solve_kwargs_request",
+    "retry_delay",
+    "batch_items",
     "chunk_requests",
     "channel_credentials",
     "auth_metadata",
-    "import_cluster_request",
-    "import_cluster_graph",
-    "TOPOLOGY_FORMATS",
 ]
 
 #: Default per-call deadline, seconds.
@@ -44,6 +47,32 @@ def backoff_delays(retries: int, initial: float, maximum: float, multiplier: flo
     for _ in range(retries):
         yield random.uniform(0.5 * delay, delay)
         delay = min(maximum, delay * multiplier)
+
+
+def retry_delay(err: grpc.RpcError, delays, deadline: float) -> float | None:
+    """Seconds to wait before retrying a failed call, or None to give up: only UNAVAILABLE is
+    retried, while ``delays`` (an iterator of :func:`backoff_delays`) lasts and the wait ends
+    before ``deadline`` (a ``time.monotonic()`` instant)."""
+    if err.code() != grpc.StatusCode.UNAVAILABLE:
+        return None
+    delay = next(delays, None)
+    if delay is not None and deadline - time.monotonic() > delay:
+        return delay
+    return None
+
+
+def batch_items(requests: Iterable) -> tuple[list[tuple[int, Exception]], list[tuple[int, Any]]]:
+    """``(refused, pending)`` of ``batch_solve`` items: ``(index, InvalidArgumentError)`` for
+    items that do not make a request, ``(index, SolveRequest)`` for the others
+    (see :func:`rankmap.wire.solve_kwargs_request`)."""
+    refused: list[tuple[int, Exception]] = []
+    pending: list[tuple[int, Any]] = []
+    for index, item in enumerate(requests):
+        try:
+            pending.append((index, wire.solve_kwargs_request(item)))
+        except RankmapError as exc:
+            refused.append((index, exc))
+    return refused, pending
 
 
 def chunk_requests(items: list[tuple[int, Any]], max_bytes: int = MAX_BATCH_BYTES):
@@ -108,3 +137,142 @@ def auth_metadata(token: str | None = None, token_file=None) -> tuple[tuple[str,
     if not token or any(ch.isspace() for ch in token):
         raise InvalidArgumentError("an auth token must be non-empty and without whitespace", "token")
     return (("authorization", f"Bearer {token}"),)
+
+
+class BatchChunk:
+    """One chunk of a ``batch_solve`` across the streams (retries) it takes.
+
+    Per stream: :meth:`start` (the items not answered yet), :meth:`answer` for each
+    message, :meth:`failed` if the stream raised, :meth:`close` when it ended.  Every
+    index is answered exactly once.
+    """
+
+    def __init__(self, chunk: list[tuple[int, Any]], deadline: float, delays):
+        self.items = list(chunk)
+        self.deadline = deadline
+        self._delays = delays
+        self._indices: list[int] = []
+        self._seen: set[int] = set()
+        self._failure: Exception | None = None
+        self._retry = False
+
+    def start(self):
+        """``(BatchSolveRequest of the items left, seconds left)``; None once the deadline has
+        passed (the items left then fail with DEADLINE_EXCEEDED)."""
+        self._indices = [i for i, _ in self.items]
+        self._seen, self._failure, self._retry = set(), None, False
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self._failure = RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
+            return None
+        return wire.batch_request(r for _, r in self.items), left
+
+    def answer(self, msg) -> tuple[int, Any] | None:
+        """``(index, SolveResult or exception)`` of one ``BatchSolveResponse``; None for an
+        index out of range or already answered."""
+        pos = int(msg.index)
+        if pos < 0 or pos >= len(self._indices) or pos in self._seen:
+            return None
+        self._seen.add(pos)
+        return self._indices[pos], wire.batch_outcome(msg)
+
+    def failed(self, err: grpc.RpcError) -> float | None:
+        """The stream raised ``err``: seconds to wait before the retry, or None (no retry: the
+        items left fail with ``err``'s exception)."""
+        delay = retry_delay(err, self._delays, self.deadline)
+        self._retry = delay is not None
+        if delay is None:
+            self._failure = error_from_rpc(err)
+        return delay
+
+    def close(self) -> list[tuple[int, Exception]]:
+        """The stream ended: ``(index, exception)`` for the items that then get no answer (all
+        that are left after a failure, or when the server ended the stream early and there is
+        no retry); :attr:`items` is what the next stream carries."""
+        self.items = [item for pos, item in enumerate(self.items) if pos not in self._seen]
+        failure = self._failure
+        if failure is None and not self._retry and self.items:
+            failure = RankmapRpcError(grpc.StatusCode.INTERNAL, "the server ended the stream without an answer")
+        if failure is None:
+            return []
+        out = [(index, failure) for index, _ in self.items]
+        self.items = []
+        return out
+
+
+class ClientBase:
+    """The state both clients share: target, deadlines, retries, channel, stubs, token.
+
+    Parameters are those of :class:`rankmap.client.RankmapClient`; a subclass sets
+    ``_channels`` to the module that opens its channels (``grpc`` or ``grpc.aio``).
+    """
+
+    _channels: Any = grpc
+
+    def __init__(
+        self,
+        target: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 5.0,
+        channel=None,
+        *,
+        tls: bool | None = None,
+        tls_ca=None,
+        tls_cert=None,
+        tls_key=None,
+        token: str | None = None,
+        token_file=None,
+    ):
+        self.target = target
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self._own_channel = channel is None
+        self._metadata = auth_metadata(token, token_file)
+        if channel is None:
+            creds = channel_credentials(tls, tls_ca, tls_cert, tls_key)
+            if creds is None:
+                channel = self._channels.insecure_channel(target, options=wire.channel_options())
+            else:
+                channel = self._channels.secure_channel(target, creds, options=wire.channel_options())
+        self._channel = channel
+        self._stub = wire.service_stub(self._channel)
+        self._health = None
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def _delays(self):
+        return iter(backoff_delays(self.retries, self.backoff_initial, self.backoff_max))
+
+    def _start(self, call):
+        """``(request, stub method, deadline, retry delays)`` of a :class:`~rankmap.client._calls.Call`
+        (building the request raises for bad arguments)."""
+        request = call.build()
+        if call.health:
+            if self._health is None:
+                self._health = wire.health_stub(self._channel)
+            rpc = getattr(self._health, call.method)
+        else:
+            rpc = getattr(self._stub, call.method)
+        return request, rpc, self._deadline(call.timeout), self._delays()
+
+    @staticmethod
+    def _retry_or_raise(err: grpc.RpcError, delays, deadline: float) -> float:
+        """Seconds to wait before retrying after ``err``; raises its exception when there is
+        no retry (see :func:`retry_delay`, :func:`rankmap.wire.error_from_rpc`)."""
+        delay = retry_delay(err, delays, deadline)
+        if delay is None:
+            raise error_from_rpc(err) from None
+        return delay
+
+    @staticmethod
+    def _remaining(deadline: float) -> float:
+        """Seconds left before ``deadline``; raises DEADLINE_EXCEEDED when none are."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RankmapRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline exceeded before the call was made")
+        return remaining

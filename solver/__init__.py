@@ -14,8 +14,10 @@ The modules, one family each:
 
 from .catalogue import (
     GROUP_NAMES,
+    PARALLEL_SIZE_KEYS,
     SIZE_NAMES,
     ParallelConfig,
+    ParallelSizes,
     megatron_groups,
     parallel_config,
     rank_coordinates,
@@ -74,6 +76,8 @@ __all__ = [
     "InfeasibleError",
     "InvalidArgumentError",
     "ParallelConfig",
+    "ParallelSizes",
+    "PARALLEL_SIZE_KEYS",
     "RankGenerator",
     "RankmapError",
     "masked_orthogonal_groups",

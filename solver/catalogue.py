@@ -19,8 +19,8 @@ shape (number of groups, group size).  The differential test in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from .ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_group
 __all__ = [
     "GROUP_NAMES",
     "ParallelConfig",
+    "ParallelSizes",
+    "PARALLEL_SIZE_KEYS",
     "parallel_config",
     "megatron_groups",
     "rank_coordinates",
@@ -146,17 +148,122 @@ class ParallelConfig:
 
     def with_order(self, order: str) -> "ParallelConfig":
         """The same sizes under another order (validated again)."""
+        return ParallelSizes.of(self).to_config(order, rank_offset=self.rank_offset)
+
+
+#: The parallel-size arguments of a job, as job files, requests, the CLI and the clients name them.
+PARALLEL_SIZE_KEYS: tuple[str, ...] = (
+    "world_size",
+    "tp",
+    "cp",
+    "ep",
+    "etp",
+    "pp",
+    "num_distributed_optimizer_instances",
+    "hierarchical_context_parallel_sizes",
+)
+
+
+@dataclass(frozen=True)
+class ParallelSizes:
+    """The parallel sizes of a job as given, before validation; ``None`` = not given.
+
+    The one spelling of the eight size arguments (:data:`PARALLEL_SIZE_KEYS`) that job
+    files, the wire and the clients pass around.  Nothing is checked on construction (a
+    client sends what it was given and the server answers with the field at fault);
+    :meth:`to_config` validates with :func:`parallel_config`, whose defaults fill what
+    is not given (tp, cp, ep, pp and the optimizer instances 1, etp = tp, no
+    hierarchical CP).
+
+    Attributes
+    ----------
+    world_size, tp, cp, ep, etp, pp, num_distributed_optimizer_instances : int or None
+    hierarchical_context_parallel_sizes : tuple of int or None
+        A list given is kept as a tuple; empty means not given.
+    """
+
+    world_size: int | None = None
+    tp: int | None = None
+    cp: int | None = None
+    ep: int | None = None
+    etp: int | None = None
+    pp: int | None = None
+    num_distributed_optimizer_instances: int | None = None
+    hierarchical_context_parallel_sizes: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        hcp = self.hierarchical_context_parallel_sizes
+        if isinstance(hcp, (list, tuple, np.ndarray)):
+            object.__setattr__(self, "hierarchical_context_parallel_sizes", tuple(hcp) or None)
+
+    @classmethod
+    def of(cls, cfg: ParallelConfig) -> "ParallelSizes":
+        """The sizes of a validated configuration (all given; no hierarchical CP -> None)."""
+        return cls(**{k: getattr(cfg, k) for k in PARALLEL_SIZE_KEYS})
+
+    @classmethod
+    def from_mapping(cls, sizes: "ParallelSizes | Mapping[str, Any] | None" = None, **given: Any) -> "ParallelSizes":
+        """``sizes`` (a ``ParallelSizes`` or a mapping of size keys) with the ``given`` keyword
+        sizes added; ``None`` values count as not given.
+
+        Raises
+        ------
+        TypeError
+            A key that is not one of :data:`PARALLEL_SIZE_KEYS` (as for an unknown keyword).
+        InvalidArgumentError
+            A size both in ``sizes`` and in ``given``, with different values (field: its key).
+        """
+        base = dict(sizes.as_kwargs() if isinstance(sizes, ParallelSizes) else (sizes or {}))
+        unknown = sorted(k for k in (*base, *given) if k not in PARALLEL_SIZE_KEYS)
+        if unknown:
+            raise TypeError(f"unknown parallel size {unknown[0]!r} (known: {', '.join(PARALLEL_SIZE_KEYS)})")
+        for key, value in given.items():
+            if value is None:
+                continue
+            if base.get(key) is not None and base[key] != value:
+                raise InvalidArgumentError(f"{key} is given twice: {base[key]!r} in sizes and {value!r}", key)
+            base[key] = value
+        return cls(**{k: v for k, v in base.items() if v is not None})
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The sizes given, as keyword arguments (``{"tp": 2, "pp": 4}``); not-given ones left out."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    def replace(self, **changes: Any) -> "ParallelSizes":
+        """A copy with some sizes changed (``None``: no longer given)."""
+        return replace(self, **changes)
+
+    def to_config(
+        self, order: str = DEFAULT_ORDER, *, world_size: int | None = None, rank_offset: int = 0
+    ) -> ParallelConfig:
+        """Validate with :func:`parallel_config` under ``order``.
+
+        ``world_size`` is used when the sizes give none (e.g. the cluster's usable GPU count).
+
+        Raises
+        ------
+        InvalidArgumentError
+            No world size at all (field ``world_size``), or whatever :func:`parallel_config`
+            refuses.
+        """
+        ws = self.world_size if self.world_size is not None else world_size
+        if ws is None:
+            raise InvalidArgumentError("world_size is required", "world_size")
+
+        def given(value, default):
+            return default if value is None else value
+
         return parallel_config(
-            self.world_size,
-            tp=self.tp,
-            cp=self.cp,
-            ep=self.ep,
+            ws,
+            tp=given(self.tp, 1),
+            cp=given(self.cp, 1),
+            ep=given(self.ep, 1),
             etp=self.etp,
-            pp=self.pp,
+            pp=given(self.pp, 1),
             order=order,
-            num_distributed_optimizer_instances=self.num_distributed_optimizer_instances,
+            num_distributed_optimizer_instances=given(self.num_distributed_optimizer_instances, 1),
             hierarchical_context_parallel_sizes=self.hierarchical_context_parallel_sizes or None,
-            rank_offset=self.rank_offset,
+            rank_offset=rank_offset,
         )
 
 

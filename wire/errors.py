@@ -20,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from rankmap.solver.catalogue import PARALLEL_SIZE_KEYS
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
 from rankmap.v1 import rankmap_pb2 as pb
 
@@ -50,16 +51,7 @@ MAX_MESSAGE_CHARS = 512
 MAX_FIELD_CHARS = 160
 
 #: Size fields of ``ParallelSizes`` (the solver spells them the same).
-SIZE_FIELDS = (
-    "world_size",
-    "tp",
-    "cp",
-    "ep",
-    "etp",
-    "pp",
-    "num_distributed_optimizer_instances",
-    "hierarchical_context_parallel_sizes",
-)
+SIZE_FIELDS = PARALLEL_SIZE_KEYS
 
 
 def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from rankmap.solver.catalogue import ParallelConfig
+from rankmap.solver.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
@@ -25,6 +25,7 @@ from rankmap.wire.sizes import sizes_to_proto
 from rankmap.wire.traffic import traffic_to_proto
 
 __all__ = [
+    "SIZE_ARGUMENTS",
     "solve_request",
     "solve_request_from_config",
     "evaluate_request",
@@ -38,17 +39,22 @@ __all__ = [
 ]
 
 
+#: The size arguments of the builders (and of the clients' calls): ``sizes`` (a
+#: :class:`~rankmap.solver.ParallelSizes`) and/or the size keywords ``world_size``, ``tp``,
+#: ``cp``, ``ep``, ``etp``, ``pp``, ``num_distributed_optimizer_instances``,
+#: ``hierarchical_context_parallel_sizes`` (:data:`~rankmap.solver.PARALLEL_SIZE_KEYS`); a
+#: size not given takes the server's default (world_size: the usable GPUs; etp: tp; others 1).
+SIZE_ARGUMENTS = PARALLEL_SIZE_KEYS
+
+
+def _cluster(graph) -> "pb.Cluster":
+    return graph if isinstance(graph, pb.Cluster) else graph_to_proto(graph)
+
+
 def solve_request(
     graph: nx.Graph | "pb.Cluster",
     *,
-    world_size: int | None = None,
-    tp: int | None = None,
-    cp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    pp: int | None = None,
-    num_distributed_optimizer_instances: int | None = None,
-    hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+    sizes: ParallelSizes | None = None,
     traffic=None,
     model=None,
     mode: str | None = None,
@@ -61,23 +67,28 @@ def solve_request(
     omit_groups: bool = False,
     exposure: Mapping[str, float] | None = None,
     launch_order=None,
+    **size_kwargs,
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` from a graph (or an already converted ``Cluster``) and plain values.
 
-    ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"``, a comma-separated
-    string of orders or a list of orders.  ``constraints``: strings such as
+    Parallel sizes: ``sizes`` and/or the size keywords (``tp=2, pp=4``; see
+    :data:`SIZE_ARGUMENTS`).  ``orders``: ``"default"``, ``"megatron-cli"``, ``"all"``, a
+    comma-separated string of orders or a list of orders.  ``constraints``: strings such as
     ``"tp within host"`` or :class:`Constraint`.  ``exposure``: ``x_c`` in
     [0, 1] per traffic class (classes not named are 1).  ``launch_order``:
     ``"sorted"`` (default), ``"listed"`` or the host names in launch order.
     Other arguments as in :func:`traffic_to_proto` and :class:`SolveOptions`.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A value the wire cannot carry or the solver's parsers refuse (the CLI's message).
+    TypeError
+        An unknown keyword.
     """
     req = pb.SolveRequest(omit_groups=bool(omit_groups))
-    req.cluster.CopyFrom(graph if isinstance(graph, pb.Cluster) else graph_to_proto(graph))
-    req.sizes.CopyFrom(
-        sizes_to_proto(
-            world_size, tp, cp, ep, etp, pp, num_distributed_optimizer_instances, hierarchical_context_parallel_sizes
-        )
-    )
+    req.cluster.CopyFrom(_cluster(graph))
+    req.sizes.CopyFrom(sizes_to_proto(sizes, **size_kwargs))
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     options_to_proto(
@@ -114,14 +125,7 @@ def solve_request_from_config(
         wire_model = None
     return solve_request(
         graph,
-        world_size=cfg.world_size,
-        tp=cfg.tp,
-        cp=cfg.cp,
-        ep=cfg.ep,
-        etp=cfg.etp,
-        pp=cfg.pp,
-        num_distributed_optimizer_instances=cfg.num_distributed_optimizer_instances,
-        hierarchical_context_parallel_sizes=cfg.hierarchical_context_parallel_sizes or None,
+        sizes=ParallelSizes.of(cfg),
         traffic=wire_traffic,
         model=wire_model,
         mode=options.mode,
@@ -142,31 +146,22 @@ def evaluate_request(
     assignment: Sequence,
     *,
     order: str = DEFAULT_ORDER,
-    world_size: int | None = None,
-    tp: int | None = None,
-    cp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    pp: int | None = None,
-    num_distributed_optimizer_instances: int | None = None,
-    hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+    sizes: ParallelSizes | None = None,
     traffic=None,
     model=None,
     exposure: Mapping[str, float] | None = None,
+    **size_kwargs,
 ) -> "pb.EvaluateRequest":
     """An ``EvaluateRequest``: the predicted time of ``assignment`` (device per global rank) under ``order``.
 
-    ``exposure``: ``x_c`` in [0, 1] per traffic class, as in :func:`solve_request`.
+    Parallel sizes as in :func:`solve_request`; ``exposure``: ``x_c`` in [0, 1] per traffic
+    class, as there.
     """
     if isinstance(assignment, (str, bytes)) or not isinstance(assignment, Iterable):
         raise InvalidArgumentError(f"assignment must be a list of device ids, got {assignment!r}", "assignment")
     req = pb.EvaluateRequest(order=order or "", assignment=[str(a) for a in assignment])
-    req.cluster.CopyFrom(graph if isinstance(graph, pb.Cluster) else graph_to_proto(graph))
-    req.sizes.CopyFrom(
-        sizes_to_proto(
-            world_size, tp, cp, ep, etp, pp, num_distributed_optimizer_instances, hierarchical_context_parallel_sizes
-        )
-    )
+    req.cluster.CopyFrom(_cluster(graph))
+    req.sizes.CopyFrom(sizes_to_proto(sizes, **size_kwargs))
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     exposure_to_proto(req.exposure, exposure)
@@ -174,36 +169,24 @@ def evaluate_request(
 
 
 def get_groups_request(
-    world_size: int,
+    world_size: int | None = None,
     *,
     order: str = DEFAULT_ORDER,
-    tp: int | None = None,
-    cp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    pp: int | None = None,
-    num_distributed_optimizer_instances: int | None = None,
-    hierarchical_context_parallel_sizes: Sequence[int] | None = None,
+    sizes: ParallelSizes | None = None,
+    **size_kwargs,
 ) -> "pb.GetGroupsRequest":
-    """A ``GetGroupsRequest``."""
+    """A ``GetGroupsRequest`` (the server requires a world size: ``world_size`` or ``sizes.world_size``).
+
+    Other sizes as in :func:`solve_request`.
+    """
     req = pb.GetGroupsRequest(order=order or "")
-    req.sizes.CopyFrom(
-        sizes_to_proto(
-            world_size, tp, cp, ep, etp, pp, num_distributed_optimizer_instances, hierarchical_context_parallel_sizes
-        )
-    )
+    req.sizes.CopyFrom(sizes_to_proto(sizes, world_size=world_size, **size_kwargs))
     return req
 
 
 _SOLVE_KEYS = (
-    "world_size",
-    "tp",
-    "cp",
-    "ep",
-    "etp",
-    "pp",
-    "num_distributed_optimizer_instances",
-    "hierarchical_context_parallel_sizes",
+    *PARALLEL_SIZE_KEYS,
+    "sizes",
     "traffic",
     "model",
     "mode",

@@ -1,18 +1,17 @@
-"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` / ``ParallelConfig`` <-> :class:`ParallelConfig`."""
+"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` <-> :class:`~rankmap.solver.catalogue.ParallelSizes`,
+``rankmap.v1.ParallelConfig`` <-> :class:`~rankmap.solver.catalogue.ParallelConfig`."""
 
 from __future__ import annotations
-
-from typing import Sequence
 
 import numpy as np
 
 from rankmap.wire.errors import invalid
-from rankmap.solver.catalogue import ParallelConfig, parallel_config
+from rankmap.solver.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.ranks import DEFAULT_ORDER
 from rankmap.v1 import rankmap_pb2 as pb
 
-__all__ = ["sizes_to_proto", "config_from_proto", "config_to_proto", "config_from_resolved"]
+__all__ = ["sizes_to_proto", "sizes_from_proto", "config_from_proto", "config_to_proto", "config_from_resolved"]
 
 def _check_size(value, name: str) -> int:
     """The client-side type check of a size (same message as ``parallel_config``)."""
@@ -23,35 +22,34 @@ def _check_size(value, name: str) -> int:
     return int(value)
 
 
-def sizes_to_proto(
-    world_size: int | None = None,
-    tp: int | None = None,
-    cp: int | None = None,
-    ep: int | None = None,
-    etp: int | None = None,
-    pp: int | None = None,
-    num_distributed_optimizer_instances: int | None = None,
-    hierarchical_context_parallel_sizes: Sequence[int] | None = None,
-) -> "pb.ParallelSizes":
-    """``ParallelSizes`` with the given (non-None) sizes set."""
+def sizes_to_proto(sizes: ParallelSizes | None = None, **given) -> "pb.ParallelSizes":
+    """``ParallelSizes`` message with the given sizes set: ``sizes`` and/or the size keywords
+    (``tp=2, pp=4``; see :meth:`ParallelSizes.from_mapping`).
+
+    Only the type is checked here (a positive integer or an integral float); values reach
+    the server as given and are validated there.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A size that is not an integer (field: the size's name).
+    TypeError
+        An unknown size keyword.
+    """
+    sizes = ParallelSizes.from_mapping(sizes, **given)
     out = pb.ParallelSizes()
-    values = dict(
-        world_size=world_size,
-        tp=tp,
-        cp=cp,
-        ep=ep,
-        etp=etp,
-        pp=pp,
-        num_distributed_optimizer_instances=num_distributed_optimizer_instances,
-    )
-    for name, value in values.items():
-        if value is not None:
+    for name, value in sizes.as_kwargs().items():
+        if name == "hierarchical_context_parallel_sizes":
+            out.hierarchical_context_parallel_sizes.extend(_check_size(v, name) for v in value)
+        else:
             setattr(out, name, _check_size(value, name))
-    if hierarchical_context_parallel_sizes:
-        out.hierarchical_context_parallel_sizes.extend(
-            _check_size(v, "hierarchical_context_parallel_sizes") for v in hierarchical_context_parallel_sizes
-        )
     return out
+
+
+def sizes_from_proto(msg: "pb.ParallelSizes") -> ParallelSizes:
+    """The sizes a ``ParallelSizes`` message gives (unset fields are not given)."""
+    values = {k: getattr(msg, k) for k in PARALLEL_SIZE_KEYS[:-1] if msg.HasField(k)}
+    return ParallelSizes(**values, hierarchical_context_parallel_sizes=list(msg.hierarchical_context_parallel_sizes))
 
 
 def config_from_proto(
@@ -59,30 +57,13 @@ def config_from_proto(
 ) -> ParallelConfig:
     """Validate ``ParallelSizes`` (+ order) with :func:`~rankmap.solver.parallel_config`.
 
+    ``default_world_size`` stands in for an unset ``world_size`` (None: it is required).
     Errors keep the solver's field (``tp``); :func:`error_fields` maps it to
     the proto path.
     """
-    if sizes.HasField("world_size"):
-        ws = sizes.world_size
-    elif default_world_size is not None:
-        ws = default_world_size
-    else:
+    if not sizes.HasField("world_size") and default_world_size is None:
         raise invalid("world_size is required", "sizes.world_size", "world_size")
-
-    def get(name, default):
-        return getattr(sizes, name) if sizes.HasField(name) else default
-
-    return parallel_config(
-        int(ws),
-        tp=get("tp", 1),
-        cp=get("cp", 1),
-        ep=get("ep", 1),
-        etp=get("etp", None),
-        pp=get("pp", 1),
-        order=order or DEFAULT_ORDER,
-        num_distributed_optimizer_instances=get("num_distributed_optimizer_instances", 1),
-        hierarchical_context_parallel_sizes=list(sizes.hierarchical_context_parallel_sizes) or None,
-    )
+    return sizes_from_proto(sizes).to_config(order or DEFAULT_ORDER, world_size=default_world_size)
 
 
 def config_to_proto(cfg: ParallelConfig) -> "pb.ParallelConfig":
@@ -105,15 +86,10 @@ def config_to_proto(cfg: ParallelConfig) -> "pb.ParallelConfig":
 
 def config_from_resolved(msg: "pb.ParallelConfig") -> ParallelConfig:
     """The :class:`ParallelConfig` of a reported ``rankmap.v1.ParallelConfig``."""
-    return parallel_config(
-        int(msg.world_size),
-        tp=int(msg.tp),
-        cp=int(msg.cp),
-        ep=int(msg.ep),
-        etp=int(msg.etp),
-        pp=int(msg.pp),
-        order=msg.order or DEFAULT_ORDER,
-        num_distributed_optimizer_instances=int(msg.num_distributed_optimizer_instances) or 1,
-        hierarchical_context_parallel_sizes=list(msg.hierarchical_context_parallel_sizes) or None,
-        rank_offset=int(msg.rank_offset),
+    sizes = ParallelSizes(
+        **{k: int(getattr(msg, k)) for k in PARALLEL_SIZE_KEYS[:-1]},
+        hierarchical_context_parallel_sizes=list(msg.hierarchical_context_parallel_sizes),
     )
+    if not sizes.num_distributed_optimizer_instances:
+        sizes = sizes.replace(num_distributed_optimizer_instances=1)
+    return sizes.to_config(msg.order or DEFAULT_ORDER, rank_offset=int(msg.rank_offset))
