@@ -23,6 +23,12 @@ __all__ = ["main", "build_parser", "warn"]
 _WARNINGS: list[str] = []
 
 
+def _clip(text: str, limit: int = 2000) -> str:
+    """``text`` on one line, at most ``limit`` characters (a 1 MB host name stays readable)."""
+    text = " ".join(str(text).split("\n"))
+    return text if len(text) <= limit else text[: limit - 30] + f"... ({len(text):,} characters)"
+
+
 def warn(message: str) -> None:
     """Queue ``rankmap: warning: MESSAGE`` for stderr once the command succeeds (each text once)."""
     if message not in _WARNINGS:
@@ -411,15 +417,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         code = int(args.func(args) or 0)
         for w in _WARNINGS:
-            print(f"rankmap: warning: {w}", file=sys.stderr)
+            print(f"rankmap: warning: {_clip(w)}", file=sys.stderr)
         _WARNINGS.clear()
         return code
     except _UsageError as exc:
-        print(str(exc), file=sys.stderr)
+        print(_clip(str(exc)), file=sys.stderr)
         return 2
     except RankmapError as exc:
-        field = f" [{exc.field}]" if exc.field else ""
-        print(f"rankmap: error: {exc.message}{field}", file=sys.stderr)
+        field = f" [{_clip(str(exc.field), 160)}]" if exc.field else ""
+        print(f"rankmap: error: {_clip(exc.message)}{field}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - last line of defence: never a traceback
         name = type(exc).__name__

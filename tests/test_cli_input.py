@@ -429,3 +429,13 @@ def test_importer_guesses_are_warned_on_stderr_only_on_success(capsys):
     assert "rankmap: warning: GPU generation not given; assumed h100" in err
     bad_input(capsys, "solve", "--host-topology", hopper, "--nodelist", "n[1-2]", "--tp", "3",
               needle="world_size 16")
+
+
+def test_long_error_messages_are_clipped_to_one_readable_line(capsys, tmp_path):
+    """A 1 MB host name in a launch-order file gives one line of at most ~2,000 characters."""
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("n" * 1_000_000 + "\n")
+    g = tmp_path / "c.json"
+    g.write_text(json.dumps(graph_doc()))
+    err = bad_input(capsys, "solve", g, "--tp", "2", "--launch-order", hosts, needle="characters)")
+    assert len(err) < 2200

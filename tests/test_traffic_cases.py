@@ -16,6 +16,7 @@ import pytest
 from rankmap.cli import main
 from rankmap.solver import parallel_config
 from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.job import resolve_traffic
 from rankmap.solver.timemodel import part_flows
 from rankmap.solver.traffic import (
     bytes_sent_per_rank,
@@ -462,3 +463,11 @@ def test_moe_layer_freq_is_bounded_before_it_is_built(expr, needle):
     with pytest.raises(InvalidArgumentError, match=needle):
         parse_megatron_args(base + f"--moe-layer-freq '{expr}'")
     assert parse_megatron_args(base + "--moe-layer-freq '([0]*1+[1]*3)'").model.moe_layer_freq == (0, 1, 1, 1)
+
+
+def test_hierarchical_cp_sizes_must_multiply_to_cp_whatever_the_comm_type():
+    """megatron-core's parallel_state asserts prod(hierarchical_context_parallel_sizes) == cp."""
+    meg = parse_megatron_args("--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
+                              "--hierarchical-context-parallel-sizes 2 2 2 2 --context-parallel-size 4")
+    with pytest.raises(InvalidArgumentError, match=r"multiply to 16, not cp=4"):
+        resolve_traffic(parallel_config(8, cp=4), megatron=meg)

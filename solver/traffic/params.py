@@ -209,6 +209,15 @@ def check_model_fits(model: ModelSpec, cfg) -> None:
                 f"num_layers={model.num_layers}", "model.virtual_pipeline_model_parallel_size",
             )
     hcp = model.hierarchical_context_parallel_sizes
+    if hcp and cp > 1 and model.cp_comm_type != "a2a+p2p":
+        prod = 1
+        for x in hcp:
+            prod *= x
+        if prod != cp:  # megatron-core parallel_state asserts it whatever cp_comm_type is
+            raise InvalidArgumentError(
+                f"model.hierarchical_context_parallel_sizes={list(hcp)} multiply to {prod}, not cp={cp}",
+                "model.hierarchical_context_parallel_sizes",
+            )
     if model.cp_comm_type == "a2a+p2p" and cp > 1:
         prod = 1
         for x in hcp:
