@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from rankmap.solver import RankmapError, megatron_groups, parallel_config
+from rankmap.solver import RankmapError, megatron_groups
 from rankmap.solver.formats.safe import dump_json
 
 __all__ = ["main", "build_parser", "warn"]
@@ -193,22 +193,17 @@ def add_size_arguments(p: argparse.ArgumentParser, world_size_required: bool) ->
 
 
 def config_from_args(args: argparse.Namespace, world_size: int | None = None, order: str | None = None):
-    """Build a validated :class:`~rankmap.solver.ParallelConfig` from CLI flags."""
-    ws = world_size if world_size is not None else args.world_size
-    return parallel_config(
-        ws,
-        tp=args.tp if args.tp is not None else 1,
-        cp=args.cp if args.cp is not None else 1,
-        ep=args.ep if args.ep is not None else 1,
-        etp=args.etp,
-        pp=args.pp if args.pp is not None else 1,
-        order=order if order is not None else (
+    """Build a validated :class:`~rankmap.solver.ParallelConfig` from CLI flags
+    (:func:`rankmap.solver.job.job_sizes`; ``world_size``, when given, replaces the flag's)."""
+    from rankmap.solver.job import job_sizes
+
+    sizes = job_sizes(vars(args))
+    if world_size is not None:
+        sizes = sizes.replace(world_size=world_size)
+    return sizes.to_config(
+        order if order is not None else (
             getattr(args, "order", None) if getattr(args, "order", None) is not None else "tp-cp-ep-dp-pp"
-        ),
-        num_distributed_optimizer_instances=(
-            args.num_distributed_optimizer_instances if args.num_distributed_optimizer_instances is not None else 1
-        ),
-        hierarchical_context_parallel_sizes=args.hierarchical_cp_sizes,
+        )
     )
 
 

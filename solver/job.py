@@ -6,6 +6,8 @@ batch entry, a ``SolveRequest``):
 * :data:`JOB_KEYS` / :data:`JOB_KEY_ALIASES`, :func:`normalize_job` and
   :func:`load_job_file`: the declarative job file (YAML through the strict
   loader of :mod:`~rankmap.solver.formats.safe`), paths relative to the file;
+* :data:`JOB_SIZE_KEYS` / :func:`job_sizes`: the parallel sizes of a job as a
+  :class:`~rankmap.solver.ParallelSizes`;
 * :func:`usable_gpus`: the default world size (GPUs not excluded);
 * :func:`megatron_sizes`: the parallel sizes Megatron-LM arguments spell out,
   checked against the ones given;
@@ -20,15 +22,19 @@ Pure Python over plain types: no argparse, no protobuf.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-import networkx as nx
-
+from .catalogue import PARALLEL_SIZE_KEYS, ParallelSizes
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # only annotations: importing the job model loads no networkx
+    import networkx as nx
 
 __all__ = [
     "JOB_KEYS",
+    "JOB_SIZE_KEYS",
     "JOB_KEY_ALIASES",
+    "job_sizes",
     "JOB_CLUSTER_FILES",
     "normalize_job",
     "load_job_file",
@@ -37,6 +43,10 @@ __all__ = [
     "megatron_sizes",
     "resolve_traffic",
 ]
+
+#: Job keys of the parallel sizes: :data:`~rankmap.solver.PARALLEL_SIZE_KEYS` with hierarchical
+#: CP spelt as its CLI flag (``--hierarchical-cp-sizes``); :func:`job_sizes` reads them.
+JOB_SIZE_KEYS = (*PARALLEL_SIZE_KEYS[:-1], "hierarchical_cp_sizes")
 
 #: Job-file keys (= the CLI flags without the leading dashes, ``-`` → ``_``).
 JOB_KEYS = (
@@ -57,14 +67,7 @@ JOB_KEYS = (
     "nvlink_domains",
     "nvlink_domain_rate",
     "block_links",
-    "world_size",
-    "tp",
-    "cp",
-    "ep",
-    "etp",
-    "pp",
-    "num_distributed_optimizer_instances",
-    "hierarchical_cp_sizes",
+    *JOB_SIZE_KEYS,
     "traffic",
     "model",
     "model_file",
@@ -169,6 +172,13 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
 
 #: The parallel sizes Megatron-LM arguments can set.
 SIZE_KEYS = ("tp", "pp", "cp", "ep", "etp")
+
+def job_sizes(job: Mapping[str, Any]) -> ParallelSizes:
+    """The parallel sizes of a job, parsed flags or normalized job file (:data:`JOB_SIZE_KEYS`;
+    other keys are ignored, a missing or ``None`` size is not given)."""
+    values = {k: job.get(k) for k in JOB_SIZE_KEYS[:-1]}
+    return ParallelSizes(**values, hierarchical_context_parallel_sizes=job.get("hierarchical_cp_sizes"))
+
 
 def usable_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_hosts: Iterable[str] = ()) -> int:
     """GPUs of ``graph`` that are not excluded: the default world size.

@@ -88,3 +88,19 @@ def test_clients_take_sizes():
         assert all(np.array_equal(got[k], want[k]) for k in want)
     finally:
         server.stop(grace=None).wait()
+
+
+def test_job_model_reads_sizes():
+    import argparse
+
+    from rankmap.cli import config_from_args
+    from rankmap.solver.job import JOB_KEYS, JOB_SIZE_KEYS, job_sizes
+
+    assert set(JOB_SIZE_KEYS) <= set(JOB_KEYS)
+    job = {"tp": 2, "pp": 2, "cp": 2, "hierarchical_cp_sizes": [2, 1], "traffic": "tp=1GB"}
+    assert job_sizes(job) == ParallelSizes(tp=2, pp=2, cp=2, hierarchical_context_parallel_sizes=(2, 1))
+    args = argparse.Namespace(**{k: None for k in JOB_SIZE_KEYS}, order=None)
+    args.tp, args.etp, args.world_size = 2, 1, 8
+    assert config_from_args(args) == parallel_config(8, tp=2, etp=1)
+    assert config_from_args(args, world_size=16, order="tp-cp-ep-pp-dp") == parallel_config(
+        16, tp=2, etp=1, order="tp-cp-ep-pp-dp")
