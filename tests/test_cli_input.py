@@ -439,3 +439,17 @@ def test_long_error_messages_are_clipped_to_one_readable_line(capsys, tmp_path):
     g.write_text(json.dumps(graph_doc()))
     err = bad_input(capsys, "solve", g, "--tp", "2", "--launch-order", hosts, needle="characters)")
     assert len(err) < 2200
+
+
+def test_endless_topology_inputs_are_refused_not_loaded(capsys):
+    """/dev/zero as a fabric or Volcano file: at most the size limit is read (8 MiB for YAML and
+    topology.conf), then one line naming the file; before, these reads never ended."""
+    import os
+
+    if not os.path.exists("/dev/zero"):
+        import pytest
+
+        pytest.skip("no /dev/zero")
+    bad_input(capsys, "cluster", "--fabric", "/dev/zero", "--gpu", "h100", "--gpus-per-node", "8",
+              needle="fabric file '/dev/zero' has more than 8,388,608 characters")
+    bad_input(capsys, "cluster", "--volcano-hypernodes", "/dev/zero", needle="'/dev/zero' has more than")

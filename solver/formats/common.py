@@ -653,11 +653,24 @@ class HostTemplate:
         return G
 
 
-def read_text(path: Any, what: str) -> str:
-    """Read a text file or raise InvalidArgumentError naming it (no traceback)."""
+#: The most bytes a topology text file may hold (a 131,072-node ``kubectl get nodes -o json`` is ~360 MB).
+MAX_TEXT_BYTES = 1 << 30
+
+
+def read_text(path: Any, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """Read a text file of at most ``max_bytes`` characters, or raise InvalidArgumentError naming it.
+
+    Reads no more than ``max_bytes + 1`` characters whatever the file is (``/dev/zero``, a
+    pipe that never ends): an endless or huge input is refused, not loaded.
+    """
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+            text = fh.read(max_bytes + 1)
+        if len(text) > max_bytes:
+            raise InvalidArgumentError(
+                f"{what} file {str(path)!r} has more than {max_bytes:,} characters; the limit for a topology file",
+                what)
+        return text
     except FileNotFoundError:
         raise InvalidArgumentError(f"{what} file {str(path)!r} does not exist", what) from None
     except IsADirectoryError:

@@ -146,7 +146,9 @@ def load_graph(path: Any) -> nx.Graph:
             raise InvalidArgumentError(f"cluster file {p!r} has {size:,} bytes; the limit is {MAX_JSON_BYTES:,}",
                                        "cluster")
         with open(p, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_JSON_BYTES + 1)  # an endless input (/dev/zero, a pipe) stops here
+        if len(raw) > MAX_JSON_BYTES:
+            raise InvalidArgumentError(f"cluster file {p!r} has more than {MAX_JSON_BYTES:,} bytes", "cluster")
     except FileNotFoundError:
         raise InvalidArgumentError(f"cluster file {p!r} does not exist", "cluster") from None
     except IsADirectoryError:

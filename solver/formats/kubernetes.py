@@ -402,4 +402,4 @@ def parse_kueue_topology(text: str, source: str = "topology", field: str = "kueu
 
 def read_kueue_topology(path: Any) -> list[str]:
     """:func:`parse_kueue_topology` on a file."""
-    return parse_kueue_topology(read_text(path, "kueue_topology"), source=str(path))
+    return parse_kueue_topology(read_text(path, "kueue_topology", max_bytes=MAX_YAML_BYTES), source=str(path))

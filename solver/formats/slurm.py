@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from .common import read_text
+from .safe import MAX_YAML_BYTES
 from .hostlist import expand
 from .safe import load_yaml, strict_float, strict_int
 
@@ -427,7 +428,7 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
 
 def read_fabric(path: Any, topology_name: str | None = None) -> Fabric:
     """Read ``topology.conf`` or ``topology.yaml`` (detected from the name or the text)."""
-    text = read_text(path, "fabric")
+    text = read_text(path, "fabric", max_bytes=MAX_YAML_BYTES)
     p = str(path)
     is_yaml = p.lower().endswith((".yaml", ".yml")) or (not p.lower().endswith(".conf") and looks_like_yaml(text))
     if is_yaml:

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from .common import read_text
+from .safe import MAX_YAML_BYTES
 from .hostlist import expand
 from .safe import load_yaml
 from .slurm import Fabric, Switch, _finish
@@ -217,4 +218,4 @@ def parse_topograph_model(text: str, source: str = "model.yaml") -> Fabric:
 
 def read_topograph_model(path: Any) -> Fabric:
     """:func:`parse_topograph_model` on a file."""
-    return parse_topograph_model(read_text(path, _FIELD), source=str(path))
+    return parse_topograph_model(read_text(path, _FIELD, max_bytes=MAX_YAML_BYTES), source=str(path))

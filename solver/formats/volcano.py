@@ -37,6 +37,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError
 from .common import read_text
+from .safe import MAX_YAML_BYTES
 from .kubernetes import _documents, _Where
 from .slurm import Fabric, Switch, _finish
 
@@ -264,4 +265,4 @@ def _select(kind: str, body: dict, node_labels: dict[str, dict[str, str]], where
 
 def read_volcano_hypernodes(path: Any, node_labels: dict[str, dict[str, str]] | None = None) -> Fabric:
     """:func:`parse_volcano_hypernodes` on a file."""
-    return parse_volcano_hypernodes(read_text(path, _FIELD), source=str(path), node_labels=node_labels)
+    return parse_volcano_hypernodes(read_text(path, _FIELD, max_bytes=MAX_YAML_BYTES), source=str(path), node_labels=node_labels)
