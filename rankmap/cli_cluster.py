@@ -111,8 +111,17 @@ def cluster_from_args(args: argparse.Namespace):
     would choose the layout.
     """
     from rankmap.cli import warn
+    from rankmap.solver.cluster import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
 
     G = _build_from_args(args)
+    # a graph `rankmap solve` would refuse is not written (a rate flag out of range)
+    for u, v, d in G.edges(data=True):
+        bw = d.get("bandwidth")
+        if isinstance(bw, (int, float)) and not MIN_BANDWIDTH_GBPS <= bw <= MAX_BANDWIDTH_GBPS:
+            raise InvalidArgumentError(
+                f"link {u!r}-{v!r} would have bandwidth {bw:g} GB/s, outside {MIN_BANDWIDTH_GBPS:g}.."
+                f"{MAX_BANDWIDTH_GBPS:g} GB/s: check --nvlink-domain-rate, --rate and --oversubscription",
+                "cluster.edges")
     for w in G.graph.get("warnings", ()) or ():
         warn(str(w))
     return G

@@ -453,3 +453,11 @@ def test_endless_topology_inputs_are_refused_not_loaded(capsys):
     bad_input(capsys, "cluster", "--fabric", "/dev/zero", "--gpu", "h100", "--gpus-per-node", "8",
               needle="fabric file '/dev/zero' has more than 8,388,608 characters")
     bad_input(capsys, "cluster", "--volcano-hypernodes", "/dev/zero", needle="'/dev/zero' has more than")
+
+
+def test_cluster_refuses_to_write_a_graph_solve_would_refuse(capsys):
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "gb200-nvl72-2racks.topology.conf"
+    bad_input(capsys, "cluster", "--fabric", conf, "--gpu", "gb200", "--gpus-per-node", "4",
+              "--nvlink-domain-rate", "1e10", needle="outside 1e-06..1e+09 GB/s")
