@@ -461,3 +461,15 @@ def test_cluster_refuses_to_write_a_graph_solve_would_refuse(capsys):
     conf = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "gb200-nvl72-2racks.topology.conf"
     bad_input(capsys, "cluster", "--fabric", conf, "--gpu", "gb200", "--gpus-per-node", "4",
               "--nvlink-domain-rate", "1e10", needle="outside 1e-06..1e+09 GB/s")
+
+
+def test_trees_with_two_parents_and_overlapping_blocks_are_errors(capsys):
+    """A Volcano HyperNode listed by two parents (its uplink was silently split 400/400) and a
+    node in two Slurm blocks (silently kept in the first) are one-line errors naming them."""
+    from pathlib import Path
+
+    bad = Path(__file__).resolve().parent / "data" / "malformed"
+    bad_input(capsys, "cluster", "--volcano-hypernodes", bad / "volcano-two-parents.yaml",
+              needle="HyperNode 'l1' is a member of both 's1' and 's2'")
+    bad_input(capsys, "cluster", "--fabric", bad / "slurm-overlapping-blocks.conf", "--gpu", "h100",
+              "--gpus-per-node", "8", needle="node 'n3' is in blocks 'b1' and 'b2'")

@@ -175,6 +175,14 @@ def _finish(fab: Fabric, label: str, sizes_line: int = 0) -> Fabric:
 
 def _check_block_sizes(fab: Fabric, label: str, line: int = 0) -> None:
     blocks = list(fab.switches.values())
+    owner: dict[str, str] = {}
+    for b in blocks:  # a node is in one base block (Slurm topology/block)
+        for n in b.nodes:
+            if n in owner and owner[n] != b.name:
+                raise InvalidArgumentError(
+                    f"{label} line {b.line}: node {n!r} is in blocks {owner[n]!r} and {b.name!r}; a node belongs "
+                    "to one block", "fabric")
+            owner[n] = b.name
     smallest = min(len(b.nodes) for b in blocks)
     where = f"{label} line {line}" if line else label
     if not fab.block_sizes:

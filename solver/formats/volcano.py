@@ -155,7 +155,13 @@ def parse_volcano_hypernodes(text: str, source: str = "hypernodes",
         switches[name] = sw
         tiers[name] = tier
         lines[name] = w0
+    parent_of: dict[str, str] = {}
     for parent, child, wm in pending:
+        if child in parent_of and parent_of[child] != parent:
+            # a tree: a HyperNode in two parents would split its uplink between them
+            raise InvalidArgumentError(f"{wm}: HyperNode {child!r} is a member of both {parent_of[child]!r} and "
+                                       f"{parent!r}; a HyperNode has one parent", _FIELD)
+        parent_of[child] = parent
         if child not in switches:
             raise InvalidArgumentError(f"{wm}: HyperNode {parent!r} lists HyperNode {child!r}, which is not defined",
                                        _FIELD)
