@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from rankmap.wire.errors import invalid
 from rankmap.solver.types import SolveOptions
-from rankmap.v1 import rankmap_pb2 as pb
+from rankmap.wire.parse import request_extent
 
 __all__ = [
     "Limits",
@@ -75,24 +75,9 @@ def _over(value, limit, what: str, path: str, argument: str, flag: str) -> None:
         )
 
 
-def _check_sizes(sizes: "pb.ParallelSizes", limits: Limits) -> None:
-    if sizes.HasField("world_size"):
-        _over(sizes.world_size, limits.max_world_size, "ranks", "sizes.world_size", "world_size", "--max-world-size")
-    levels = len(sizes.hierarchical_context_parallel_sizes)
-    if levels > MAX_HIERARCHICAL_CP_LEVELS:
-        raise invalid(
-            f"hierarchical_context_parallel_sizes has {levels} levels; at most {MAX_HIERARCHICAL_CP_LEVELS} are supported",
-            "sizes.hierarchical_context_parallel_sizes",
-            "hierarchical_context_parallel_sizes",
-        )
-
-
-def _check_cluster(cluster: "pb.Cluster", limits: Limits) -> None:
-    _over(len(cluster.devices), limits.max_world_size, "GPUs", "cluster.devices", "cluster.nodes", "--max-world-size")
-
-
 def check_request(request, limits: Limits) -> None:
-    """Refuse a Solve / Evaluate / GetGroups / BatchSolve request over ``limits``.
+    """Refuse a Solve / Evaluate / GetGroups / BatchSolve request over ``limits``
+    (what it asks for read by :func:`rankmap.wire.request_extent`).
 
     Raises
     ------
@@ -100,20 +85,27 @@ def check_request(request, limits: Limits) -> None:
         Naming the field (proto path), the value and the limit.  Request bytes
         are checked by gRPC before this is called.
     """
-    if isinstance(request, pb.BatchSolveRequest):
-        _over(len(request.requests), limits.max_batch_length, "requests", "requests", "requests", "--max-batch-length")
+    ext = request_extent(request)
+    if ext.batch_length is not None:
+        _over(ext.batch_length, limits.max_batch_length, "requests", "requests", "requests", "--max-batch-length")
         return  # each item is checked when it is solved (its error is that item's answer)
-    if isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
-        _check_sizes(request.sizes, limits)
-    if isinstance(request, (pb.SolveRequest, pb.EvaluateRequest)):
-        _check_cluster(request.cluster, limits)
-    if isinstance(request, pb.EvaluateRequest):
-        _over(len(request.assignment), limits.max_world_size, "ranks", "assignment", "assignment", "--max-world-size")
-    if isinstance(request, pb.SolveRequest) and request.HasField("time_limit_seconds"):
-        t = request.time_limit_seconds
-        if t == t and t > limits.max_time_limit:  # NaN is the solver's to reject
-            _over(float(t), float(limits.max_time_limit), "seconds", "time_limit_seconds", "time_limit_seconds",
-                  "--max-time-limit")
+    if ext.world_size is not None:
+        _over(ext.world_size, limits.max_world_size, "ranks", "sizes.world_size", "world_size", "--max-world-size")
+    if ext.hierarchical_cp_levels > MAX_HIERARCHICAL_CP_LEVELS:
+        raise invalid(
+            f"hierarchical_context_parallel_sizes has {ext.hierarchical_cp_levels} levels; at most "
+            f"{MAX_HIERARCHICAL_CP_LEVELS} are supported",
+            "sizes.hierarchical_context_parallel_sizes",
+            "hierarchical_context_parallel_sizes",
+        )
+    if ext.devices is not None:
+        _over(ext.devices, limits.max_world_size, "GPUs", "cluster.devices", "cluster.nodes", "--max-world-size")
+    if ext.assignment is not None:
+        _over(ext.assignment, limits.max_world_size, "ranks", "assignment", "assignment", "--max-world-size")
+    t = ext.time_limit_seconds
+    if t is not None and t == t and t > limits.max_time_limit:  # NaN is the solver's to reject
+        _over(float(t), float(limits.max_time_limit), "seconds", "time_limit_seconds", "time_limit_seconds",
+              "--max-time-limit")
 
 
 def cap_time_limit(options: SolveOptions, explicit: bool, limits: Limits) -> SolveOptions:

@@ -40,8 +40,7 @@ from rankmap.server.auth import TokenAuth, read_pem, server_credentials
 from rankmap.server.calls import log_event
 from rankmap.server.limits import Limits
 from rankmap.server.servicer import DEFAULT_MAX_QUEUED, RankmapServicer, add_to_server
-from rankmap.v1 import rankmap_pb2 as pb
-from rankmap.wire.channel import MAX_MESSAGE_BYTES
+from rankmap.wire.channel import MAX_MESSAGE_BYTES, SERVICE_NAME
 
 __all__ = [
     "SERVICE_NAME",
@@ -58,8 +57,6 @@ __all__ = [
 
 log = logging.getLogger("rankmap.server")
 
-#: Full name of the service, as reflection lists it.
-SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
 DEFAULT_PORT = 50051
 #: Seconds running calls get to finish when the server stops (``--grace``).
 DEFAULT_GRACE = 30.0

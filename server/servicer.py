@@ -42,7 +42,6 @@ from rankmap.wire.errors import clip, invalid
 from rankmap.server.limits import Limits, cap_time_limit, check_request
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError
 from rankmap.solver.types import SolveCancelled
-from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.v1 import rankmap_pb2_grpc
 
 __all__ = ["RankmapServicer", "DEFAULT_MAX_QUEUED", "add_to_server"]
@@ -70,41 +69,28 @@ class BadMessage:
         return invalid(f"the request is not a valid {self.type_name}: {self.reason}", "", "request")
 
 
-def _deserializer(cls) -> Callable[[bytes], Any]:
-    def parse(data: bytes):
+def _deserializer(parse: Callable[[bytes], Any], type_name: str) -> Callable[[bytes], Any]:
+    def read(data: bytes):
         try:
-            return cls.FromString(data)
+            return parse(data)
         except Exception as exc:  # noqa: BLE001 - DecodeError, recursion limit: bad input, not a bug
-            return BadMessage(cls.DESCRIPTOR.full_name, exc)
+            return BadMessage(type_name, exc)
 
-    return parse
+    return read
 
 
 def add_to_server(servicer: "RankmapServicer", server: grpc.Server) -> None:
     """Register ``servicer`` like the generated ``add_RankmapServiceServicer_to_server``,
     except that undecodable request bytes reach the servicer (as :class:`BadMessage`)
     and are answered INVALID_ARGUMENT instead of gRPC's INTERNAL."""
-    handlers = {
-        "Solve": grpc.unary_unary_rpc_method_handler(
-            servicer.Solve, _deserializer(pb.SolveRequest), pb.SolveResponse.SerializeToString
-        ),
-        "Evaluate": grpc.unary_unary_rpc_method_handler(
-            servicer.Evaluate, _deserializer(pb.EvaluateRequest), pb.EvaluateResponse.SerializeToString
-        ),
-        "GetGroups": grpc.unary_unary_rpc_method_handler(
-            servicer.GetGroups, _deserializer(pb.GetGroupsRequest), pb.GetGroupsResponse.SerializeToString
-        ),
-        "BatchSolve": grpc.unary_stream_rpc_method_handler(
-            servicer.BatchSolve, _deserializer(pb.BatchSolveRequest), pb.BatchSolveResponse.SerializeToString
-        ),
-        "ImportCluster": grpc.unary_unary_rpc_method_handler(
-            servicer.ImportCluster, _deserializer(pb.ImportClusterRequest), pb.ImportClusterResponse.SerializeToString
-        ),
-    }
-    name = pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    handlers = {}
+    for name, stream in wire.RPCS.items():
+        parse, serialize, type_name = wire.rpc_codec(name)
+        make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
+        handlers[name] = make(getattr(servicer, name), _deserializer(parse, type_name), serialize)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(wire.SERVICE_NAME, handlers),))
     if hasattr(server, "add_registered_method_handlers"):
-        server.add_registered_method_handlers(name, handlers)
+        server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
 
 
 def _peer(context) -> str:
@@ -268,7 +254,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         return wire.get_groups_response(cfg, groups, guard.check)
 
     def _import_work(self, request, guard: CallGuard):
-        from rankmap.server.importer import import_cluster
+        from rankmap.wire.importer import import_cluster
 
         guard.check()
         return import_cluster(request, self.limits.max_world_size, guard.check)
@@ -390,12 +376,10 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
                         if item_code == grpc.StatusCode.INTERNAL:
                             log_request("BatchSolve", _peer(context), item_code, time.perf_counter() - t0,
                                         index=index, error=message, **item_fields)
-                        yield pb.BatchSolveResponse(
-                            index=index, error=wire.error_to_proto(exc, item_code.value[0], "BatchSolve")
-                        )
+                        yield wire.batch_error(index, exc, item_code.value[0])
                     else:
                         fields["ok"] += 1
-                        yield pb.BatchSolveResponse(index=index, result=msg)
+                        yield wire.batch_result(index, msg)
             if nxt < n or not_started:
                 raise _Draining()
         except Exception as exc:  # noqa: BLE001 - every failure becomes a status code

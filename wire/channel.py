@@ -2,18 +2,43 @@
 
 :data:`MAX_MESSAGE_BYTES` is the clients' send / receive limit and the server's send
 limit; :func:`channel_options` the client channel options that carry it.
-:func:`service_stub` / :func:`health_stub` wrap a ``grpc.Channel`` or ``grpc.aio.Channel``.
+:func:`service_stub` / :func:`health_stub` wrap a ``grpc.Channel`` or ``grpc.aio.Channel``;
+:data:`SERVICE_NAME`, :data:`RPCS` and :func:`rpc_codec` are what the server registers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["MAX_MESSAGE_BYTES", "channel_options", "service_stub", "health_stub"]
+from rankmap.v1 import rankmap_pb2 as pb
+
+__all__ = ["MAX_MESSAGE_BYTES", "SERVICE_NAME", "RPCS", "rpc_codec", "channel_options", "service_stub", "health_stub"]
+
+#: Full name of the service (``rankmap.v1.RankmapService``), as reflection lists it.
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["RankmapService"].full_name
+
+#: RPC name -> (request message, answer message, whether the answer is a stream).
+_MESSAGES = {
+    "Solve": (pb.SolveRequest, pb.SolveResponse, False),
+    "Evaluate": (pb.EvaluateRequest, pb.EvaluateResponse, False),
+    "GetGroups": (pb.GetGroupsRequest, pb.GetGroupsResponse, False),
+    "BatchSolve": (pb.BatchSolveRequest, pb.BatchSolveResponse, True),
+    "ImportCluster": (pb.ImportClusterRequest, pb.ImportClusterResponse, False),
+}
+#: The RPCs of ``rankmap.v1.RankmapService``, name -> whether the answer is a stream.
+RPCS: dict[str, bool] = {name: stream for name, (_, _, stream) in _MESSAGES.items()}
 
 #: Client send / receive limit and server send limit, bytes (a GetGroups answer of the
 #: largest world is far below it); the server's receive limit is ``Limits.max_request_bytes``.
 MAX_MESSAGE_BYTES = 1 << 30
+
+
+def rpc_codec(name: str) -> tuple[Callable[[bytes], Any], Callable[[Any], bytes], str]:
+    """``(parse request bytes, serialize an answer, full name of the request type)`` of RPC
+    ``name`` (one of :data:`RPCS`); ``parse`` raises whatever protobuf raises for bytes that
+    are not the message (``DecodeError``, a recursion limit ...)."""
+    request, answer, _ = _MESSAGES[name]
+    return request.FromString, answer.SerializeToString, request.DESCRIPTOR.full_name
 
 
 def channel_options() -> list[tuple[str, Any]]:

@@ -1,4 +1,4 @@
-"""``ImportCluster``: a topology file given as text -> the ``rankmap.v1.Cluster`` message.
+"""``ImportCluster`` as the server reads it: a topology file given as text -> the ``rankmap.v1.Cluster`` message.
 
 The same readers and options as ``rankmap cluster`` (:func:`rankmap.solver.formats.build_cluster`),
 fed from the request's strings instead of files: ``text`` in the ``format`` the request names,

@@ -4,7 +4,8 @@
 :func:`parse_get_groups_request` give the arguments of :func:`rankmap.solver.solve`,
 ``evaluate`` and ``megatron_groups``; errors are the solver's
 :class:`~rankmap.solver.errors.InvalidArgumentError` (see :mod:`rankmap.wire.errors`
-for the field names).  :func:`describe_request` summarises a request for the log line.
+for the field names).  :func:`describe_request` summarises a request for the log line, :func:`request_extent`
+for the server's limits.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ __all__ = [
     "parse_evaluate_request",
     "parse_get_groups_request",
     "describe_request",
+    "RequestExtent",
+    "request_extent",
 ]
 
 
@@ -106,3 +109,51 @@ def describe_request(req) -> dict[str, Any]:
         out["requests"] = len(req.requests)
         out["gpus"] = sum(len(r.cluster.devices) for r in req.requests)
     return out
+
+
+@dataclass(frozen=True)
+class RequestExtent:
+    """How much a request asks for, as the server's limits see it (None: not in this request).
+
+    Attributes
+    ----------
+    world_size : int or None
+        ``sizes.world_size`` when set.
+    hierarchical_cp_levels : int
+        Entries of ``sizes.hierarchical_context_parallel_sizes``.
+    devices : int or None
+        GPUs of the request's cluster (Solve, Evaluate).
+    assignment : int or None
+        Ranks of an Evaluate's assignment.
+    batch_length : int or None
+        Items of a BatchSolve (each item is checked when it is solved).
+    time_limit_seconds : float or None
+        A Solve's explicit search time, seconds.
+    """
+
+    world_size: int | None = None
+    hierarchical_cp_levels: int = 0
+    devices: int | None = None
+    assignment: int | None = None
+    batch_length: int | None = None
+    time_limit_seconds: float | None = None
+
+
+def request_extent(request) -> RequestExtent:
+    """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve request
+    (anything else: an empty one)."""
+    if isinstance(request, pb.BatchSolveRequest):
+        return RequestExtent(batch_length=len(request.requests))
+    if not isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
+        return RequestExtent()
+    sizes = request.sizes
+    return RequestExtent(
+        world_size=int(sizes.world_size) if sizes.HasField("world_size") else None,
+        hierarchical_cp_levels=len(sizes.hierarchical_context_parallel_sizes),
+        devices=len(request.cluster.devices) if not isinstance(request, pb.GetGroupsRequest) else None,
+        assignment=len(request.assignment) if isinstance(request, pb.EvaluateRequest) else None,
+        time_limit_seconds=(float(request.time_limit_seconds)
+                            if isinstance(request, pb.SolveRequest) and request.HasField("time_limit_seconds")
+                            else None),
+    )
+

@@ -26,7 +26,7 @@ from rankmap.wire.costs import (
     groups_from_proto,
     groups_to_proto,
 )
-from rankmap.wire.errors import error_from_batch
+from rankmap.wire.errors import error_from_batch, error_to_proto
 from rankmap.wire.graph import graph_from_proto
 from rankmap.wire.options import MODE_FROM_PROTO, MODE_TO_PROTO
 from rankmap.wire.sizes import config_from_resolved, config_to_proto
@@ -45,6 +45,8 @@ __all__ = [
     "groups_and_config",
     "import_cluster_graph",
     "batch_outcome",
+    "batch_result",
+    "batch_error",
     "health_status_name",
 ]
 
@@ -210,6 +212,17 @@ def batch_outcome(msg: "pb.BatchSolveResponse") -> SolveResult | Exception:
     if msg.WhichOneof("outcome") == "result":
         return result_from_proto(msg.result)
     return error_from_batch(msg.error)
+
+
+def batch_result(index: int, msg: "pb.SolveResponse") -> "pb.BatchSolveResponse":
+    """The BatchSolve answer of item ``index`` (its position in the request) that was solved."""
+    return pb.BatchSolveResponse(index=index, result=msg)
+
+
+def batch_error(index: int, exc: BaseException, code: int) -> "pb.BatchSolveResponse":
+    """The BatchSolve answer of item ``index`` that failed with ``exc`` (``code``: its
+    ``grpc.StatusCode`` value; see :func:`rankmap.wire.errors.error_to_proto`)."""
+    return pb.BatchSolveResponse(index=index, error=error_to_proto(exc, code, "BatchSolve"))
 
 
 def health_status_name(msg) -> str:
