@@ -12,8 +12,12 @@ import networkx as nx
 
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.v1 import rankmap_pb2_grpc
+import numpy as np
+import pytest
 
-__all__ = ["two_hosts", "cluster_proto", "LogLines", "raw_call", "code_of", "wait_until", "stub_for", "pb"]
+from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
+
+__all__ = ["TRAFFIC", "make_cluster", "comparable", "assert_same_result", "assert_exposed", "sample_cost", "two_hosts", "cluster_proto", "LogLines", "raw_call", "code_of", "wait_until", "stub_for", "pb"]
 
 
 def two_hosts(gpus: int = 4) -> nx.Graph:
@@ -110,3 +114,82 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05) -> bool
         if value or time.monotonic() >= end:
             return value
         time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- shared by test_service / test_wire
+
+TRAFFIC = {"tp": 4e9, "cp": 0.0, "ep": 0.0, "etp": 0.0, "dp": 1e9, "edp": 0.0, "pp": 1e8, "embedding": 0.0}
+
+
+def make_cluster(hosts: int = 2, gpus: int = 4, int_ids: bool = False) -> nx.Graph:
+    """hosts x gpus GPUs behind an NVSwitch per host, leaves of 4 hosts, one spine."""
+    g = nx.Graph()
+    gid = 0
+    for h in range(hosts):
+        ids = []
+        for i in range(gpus):
+            node = gid if int_ids else f"h{h}g{i}"
+            gid += 1
+            ids.append(node)
+            g.add_node(node, host=f"h{h}", local_index=i)
+        sw = f"h{h}-nvs"
+        g.add_node(sw, kind="nvswitch")
+        for node in ids:
+            g.add_edge(node, sw, bandwidth=450.0)
+        leaf = f"leaf{h // 4}"
+        g.add_node(leaf, kind="leaf")
+        g.add_edge(sw, leaf, bandwidth=50.0, latency_us=2.0)
+        g.add_node("spine", kind="spine")
+        g.add_edge(leaf, "spine", bandwidth=25.0)
+    return g
+
+
+def comparable(result) -> str:
+    d = result.to_dict()
+    d.pop("solve_seconds")
+    return json.dumps(d, sort_keys=True)
+
+
+def assert_same_result(remote, local):
+    assert comparable(remote) == comparable(local)
+    assert remote.config == local.config
+    assert remote.layout == local.layout
+    assert remote.baseline == local.baseline
+    assert remote.hosts == local.hosts
+    assert remote.status == local.status
+    assert remote.bound_seconds == local.bound_seconds
+    assert remote.mode == local.mode
+    assert remote.orders_searched == local.orders_searched
+    assert dict(remote.traffic) == dict(local.traffic)
+    assert list(remote.traffic) == list(local.traffic)
+    assert list(remote.groups) == list(local.groups)
+    for name in local.groups:
+        assert np.array_equal(remote.groups[name], local.groups[name]), name
+    assert json.loads(json.dumps(remote.apply)) == json.loads(json.dumps(local.apply))
+    assert list(remote.apply) == list(local.apply)
+    assert remote.solve_seconds > 0
+
+
+def assert_exposed(cost, exposure):
+    """total = Σ x_c·T_c, T_c = by_class = classes[c].seconds, x_c as asked (1 where not named)."""
+    assert set(cost.classes) == set(cost.by_class)
+    for c, cc in cost.classes.items():
+        assert cc.seconds == cost.by_class[c], c
+        assert cc.exposure == exposure.get(c, 1.0), c
+    assert cost.total_seconds == pytest.approx(
+        sum(cc.exposure * cost.by_class[c] for c, cc in cost.classes.items()), rel=1e-12, abs=1e-15
+    )
+
+
+def sample_cost() -> CostBreakdown:
+    """A cost with every field set (no solver needed)."""
+    link = Bottleneck("link", ("leaf0", "spine"), 72e9, 400.0, 1.0, 32, 2.25e9, 50.0)
+    flow = Bottleneck("per-flow", ("h0g0", "h0-nvs"), 1e9, 450.0, 0.25, 1, 4e9, 450.0)
+    classes = {
+        "tp": ClassCost(0.0089, 0.5, 3e9, 4e9, 1e-5, flow),
+        "cp": ClassCost(0.0),
+        "dp": ClassCost(0.18, 0.2, 1.75e9, 1e9, 2e-6, link),
+        "pp": ClassCost(0.0, 1.0, 0.0, 0.0, 0.0, Bottleneck()),
+    }
+    by_class = {c: cc.seconds for c, cc in classes.items()}
+    return CostBreakdown(sum(cc.exposure * cc.seconds for cc in classes.values()), by_class, classes)
