@@ -262,10 +262,22 @@ def solve(
     best_cost = min(c.cost.total_seconds for c in candidates)
     tol = _REL_TOL * max(best_cost, 1e-30)
     tied = [c for c in candidates if c.cost.total_seconds <= best_cost + tol]
-    best = min(tied, key=lambda c: c.key(baseline_dev))
+    if options.mode == "free":
+        # equal predicted time: a layout torchrun can launch (each host one block of ranks) first
+        best = min(tied, key=lambda c: (not _host_blocks(cluster, c.dev_of_rank), c.key(baseline_dev)))
+    else:
+        best = min(tied, key=lambda c: c.key(baseline_dev))
     status, bound = _status(best.cost.total_seconds, bound, proved, bool(deadline.stopped_by))
     return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options,
                    orders[:max(reached, 1)], launcher, deadline.stopped_by)
+
+
+def _host_blocks(cluster: Cluster, dev_of_rank: np.ndarray) -> bool:
+    """Every host runs one contiguous block of global ranks (what torchrun and a Kubernetes
+    pod per host can launch; any layout works with a Slurm hostfile or an MPI rankfile)."""
+    host = cluster.host_of[np.asarray(dev_of_rank)]
+    runs = 1 + int(np.count_nonzero(host[1:] != host[:-1])) if host.size else 0
+    return runs == np.unique(host).size
 
 
 def _status(cost: float, lower: float, enumerated: bool, stopped: bool = False) -> tuple[str, float]:

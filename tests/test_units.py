@@ -121,3 +121,14 @@ def test_error_status_carries_field_violation_and_argument():
     assert pf.violations[0].type == "INFEASIBLE" and pf.violations[0].description == "no layout"
     st.details[1].Unpack(info)
     assert info.reason == "INFEASIBLE"
+
+
+def test_host_blocks_tells_launchable_layouts():
+    """torchrun can launch a layout when every host runs one contiguous block of ranks: hosts
+    A A B B (ranks 0-1 on A, 2-3 on B) yes, A B A B no; free mode prefers the first among ties."""
+    from rankmap.solver.search import _host_blocks
+
+    cl = _hosts4()  # 4 hosts x 2 GPUs: devices 0,1 on host 0, 2,3 on host 1, ...
+    assert _host_blocks(cl, np.array([0, 1, 2, 3, 4, 5, 6, 7]))
+    assert _host_blocks(cl, np.array([2, 3, 0, 1, 5, 4, 6, 7]))  # order of hosts and GPUs free
+    assert not _host_blocks(cl, np.array([0, 2, 1, 3, 4, 5, 6, 7]))
