@@ -24,10 +24,9 @@ from functools import cached_property
 
 import networkx as nx
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .errors import InvalidArgumentError
+from .domains import bandwidth_levels, non_relay_extra
 from .fabric import Fabric, fabric_from_graph
 
 __all__ = [
@@ -46,14 +45,6 @@ MAX_BANDWIDTH_GBPS = 1e9
 #: Largest ``local_index`` (the CUDA device index of a GPU inside its host): the service's
 #: ``int32`` field, so that a cluster accepted in process is accepted by ``--server`` too.
 MAX_LOCAL_INDEX = 2**31 - 1
-
-
-def _canonical_labels(labels: np.ndarray) -> np.ndarray:
-    """Relabel so that labels are 0, 1, 2, ... in order of first appearance."""
-    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.reshape(-1)].astype(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -435,10 +426,10 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
     n_nodes = len(nodes)
     boundary: list[float] = []
     out_caps: list[np.ndarray] = []
-    levels, doms = _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
+    levels, doms = bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
     raw_boundary: list[float] = []
     raw_out_caps: list[np.ndarray] = []
-    raw_levels, raw_doms = _bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary, None, raw_out_caps)
+    raw_levels, raw_doms = bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary, None, raw_out_caps)
     values = np.unique(bw)[::-1]
     if len(devices) == 1:
         levels, doms = [float(values[0]) if values.size else 1.0], [np.zeros(1, dtype=np.int64)]
@@ -475,146 +466,8 @@ def cluster_from_graph(graph: nx.Graph) -> Cluster:
                        and all(o.size == np.unique(d).size for o, d in zip(out_caps, cl.domains)) else ())
     object.__setattr__(cl, "widest_domain_out_gbps", tuple(raw_out_caps) if len(raw_out_caps) ==
                        cl.widest_domains.shape[0] and cl.widest_domains is not cl.domains else ())
-    extra = _non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
+    extra = non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
     return cl
-
-
-def _bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=None, per_domain=None):
-    """Nested GPU partitions by descending edge bandwidth (widest-path ultrametric levels).
-
-    With a list ``boundary``, appends per level the total capacity (GB/s, both
-    directions) of the edges leaving the level's components (all nodes), by
-    ``capacity`` (default ``bw``).  With a list ``per_domain``, appends per
-    level an array, shape (domains,), of the capacity (GB/s, one direction:
-    outward) of the edges leaving each GPU domain's component.
-    """
-    capacity = bw if capacity is None else capacity
-    values = np.unique(bw)[::-1]  # descending
-    n_dev = gpu_idx.size
-    levels: list[float] = []
-    doms: list[np.ndarray] = []
-    prev = None
-    for b in values:
-        sel = bw >= b
-        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
-        _, comp = connected_components(mat, directed=False)
-        lab = _canonical_labels(comp[gpu_idx])
-        if prev is not None and np.unique(lab).size == np.unique(prev).size:
-            continue  # this bandwidth joins no further GPUs
-        if prev is None and np.unique(lab).size == n_dev and n_dev > 1:
-            continue  # no two GPUs joined at this bandwidth yet: not a level
-        levels.append(float(b))
-        doms.append(lab)
-        if boundary is not None:
-            boundary.append(2.0 * float(capacity[comp[src] != comp[dst]].sum()))
-        if per_domain is not None:
-            to_lab = np.full(int(comp.max()) + 1, -1, dtype=np.int64)
-            to_lab[comp[gpu_idx]] = lab
-            cut = comp[src] != comp[dst]
-            out = np.zeros(int(lab.max()) + 1)
-            for end in (src[cut], dst[cut]):
-                d = to_lab[comp[end]]
-                out += np.bincount(d[d >= 0], weights=capacity[cut][d >= 0], minlength=out.size)
-            per_domain.append(out)
-        prev = lab
-    return levels, doms
-
-
-def _non_relay_extra(cl: Cluster, gpu_idx, src, dst, bw, n_nodes) -> dict:
-    """Per irregular host, ``1/B' - 1/B`` for its GPU pairs (see ``Cluster.host_extra``).
-
-    ``B'(u, v)`` is the widest path between two GPUs of one host whose interior
-    nodes are not GPUs: the better of a direct GPU-GPU edge and
-    ``max over non-GPU neighbours x of u, y of v of min(bw(u,x), bw(v,y), U(x,y))``,
-    where ``U`` is the widest-path ultrametric of the graph without its GPUs.
-    Vectorised over all same-host pairs; no n×n structure.
-    """
-    is_gpu = np.zeros(n_nodes, dtype=bool)
-    is_gpu[gpu_idx] = True
-    gpu_pos = np.full(n_nodes, -1, dtype=np.int64)
-    gpu_pos[gpu_idx] = np.arange(gpu_idx.size)
-    gs, gd = is_gpu[src], is_gpu[dst]
-    # direct GPU-GPU edges (keep the widest per pair)
-    both = gs & gd
-    direct = {}
-    for a, b2, w in zip(gpu_pos[src[both]].tolist(), gpu_pos[dst[both]].tolist(), bw[both].tolist()):
-        key = (min(a, b2), max(a, b2))
-        direct[key] = max(direct.get(key, 0.0), w)
-    # GPU -> non-GPU neighbour lists, padded
-    one = gs ^ gd
-    g_end = np.where(gs[one], src[one], dst[one])
-    x_end = np.where(gs[one], dst[one], src[one])
-    w_end = bw[one]
-    g_of = gpu_pos[g_end]
-    n = gpu_idx.size
-    deg = np.bincount(g_of, minlength=n)
-    if deg.size == 0 or deg.max() == 0:
-        dmax = 0
-    else:
-        dmax = int(deg.max())
-    if dmax == 0 and not direct:
-        return {}
-    order = np.argsort(g_of, kind="stable")
-    starts = np.zeros(n, dtype=np.int64)
-    starts[1:] = np.cumsum(deg)[:-1]
-    slot = np.arange(order.size) - np.repeat(starts, deg)
-    nb = np.full((n, max(dmax, 1)), -1, dtype=np.int64)
-    nbw = np.zeros((n, max(dmax, 1)))
-    nb[g_of[order], slot] = x_end[order]
-    nbw[g_of[order], slot] = w_end[order]
-    # ultrametric of the non-GPU subgraph, as labels per level
-    keep = ~gs & ~gd
-    ng_levels = np.unique(bw[keep])[::-1] if keep.any() else np.zeros(0)
-    ng_labels = []
-    for b in ng_levels:
-        sel = keep & (bw >= b)
-        mat = coo_matrix((np.ones(int(sel.sum())), (src[sel], dst[sel])), shape=(n_nodes, n_nodes))
-        ng_labels.append(connected_components(mat, directed=False)[1])
-    # all same-host device pairs
-    extra = {}
-    dev_by_host = cl.host_devices
-    sizes = np.array([d.size for d in dev_by_host])
-    for G in np.unique(sizes):
-        if G < 2:
-            continue
-        hs = np.flatnonzero(sizes == G)
-        D = np.stack([dev_by_host[h] for h in hs])  # (H, G) device indices (device order)
-        iu, ju = np.triu_indices(G, 1)
-        U_, V_ = D[:, iu], D[:, ju]  # (H, P)
-        # node-level: devices -> graph nodes
-        best = np.zeros(U_.shape)
-        for a in range(nb.shape[1]):
-            xa, wa = nb[U_, a], nbw[U_, a]
-            for b in range(nb.shape[1]):
-                yb, wb = nb[V_, b], nbw[V_, b]
-                valid = (xa >= 0) & (yb >= 0)
-                if not valid.any():
-                    continue
-                u_bw = np.where(xa == yb, np.inf, 0.0)
-                for lvl, lab in zip(ng_levels, ng_labels):
-                    same = (lab[np.maximum(xa, 0)] == lab[np.maximum(yb, 0)]) & (u_bw == 0)
-                    u_bw = np.where(same, lvl, u_bw)
-                path = np.minimum(np.minimum(wa, wb), u_bw)
-                best = np.maximum(best, np.where(valid, path, 0.0))
-        if direct:
-            # direct GPU-GPU edges; ``direct`` is keyed by device index (gpu_idx is in device order)
-            dvals = np.array(
-                [direct.get((min(p, q), max(p, q)), 0.0) for p, q in zip(U_.ravel().tolist(), V_.ravel().tolist())]
-            )
-            best = np.maximum(best, dvals.reshape(best.shape))
-        ultra = cl.bandwidth_gbps(U_, V_)
-        # no path avoiding other GPUs at all (GPUs chained only through GPUs): keep the relayed path
-        inv_best = np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0) / 1e9, 0.0)
-        inv_ultra = 1.0 / (ultra * 1e9)
-        diff = np.where(best > 0, inv_best - inv_ultra, 0.0)
-        diff = np.where(diff > inv_ultra * 1e-9, diff, 0.0)
-        irregular = np.flatnonzero(diff.max(axis=1) > 0)
-        for row in irregular.tolist():
-            mat = np.zeros((G, G))
-            mat[iu, ju] = diff[row]
-            mat[ju, iu] = diff[row]
-            extra[int(hs[row])] = mat
-    return extra
