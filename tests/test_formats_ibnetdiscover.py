@@ -19,7 +19,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.ibnetdiscover import link_gbps, parse_ibnetdiscover, read_ibnetdiscover
 
-from test_formats import forest_after_twins, route_bw
+from format_helpers import forest_after_twins, route_bw
 
 HERE = Path(__file__).resolve().parent
 IB = HERE / "data" / "real-inputs" / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"

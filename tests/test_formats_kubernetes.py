@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from rankmap.cli import main
 from rankmap.solver.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.kubernetes import parse_kubernetes_nodes, parse_kueue_topology, read_kueue_topology
 
-from test_formats import forest_after_twins, route_bw
+from cli_helpers import bad_input, run  # noqa: E402
+from format_helpers import forest_after_twins, route_bw
 
 HERE = Path(__file__).resolve().parent
 KUEUE = HERE / "data" / "real-inputs" / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
@@ -28,17 +28,6 @@ NODES_JSON = HERE / "data" / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
 NODES_GB200 = HERE / "data" / "k8s" / "nodes_topograph-gb200_4trays.yaml"
 
 
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def bad(capsys, *argv, needle=""):
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, (code, out, err)
-    assert needle in err, err
-    return err
 
 
 def nodes_doc(*nodes) -> str:
@@ -154,7 +143,7 @@ def test_kubernetes_malformed(tmp_path):
     # a host topology of 8 GPUs on nodes that report 4: built with 8, said so
     p = tmp_path / "four.json"
     p.write_text(nodes_doc(("a", {}, 4), ("b", {}, 4)))
-    from test_formats import A100
+    from format_helpers import A100
 
     G = build_cluster(A100, gpu="a100", kubernetes_nodes=p)
     assert any("2 hosts (e.g. 'a': 4 GPUs) report a GPU count other than the 8" in w for w in G.graph["warnings"])
@@ -189,12 +178,12 @@ def test_cli_kubernetes(capsys, tmp_path):
                          "--format", "table")
     assert code == 0, err
     assert "hosts 8  GPUs 64" in out
-    bad(capsys, "cluster", "--kueue-topology", KUEUE, needle="give --kubernetes-nodes too")
-    bad(capsys, "cluster", "--kubernetes-nodes", NODES_JSON, "--topology-labels", "bad label!",
+    bad_input(capsys, "cluster", "--kueue-topology", KUEUE, needle="give --kubernetes-nodes too")
+    bad_input(capsys, "cluster", "--kubernetes-nodes", NODES_JSON, "--topology-labels", "bad label!",
         needle="topology label 'bad label!' is not a Kubernetes label key")
     p = tmp_path / "broken.json"
     p.write_text('{"items": [\n  {"metadata": {"name": "a"}\n]}')
-    bad(capsys, "cluster", "--kubernetes-nodes", p, needle=f"{p} line 3 column")
+    bad_input(capsys, "cluster", "--kubernetes-nodes", p, needle=f"{p} line 3 column")
     code, out, err = run(capsys, "solve", "--kubernetes-nodes", NODES_GB200, "--tp", 4, "--pp", 2,
                          "--time-limit", 2)
     assert code == 0, err
@@ -240,4 +229,4 @@ def test_job_file_takes_the_new_cluster_keys(capsys, tmp_path):
     assert code == 0, err
     assert json.loads(out)["cost"]["total_seconds"] > 0
     job.write_text("kubernetes_nodes: 5\ntp: 4\n")
-    bad(capsys, "solve", job, needle="job key 'kubernetes_nodes' must be a string, got 5")
+    bad_input(capsys, "solve", job, needle="job key 'kubernetes_nodes' must be a string, got 5")

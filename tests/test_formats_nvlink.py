@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import networkx as nx
 import pytest
 
-from rankmap.cli import main
 from rankmap.solver.builders import nvl72_cluster
 from rankmap.solver.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
@@ -19,24 +17,14 @@ from rankmap.solver.formats.nvlink import parse_nvsmi_query
 
 from rankmap.solver.formats import parse_nccl_xml
 
-from test_formats import A100, BLOCK, IBM_XML, forest_after_twins, route_bw
+from cli_helpers import bad_input, run  # noqa: E402
+from format_helpers import A100, BLOCK, IBM_XML, forest_after_twins, route_bw
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "clusters" / "gb200-nvl72-2racks.json"
 EXAMPLE_CONF = ROOT / "examples" / "clusters" / "gb200-nvl72-2racks.topology.conf"
 
 
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def bad(capsys, *argv, needle=""):
-    code, out, err = run(capsys, *argv)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, (code, out, err)
-    assert needle in err, err
-    return err
 
 
 def test_gb200_is_its_own_generation():
@@ -213,11 +201,11 @@ def test_cli_nvlink_flags(capsys, tmp_path):
     code, out, err = run(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--fabric", EXAMPLE_CONF,
                          "--nvlink-domain-rate", "1000", "--format", "table")
     assert code == 0 and "NVLink domains 2" in out
-    bad(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--fabric", EXAMPLE_CONF,
+    bad_input(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--fabric", EXAMPLE_CONF,
         "--nvlink-domain-rate", "fast", needle="nvlink domain rate 'fast'")
     q = tmp_path / "q.txt"
     q.write_text("n1: ClusterUUID : a\nn1: ClusterUUID : b\n")
-    bad(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--nodelist", "n[1-2]", "--nvlink-domains", q,
+    bad_input(capsys, "cluster", "--gpus-per-node", 4, "--gpu", "gb200", "--nodelist", "n[1-2]", "--nvlink-domains", q,
         needle=f"{q} line 2: host 'n1' reports ClusterUUID 'b'")
     # solve reads the same flags
     code, out, err = run(capsys, "solve", "--gpus-per-node", 4, "--gpu", "gb200", "--fabric", EXAMPLE_CONF,

@@ -19,7 +19,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.topograph import parse_topograph_model, read_topograph_model
 
-from test_formats import forest_after_twins, route_bw
+from format_helpers import forest_after_twins, route_bw
 
 D = Path(__file__).resolve().parent / "data" / "topograph"
 NVL72 = D / "model_nvl72_topograph.yaml"

@@ -18,7 +18,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.volcano import parse_volcano_hypernodes, read_volcano_hypernodes
 
-from test_formats import forest_after_twins, route_bw
+from format_helpers import forest_after_twins, route_bw
 
 HERE = Path(__file__).resolve().parent
 VOLCANO = HERE / "data" / "real-inputs" / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
