@@ -341,8 +341,8 @@ class Fabric:
         return cached
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
     """The :class:`Fabric` of a cluster graph; see :func:`rankmap.solver.fabric_build.fabric_from_graph`."""
     from .fabric_build import fabric_from_graph as build
 
-    return build(graph, devices)
+    return build(graph, devices, check)

@@ -62,8 +62,10 @@ def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
     return kept, adj, members
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
     """Build the :class:`Fabric` of a validated cluster graph.
+
+    ``check`` (optional) is called every 65,536 edges: a cancellation check point.
 
     Parameters
     ----------
@@ -94,7 +96,9 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence) -> Fabric:
     direct: dict = {}
     multi = graph.is_multigraph()
     edges = graph.edges(keys=False, data=True) if multi else graph.edges(data=True)
-    for u, v, data in edges:
+    for e, (u, v, data) in enumerate(edges):
+        if check is not None and not e % 65536:
+            check()
         if u == v:
             continue
         c = float(data["bandwidth"])

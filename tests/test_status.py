@@ -266,3 +266,25 @@ def test_a_stopped_solve_never_claims_optimal():
     assert _status(2.0, 1.5, True) == ("OPTIMAL", 2.0)
     assert _status(2.0, 1.5, True, stopped=True) == ("FEASIBLE", 1.5)
     assert _status(2.0, 1.5, False) == ("FEASIBLE", 1.5)
+
+
+def test_cluster_model_build_has_cancellation_check_points(monkeypatch):
+    """At 131,072 GPUs the cluster model takes seconds: its build calls the check every
+    CHECK_EVERY nodes/edges (and between phases), so a gRPC deadline stops it there."""
+    import rankmap.solver.cluster as cl_mod
+    from rankmap.solver import cluster_from_graph, fat_tree_cluster
+
+    g = fat_tree_cluster(64, 8, tiers=[(8, 2.0)])
+    calls = []
+    monkeypatch.setattr(cl_mod, "CHECK_EVERY", 100)
+    cluster_from_graph(g, check=lambda: calls.append(1))
+    assert len(calls) >= g.number_of_edges() // 100
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    with pytest.raises(Stop):
+        cluster_from_graph(g, check=stop)
