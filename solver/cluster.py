@@ -336,11 +336,11 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
     for k, (n, data) in enumerate(graph.nodes(data=True)):
+        if check is not None and not k % CHECK_EVERY:
+            check()
         kind = data.get("kind", "gpu")
         if kind == "gpu":
             gpu_nodes.append(n)
-        if check is not None and not k % CHECK_EVERY:
-            check()
             dom = data.get("nvlink_domain")
             if dom is not None and (not isinstance(dom, str) or not dom.strip() or len(dom) > 256):
                 raise InvalidArgumentError(
