@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ..errors import InvalidArgumentError
@@ -208,25 +209,12 @@ def check_model_fits(model: ModelSpec, cfg) -> None:
                 f"pp*virtual_pipeline_model_parallel_size={pp}*{v} does not divide the model's "
                 f"num_layers={model.num_layers}", "model.virtual_pipeline_model_parallel_size",
             )
-    hcp = model.hierarchical_context_parallel_sizes
-    if hcp and cp > 1 and model.cp_comm_type != "a2a+p2p":
-        prod = 1
-        for x in hcp:
-            prod *= x
-        if prod != cp:  # megatron-core parallel_state asserts it whatever cp_comm_type is
-            raise InvalidArgumentError(
-                f"model.hierarchical_context_parallel_sizes={list(hcp)} multiply to {prod}, not cp={cp}",
-                "model.hierarchical_context_parallel_sizes",
-            )
-    if model.cp_comm_type == "a2a+p2p" and cp > 1:
-        prod = 1
-        for x in hcp:
-            prod *= x
-        if prod != cp:
-            raise InvalidArgumentError(
-                f"model.hierarchical_context_parallel_sizes={list(hcp)} multiply to {prod}, not cp={cp}",
-                "model.hierarchical_context_parallel_sizes",
-            )
+    hcp = model.hierarchical_context_parallel_sizes  # set whenever cp_comm_type is a2a+p2p (ModelSpec)
+    if hcp and cp > 1 and math.prod(hcp) != cp:  # megatron-core parallel_state asserts it, any cp_comm_type
+        raise InvalidArgumentError(
+            f"model.hierarchical_context_parallel_sizes={list(hcp)} multiply to {math.prod(hcp)}, not cp={cp}",
+            "model.hierarchical_context_parallel_sizes",
+        )
     if model.is_moe and tp > 1 and ep > 1 and not model.sequence_parallel:
         raise InvalidArgumentError(
             f"Megatron-LM requires --sequence-parallel with MoE and tp={tp} > 1 (set model.sequence_parallel)",
