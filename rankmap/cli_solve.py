@@ -358,19 +358,18 @@ def _read_assignment(path: str) -> tuple[list[str], str | None, dict]:
 def _sizes_from_result(args: argparse.Namespace, result: dict, path: str) -> None:
     """Size flags left unset take the result document's sizes; a flag that disagrees is an error
     naming both (evaluating a layout with other sizes than it was solved for is a different job)."""
+    from rankmap.solver.job import SIZE_KEYS, fill_sizes
+
     sizes = result.get("sizes")
     if not isinstance(sizes, dict):
         return
-    for key in ("tp", "cp", "ep", "etp", "pp"):
-        value = sizes.get(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            continue
-        given = getattr(args, key, None)
-        if given is None:
-            setattr(args, key, value)
-        elif int(given) != value:
-            raise InvalidArgumentError(
-                f"--{key} {given} disagrees with {key} {value} in {path} (the sizes it was solved for)", key)
+
+    def conflict(key, given, value):
+        return InvalidArgumentError(
+            f"--{key} {given} disagrees with {key} {value} in {path} (the sizes it was solved for)", key)
+
+    for key, value in fill_sizes({k: getattr(args, k, None) for k in SIZE_KEYS}, sizes, conflict).items():
+        setattr(args, key, value)
 
 
 def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str):

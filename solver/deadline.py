@@ -87,6 +87,20 @@ class Deadline:
             return True
         return False
 
+    def cancel_check(self) -> Callable[[], None] | None:
+        """A check point that raises :class:`SolveCancelled` once :attr:`cancel` is set and ignores
+        the wall clock (for work that must finish to give any answer, e.g. the cluster model);
+        None without a cancel event."""
+        cancel = self.cancel
+        if cancel is None:
+            return None
+
+        def check() -> None:
+            if cancel.is_set():
+                raise SolveCancelled("solve cancelled")
+
+        return check
+
     @property
     def stopped_by(self) -> str:
         """``"time_limit"`` when some phase stopped at the deadline, else ``""``."""

@@ -41,6 +41,7 @@ __all__ = [
     "SIZE_KEYS",
     "usable_gpus",
     "megatron_sizes",
+    "fill_sizes",
     "resolve_traffic",
 ]
 
@@ -220,11 +221,24 @@ def megatron_sizes(meg, given: Mapping[str, int | None],
     dict
         ``given`` with the sizes the arguments spell out filled in.
     """
+    return fill_sizes(given, meg.sizes, conflict)
+
+
+def fill_sizes(given: Mapping[str, int | None], spelled: Mapping[str, Any],
+               conflict: Callable[[str, int, int], InvalidArgumentError]) -> dict[str, int | None]:
+    """``given`` (``tp pp cp ep etp`` -> int or None) with the sizes ``spelled`` out elsewhere
+    (Megatron arguments, a result file) filled in where not given; integer entries only.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``conflict(key, given value, spelled value)`` when both give a size and they differ.
+    """
     out = dict(given)
     for key in SIZE_KEYS:
-        if key not in meg.sizes:
+        value = spelled.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
             continue
-        value = int(meg.sizes[key])
         if out.get(key) is None:
             out[key] = value
         elif int(out[key]) != value:

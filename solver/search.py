@@ -79,7 +79,7 @@ from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, refine
 from .timemodel import layout_cost
 from .traffic import TRAFFIC_CLASSES, Traffic
-from .types import CostBreakdown, HostPlacement, Layout, SolveCancelled, SolveOptions, SolveResult
+from .types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
 
 __all__ = ["solve", "evaluate", "candidate_orders", "host_placements", "EXACT_MAX_DEVICES",
            "EXHAUSTIVE_MAX_DEVICES", "MEGATRON_CLI_ORDERS"]
@@ -162,7 +162,7 @@ def solve(
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         # the cluster model takes seconds at 131,072 GPUs: cancellation (a gRPC deadline) stops it
-        cluster = cluster_from_graph(g, check=_cancel_check(deadline))
+        cluster = cluster_from_graph(g, check=deadline.cancel_check())
     deadline.check()  # raises if cancelled; a passed deadline is recorded
     if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
         # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
@@ -271,19 +271,6 @@ def solve(
     status, bound = _status(best.cost.total_seconds, bound, proved, bool(deadline.stopped_by))
     return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options,
                    orders[:max(reached, 1)], launcher, deadline.stopped_by)
-
-
-def _cancel_check(deadline: Deadline):
-    """A check point that raises :class:`SolveCancelled` once the solve is cancelled (None without a cancel event)."""
-    cancel = deadline.cancel
-    if cancel is None:
-        return None
-
-    def check() -> None:
-        if cancel.is_set():
-            raise SolveCancelled("solve cancelled")
-
-    return check
 
 
 def _host_blocks(cluster: Cluster, dev_of_rank: np.ndarray) -> bool:
