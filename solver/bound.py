@@ -264,12 +264,13 @@ def lower_bound(
     """
     from .traffic import TRAFFIC_CLASSES
 
+    from .cutbound import joint_cut_bound
+
     exposure = dict(exposure or {})
-    total = 0.0
-    for c in TRAFFIC_CLASSES:
-        for p, groups, k in _part_sizes(cfg, traffic, c):
-            total += float(exposure.get(c, 1.0)) * class_lower_bound(cluster, p.kind, groups, k, p.payload_bytes)
-    return total
+    parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
+    own = {c: [class_lower_bound(cluster, p.kind, g, k, p.payload_bytes) for p, g, k in v] for c, v in parts.items()}
+    total = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in own.items())
+    return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]))
 
 
 def _subset_sums(sizes: np.ndarray, limit: int) -> int:
@@ -423,6 +424,11 @@ def search_lower_bound(
         size_terms[c] = [(p, class_lower_bound(cluster, p.kind, g, k, p.payload_bytes))
                          for p, g, k in _part_sizes(cfg0, traffic, c)]
     plain = sum(float(exposure.get(c, 1.0)) * sum(v for _p, v in size_terms[c]) for c in TRAFFIC_CLASSES)
+    if plain > 0:
+        from .cutbound import joint_cut_bound
+
+        parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
+        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]))
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf
@@ -437,4 +443,4 @@ def search_lower_bound(
             for p, v in size_terms[c]:
                 total += x * max(v, launcher_part_bound(cluster, p, arr))
         best = min(best, total)
-    return float(best)
+    return float(max(best, plain))

@@ -55,16 +55,57 @@ def bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary=None, capacity=Non
         if boundary is not None:
             boundary.append(2.0 * float(capacity[comp[src] != comp[dst]].sum()))
         if per_domain is not None:
-            to_lab = np.full(int(comp.max()) + 1, -1, dtype=np.int64)
-            to_lab[comp[gpu_idx]] = lab
-            cut = comp[src] != comp[dst]
-            out = np.zeros(int(lab.max()) + 1)
-            for end in (src[cut], dst[cut]):
-                d = to_lab[comp[end]]
-                out += np.bincount(d[d >= 0], weights=capacity[cut][d >= 0], minlength=out.size)
-            per_domain.append(out)
+            per_domain.append(_domain_out_capacity(comp, lab, gpu_idx, src, dst, capacity))
         prev = lab
     return levels, doms
+
+
+#: Passes of :func:`_domain_out_capacity` (NIC, then PCIe switch, then CPU: three suffice for a host).
+ABSORB_PASSES = 6
+
+
+def _domain_out_capacity(comp, lab, gpu_idx, src, dst, capacity) -> np.ndarray:
+    """Outward capacity, GB/s, shape (domains,): the links leaving a node set around each GPU domain.
+
+    Any node set ``X`` holding a domain's GPUs and no other GPU is a valid cut
+    for the lower bound (every flow from the domain to a GPU outside crosses
+    a link leaving ``X`` outward).  ``X`` starts as the domain's component at
+    the level's bandwidth; a component without GPUs (a NIC, a PCIe switch, a
+    CPU, a switch) next to exactly one domain joins it when that removes more
+    capacity from the cut than it adds (a host's NICs: their GPU links leave,
+    their uplinks enter), repeated ``ABSORB_PASSES`` times.  The result is never
+    above the component's own cut.
+    """
+    owner = np.full(int(comp.max()) + 1, -1, dtype=np.int64)
+    owner[comp[gpu_idx]] = lab
+    cs, cd = comp[src], comp[dst]
+    inter = cs != cd
+    cs, cd, cap = cs[inter], cd[inter], capacity[inter]
+    ends = np.concatenate([cs, cd])  # each edge from both sides: (component, neighbour component, capacity)
+    nbrs = np.concatenate([cd, cs])
+    caps = np.concatenate([cap, cap])
+    for _ in range(ABSORB_PASSES):
+        free = owner[ends] < 0
+        y, ob, c = ends[free], owner[nbrs[free]], caps[free]
+        if y.size == 0:
+            break
+        big = np.iinfo(np.int64).max
+        lo = np.full(owner.size, big, dtype=np.int64)
+        hi = np.full(owner.size, -1, dtype=np.int64)
+        np.minimum.at(lo, y[ob >= 0], ob[ob >= 0])
+        np.maximum.at(hi, y[ob >= 0], ob[ob >= 0])
+        to_dom = np.bincount(y[ob >= 0], weights=c[ob >= 0], minlength=owner.size)
+        to_rest = np.bincount(y[ob < 0], weights=c[ob < 0], minlength=owner.size)
+        take = (owner < 0) & (lo == hi) & (to_dom > to_rest)
+        if not take.any():
+            break
+        owner[take] = lo[take]
+    oa, ob = owner[cs], owner[cd]
+    cut = oa != ob
+    out = np.zeros(int(lab.max()) + 1)
+    for d in (oa[cut], ob[cut]):
+        out += np.bincount(d[d >= 0], weights=cap[cut][d >= 0], minlength=out.size)
+    return out
 
 
 def non_relay_extra(cl: "Cluster", gpu_idx, src, dst, bw, n_nodes) -> dict:
