@@ -1,4 +1,4 @@
-"""Shared by tests/test_formats.py and tests/test_formats_fabric.py: sample paths and graph helpers."""
+"""Shared by the tests/test_formats*.py files and tests/test_service_import.py: sample paths and graph helpers."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ P4D_XML = DATA / "ncclxml_p4d-a100-topofile-comments_aws-ofi-nccl.xml"
 TREE = DATA / "slurm-topology-tree_3level-core-spine-leaf_topograph-oci-sim.conf"
 BLOCK = DATA / "slurm-topology-block_12nvl-blocks-blocksizes_topograph-dra.conf"
 YAML = DATA / "slurm-topology-yaml_tree-block-flat_schedmd-manpage-example.yaml"
+KUEUE = DATA / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
+VOLCANO = DATA / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
+IB = DATA / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"
+#: ``kubectl get nodes -o json`` of 8-GPU nodes with Kueue block/rack labels.
+NODES_JSON = DATA.parent / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
+#: A Topograph model: core -> 2 spines -> 4 leaves, each leaf one NVL72 block of 18 nodes.
+NVL72 = DATA.parent / "topograph" / "model_nvl72_topograph.yaml"
 
 
 

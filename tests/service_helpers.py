@@ -17,7 +17,7 @@ import pytest
 
 from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
 
-__all__ = ["TRAFFIC", "make_cluster", "comparable", "assert_same_result", "assert_exposed", "sample_cost", "two_hosts", "cluster_proto", "LogLines", "raw_call", "code_of", "wait_until", "stub_for", "pb"]
+__all__ = ["TRAFFIC", "make_cluster", "comparable", "assert_same_result", "assert_exposed", "sample_cost", "two_hosts", "cluster_proto", "LogLines", "raw_call", "code_of", "wait_until", "stub_for", "live_server", "pb"]
 
 
 def two_hosts(gpus: int = 4) -> nx.Graph:
@@ -76,6 +76,24 @@ class LogLines(logging.Handler):
         logger = logging.getLogger("rankmap.server")
         logger.removeHandler(self)
         logger.setLevel(self._level)
+
+
+def live_server(**serve_kwargs):
+    """A module-scoped fixture: ``serve(host="127.0.0.1", port=0, **serve_kwargs)``, stopped after the module.
+
+    ``server = live_server(workers=2, max_queued=8)`` in a test module; the ``client`` and
+    ``channel`` fixtures of ``conftest.py`` talk to it.
+    """
+
+    @pytest.fixture(scope="module")
+    def server():
+        from rankmap.server.service import serve
+
+        srv = serve(host="127.0.0.1", port=0, **serve_kwargs)
+        yield srv
+        srv.stop(grace=None).wait(10)
+
+    return server
 
 
 def stub_for(channel) -> rankmap_pb2_grpc.RankmapServiceStub:

@@ -20,11 +20,9 @@ from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.kubernetes import parse_kubernetes_nodes, parse_kueue_topology, read_kueue_topology
 
 from cli_helpers import bad_input, run  # noqa: E402
-from format_helpers import forest_after_twins, route_bw
+from format_helpers import KUEUE, NODES_JSON, forest_after_twins, route_bw
 
 HERE = Path(__file__).resolve().parent
-KUEUE = HERE / "data" / "real-inputs" / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
-NODES_JSON = HERE / "data" / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
 NODES_GB200 = HERE / "data" / "k8s" / "nodes_topograph-gb200_4trays.yaml"
 
 

@@ -9,7 +9,6 @@ shape: switch list + capacity_blocks with ``nvlink`` and ``type: H100``).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,9 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.topograph import parse_topograph_model, read_topograph_model
 
-from format_helpers import forest_after_twins, route_bw
+from format_helpers import NVL72, forest_after_twins, route_bw
 
-D = Path(__file__).resolve().parent / "data" / "topograph"
-NVL72 = D / "model_nvl72_topograph.yaml"
+D = NVL72.parent
 MEDIUM = D / "model_medium_topograph.yaml"
 V1 = D / "model_medium-block-v1_topograph.yaml"
 
