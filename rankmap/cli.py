@@ -138,7 +138,8 @@ def port_arg(text: str) -> int:
 
 
 def server_arg(text: str) -> str:
-    """argparse type: ``HOST:PORT`` of a rankmap server (port 1..65535; :func:`rankmap.solver.job_resolve.server_address`)."""
+    """argparse type: ``HOST:PORT`` of a rankmap server, port 1..65535
+    (:func:`rankmap.solver.job_resolve.server_address`)."""
     from rankmap.solver.job_resolve import server_address
 
     try:

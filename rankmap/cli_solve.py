@@ -253,9 +253,13 @@ def register(subparsers) -> None:
                    help="e.g. 'tp within host', 'ep within leaf' (repeatable)")
     s.add_argument("--exclude-host", action="append", default=None, help="host not to use (repeatable)")
     s.add_argument("--exclude-device", action="append", default=None, help="GPU node id not to use (repeatable)")
-    s.add_argument("--time-limit", type=float_arg, default=None, help=f"search budget, seconds (default {JOB_DEFAULTS['time_limit']:g})")
-    s.add_argument("--seed", type=int_at_least(0), default=None, help=f"CP-SAT random seed (default {JOB_DEFAULTS['seed']})")
-    s.add_argument("--format", choices=("json", "table"), default=None, help=f"json or table (default {JOB_DEFAULTS['format']})")
+    # unset flags take the job model's defaults (JOB_DEFAULTS), as unset job-file keys do
+    s.add_argument("--time-limit", type=float_arg, default=None,
+                   help=f"search budget, seconds (default {JOB_DEFAULTS['time_limit']:g})")
+    s.add_argument("--seed", type=int_at_least(0), default=None,
+                   help=f"CP-SAT random seed (default {JOB_DEFAULTS['seed']})")
+    s.add_argument("--format", choices=("json", "table"), default=None,
+                   help=f"json or table (default {JOB_DEFAULTS['format']})")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="solve on a rankmap server instead of in process")
     s.add_argument("--tls-ca", default=None, metavar="FILE",

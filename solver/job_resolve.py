@@ -193,7 +193,7 @@ def launch_order_from_value(value: Any) -> str | tuple[str, ...]:
 
 
 def parse_rates(items: list[str] | None) -> dict[str, float]:
-    """``["nic=50", "sys=22,pcie=63"]`` -> ``{"nic": 50.0, "sys": 22.0, "pcie": 63.0}`` (``--rate`` / job key ``rate``)."""
+    """``--rate`` / job key ``rate``: ``["nic=50", "sys=22,pcie=63"]`` -> ``{"nic": 50.0, "sys": 22.0, "pcie": 63.0}``."""
     from .formats import RATE_KEYS
 
     out: dict[str, float] = {}

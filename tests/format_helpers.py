@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import networkx as nx
+import pytest
+
+from rankmap.solver.errors import InvalidArgumentError
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,17 +24,26 @@ P4D_XML = DATA / "ncclxml_p4d-a100-topofile-comments_aws-ofi-nccl.xml"
 TREE = DATA / "slurm-topology-tree_3level-core-spine-leaf_topograph-oci-sim.conf"
 BLOCK = DATA / "slurm-topology-block_12nvl-blocks-blocksizes_topograph-dra.conf"
 YAML = DATA / "slurm-topology-yaml_tree-block-flat_schedmd-manpage-example.yaml"
+#: ``kubectl get nodes -o json`` of 8-GPU nodes with Kueue block/rack labels, and the Kueue Topology.
+NODES_JSON = DATA.parent / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
 KUEUE = DATA / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
 VOLCANO = DATA / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
 IB = DATA / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"
-#: ``kubectl get nodes -o json`` of 8-GPU nodes with Kueue block/rack labels.
-NODES_JSON = DATA.parent / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
 #: A Topograph model: core -> 2 spines -> 4 leaves, each leaf one NVL72 block of 18 nodes.
 NVL72 = DATA.parent / "topograph" / "model_nvl72_topograph.yaml"
 
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def assert_read_fails(reader, path: Path, text: str | None, match: str, **kwargs) -> None:
+    """``reader(path, **kwargs)`` with ``text`` written to ``path`` (``None``: left absent) raises
+    InvalidArgumentError matching ``match``."""
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InvalidArgumentError, match=match):
+        reader(path, **kwargs)
 
 
 def widest(G: nx.Graph, u, v) -> float:
