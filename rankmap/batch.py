@@ -37,7 +37,6 @@ Executors
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import os
@@ -108,28 +107,13 @@ class _Item:
 # --------------------------------------------------------------------------- one job
 
 
-@functools.lru_cache(maxsize=1)
-def _solve_defaults() -> tuple:
-    """The default value of every ``rankmap solve`` option (read once from its parser)."""
-    from rankmap.cli import build_parser
-
-    return tuple(sorted(vars(build_parser("solve").parse_args(["solve"])).items()))
-
-
 def prepare_job(job: dict):
-    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``.
+    """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``
+    (:func:`rankmap.solver.job_resolve.resolve_job`; its warnings go where the command line's do)."""
+    from rankmap.cli import warn
+    from rankmap.solver.job_resolve import resolve_job
 
-    The job's keys (:data:`rankmap.solver.job.JOB_KEYS`) fill the solve options' defaults, as a
-    job file fills the flags left unset; the same validation (:func:`rankmap.cli_solve.merge_job`)
-    and resolution (:func:`rankmap.cli_solve.prepare_args`) follow.
-    """
-    import argparse
-
-    from rankmap.cli_solve import merge_job, prepare_args
-
-    args = argparse.Namespace(**dict(_solve_defaults()))
-    merge_job(args, dict(job))
-    return prepare_args(args)
+    return tuple(resolve_job(job, warn=warn))
 
 
 def error_document(exc: BaseException) -> dict[str, Any]:
@@ -413,22 +397,12 @@ def iter_solve_many(
         yield from _process_pool(todo, workers or os.cpu_count() or 1, omit_groups)
 
 
-def solve_many(
-    jobs,
-    executor: str = "process",
-    *,
-    workers: int | None = None,
-    ray_address: str | None = None,
-    omit_groups: bool = False,
-    base_dir: str | None = None,
-    timeout: float | None = None,
-) -> list[dict[str, Any]]:
+def solve_many(jobs, executor: str = "process", **settings) -> list[dict[str, Any]]:
     """Solve every job and return the documents in input order.
 
-    Same parameters and documents as :func:`iter_solve_many`, which yields
-    them as they complete instead.  A failed job is a document with ``"ok":
-    False`` and its ``error``; nothing is raised for it.
+    Same parameters (``workers``, ``ray_address``, ``omit_groups``, ``base_dir``
+    and ``timeout``, keyword-only) and documents as :func:`iter_solve_many`,
+    which yields them as they complete instead.  A failed job is a document
+    with ``"ok": False`` and its ``error``; nothing is raised for it.
     """
-    docs = list(iter_solve_many(jobs, executor, workers=workers, ray_address=ray_address,
-                                omit_groups=omit_groups, base_dir=base_dir, timeout=timeout))
-    return sorted(docs, key=lambda d: d["index"])
+    return sorted(iter_solve_many(jobs, executor, **settings), key=lambda d: d["index"])

@@ -138,16 +138,14 @@ def port_arg(text: str) -> int:
 
 
 def server_arg(text: str) -> str:
-    """argparse type: ``HOST:PORT`` of a rankmap server (port 1..65535)."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port or any(ch.isspace() for ch in host):
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    p = _ascii_int(port)
-    if p is None:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT with a numeric port, got {text!r}")
-    if not 1 <= p <= 65535:
-        raise argparse.ArgumentTypeError(f"port {p} in {text!r} is outside 1..65535")
-    return text.strip()
+    """argparse type: ``HOST:PORT`` of a rankmap server, port 1..65535
+    (:func:`rankmap.solver.job_resolve.server_address`)."""
+    from rankmap.solver.job_resolve import server_address
+
+    try:
+        return server_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):

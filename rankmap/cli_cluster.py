@@ -36,30 +36,11 @@ import argparse
 import sys
 
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.formats import RATE_KEYS, build_cluster, dump_graph, node_link_text, summarize
-from rankmap.solver.formats.safe import strict_float
+from rankmap.solver.formats import RATE_KEYS, dump_graph, node_link_text, summarize
+from rankmap.solver.job_resolve import CLUSTER_SOURCE_KEYS, build_job_cluster, cluster_keys_given, parse_rates
 
 __all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "cluster_flags_given", "parse_rates",
            "SOURCE_FLAGS"]
-
-
-def parse_rates(items: list[str] | None) -> dict[str, float]:
-    """``["nic=50", "sys=22,pcie=63"]`` -> ``{"nic": 50.0, "sys": 22.0, "pcie": 63.0}``."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        for part in str(item).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            key, sep, value = part.partition("=")
-            key = key.strip().lower()
-            if not sep or not key:
-                raise InvalidArgumentError(f"--rate {part!r} is not KEY=GBPS (keys: {', '.join(RATE_KEYS)})", "rate")
-            try:
-                out[key] = strict_float(value.strip(), "rate")
-            except InvalidArgumentError:
-                raise InvalidArgumentError(f"--rate {part!r}: {value!r} is not a finite number", f"rate.{key}") from None
-    return out
 
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,7 +84,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cluster_from_args(args: argparse.Namespace):
-    """Build the graph from the flags of :func:`add_cluster_arguments`.
+    """Build the graph from the flags of :func:`add_cluster_arguments`
+    (:func:`rankmap.solver.job_resolve.build_job_cluster`).
 
     The importers' guesses (a GPU generation assumed from an NVLink count, a synthetic NIC,
     ...) are in the graph's ``warnings`` and also printed on stderr as ``rankmap: warning:
@@ -111,46 +93,17 @@ def cluster_from_args(args: argparse.Namespace):
     would choose the layout.
     """
     from rankmap.cli import warn
-    from rankmap.solver.cluster import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
 
-    G = _build_from_args(args)
-    # a graph `rankmap solve` would refuse is not written (a rate flag out of range)
-    for u, v, d in G.edges(data=True):
-        bw = d.get("bandwidth")
-        if isinstance(bw, (int, float)) and not MIN_BANDWIDTH_GBPS <= bw <= MAX_BANDWIDTH_GBPS:
-            raise InvalidArgumentError(
-                f"link {u!r}-{v!r} would have bandwidth {bw:g} GB/s, outside {MIN_BANDWIDTH_GBPS:g}.."
-                f"{MAX_BANDWIDTH_GBPS:g} GB/s: check --nvlink-domain-rate, --rate and --oversubscription",
-                "cluster.edges")
-    for w in G.graph.get("warnings", ()) or ():
-        warn(str(w))
-    return G
-
-
-def _build_from_args(args: argparse.Namespace):
-    return build_cluster(
-        host_topology=args.host_topology,
-        gpu=args.gpu,
-        fabric=args.fabric,
-        nodelist=args.nodelist,
-        topology_name=args.topology_name,
-        gpus_per_node=args.gpus_per_node,
-        oversubscription=getattr(args, "oversubscription", None),
-        **{k: getattr(args, k, None) for k in SOURCE_FLAGS},
-        block_links=getattr(args, "block_links", None) or "nvlink",
-        **parse_rates(args.rate),
-    )
+    return build_job_cluster(vars(args), warn)
 
 
 #: Flags of :func:`add_cluster_arguments` beyond the Slurm ones (argparse dest names).
-SOURCE_FLAGS = ("kubernetes_nodes", "topology_labels", "kueue_topology", "volcano_hypernodes", "topograph_model",
-                "ibnetdiscover", "nvlink_domains", "nvlink_domain_rate")
+SOURCE_FLAGS = CLUSTER_SOURCE_KEYS
 
 
 def cluster_flags_given(args: argparse.Namespace) -> bool:
     """True when any flag that describes a cluster (other than a CLUSTER graph file) is set."""
-    return bool(getattr(args, "host_topology", None) or getattr(args, "fabric", None)
-                or getattr(args, "nodelist", None) or any(getattr(args, k, None) for k in SOURCE_FLAGS))
+    return cluster_keys_given(vars(args))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,46 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
 
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.types import LAUNCH_ORDER_POLICIES
+from rankmap.solver.job_resolve import launch_order_from_value  # the job model's, re-exported
 
 __all__ = ["launch_order_from_value", "check_emit", "write_launch_files"]
-
-
-def launch_order_from_value(value: Any) -> str | tuple[str, ...]:
-    """``--launch-order`` / job key ``launch_order``: ``sorted`` (default), ``listed``, a host list file
-    (:func:`~rankmap.solver.launch.parse_host_list`: one host or hostlist expression per line, e.g.
-    ``scontrol show hostnames`` output or an MPI hostfile) or a list of host names.
-
-    Raises
-    ------
-    InvalidArgumentError
-        A file that does not exist or cannot be read, or one without hosts (field ``launch_order``).
-    """
-    from rankmap.solver.launch import parse_host_list
-    from rankmap.solver.formats.safe import MAX_YAML_BYTES
-
-    if value is None:
-        return "sorted"
-    if isinstance(value, (list, tuple)):
-        return tuple(str(v) for v in value)
-    if value in LAUNCH_ORDER_POLICIES:
-        return value
-    try:
-        with open(value, encoding="utf-8") as fh:
-            text = fh.read(MAX_YAML_BYTES + 1)
-    except FileNotFoundError:
-        raise InvalidArgumentError(
-            f"launch order {value!r} is neither sorted, listed nor an existing host list file", "launch_order"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgumentError(f"cannot read launch order file {value!r}: {exc}", "launch_order") from None
-    if len(text) > MAX_YAML_BYTES:
-        raise InvalidArgumentError(f"launch order file {value!r} is larger than {MAX_YAML_BYTES} bytes",
-                                   "launch_order")
-    return parse_host_list(text, f"launch order file {value}")
 
 
 def check_emit(args: argparse.Namespace) -> None:

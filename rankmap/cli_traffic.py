@@ -29,20 +29,15 @@ from rankmap.solver.traffic import (
     bytes_sent_per_rank,
     class_collectives,
     parse_megatron_args,
-    DEFAULT_MODEL,
     DTYPE_BYTES,
     TRAFFIC_CLASSES,
     ModelSpec,
     class_group_size,
     count_parameters,
     format_bytes,
-    load_model_file,
-    model_preset,
     num_micro_batches,
     params_per_rank,
-    parse_traffic,
     preset_names,
-    with_overrides,
 )
 
 __all__ = [
@@ -57,16 +52,8 @@ __all__ = [
     "traffic_table",
 ]
 
-#: Flag -> ModelSpec field for the per-run overrides.
-_OVERRIDE_FLAGS = {
-    "seq_length": "seq_length",
-    "micro_batch_size": "micro_batch_size",
-    "global_batch_size": "global_batch_size",
-    "num_micro_batches": "num_micro_batches",
-    "dtype": "dtype",
-}
-
-
+# Flag -> ModelSpec field for the per-run overrides (the job model's).
+from rankmap.solver.job_resolve import MODEL_OVERRIDE_KEYS as _OVERRIDE_FLAGS  # noqa: E402,F401
 
 
 def _has_option(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -110,16 +97,6 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, traffic: bool = True
                  "on top of the model's when a model flag is given, else alone")
 
 
-#: rankmap size flag -> the Megatron-LM flag that sets it.
-_MEGATRON_SIZE_FLAGS = {
-    "tp": "--tensor-model-parallel-size",
-    "pp": "--pipeline-model-parallel-size",
-    "cp": "--context-parallel-size",
-    "ep": "--expert-model-parallel-size",
-    "etp": "--expert-tensor-parallel-size",
-}
-
-
 def megatron_from_args(args: argparse.Namespace):
     """The parsed ``--megatron-args`` (cached on ``args``), or None.
 
@@ -139,71 +116,48 @@ def megatron_from_args(args: argparse.Namespace):
 
 
 def apply_megatron_sizes(args: argparse.Namespace) -> None:
-    """Fill ``--tp/--pp/--cp/--ep/--etp`` from ``--megatron-args`` (:func:`rankmap.solver.job.megatron_sizes`).
+    """Fill ``--tp/--pp/--cp/--ep/--etp`` (and ``--orders``, where the command has it) from ``--megatron-args``
+    (:func:`rankmap.solver.job_resolve.job_megatron_sizes`); the arguments not read are warnings, once.
 
     Raises
     ------
     InvalidArgumentError
         When a rankmap size flag and the Megatron argument disagree (naming both).
     """
-    from rankmap.solver.job import SIZE_KEYS, megatron_sizes
+    from rankmap.cli import warn
+    from rankmap.solver.job import SIZE_KEYS
+    from rankmap.solver.job_resolve import job_megatron_sizes
 
-    meg = megatron_from_args(args)
-    if meg is None:
+    if getattr(args, "megatron_args", None) is None:
         return
-
-    def conflict(key, given, value):
-        return InvalidArgumentError(
-            f"--{key} {given} disagrees with {_MEGATRON_SIZE_FLAGS[key]} {value} in --megatron-args", key)
-
-    sizes = megatron_sizes(meg, {k: getattr(args, k, None) for k in SIZE_KEYS}, conflict)
-    for key, value in sizes.items():
-        setattr(args, key, value)
-    # --use-tp-pp-dp-mapping: Megatron builds its groups in that order, so search it unless told otherwise
-    if meg.order != "tp-cp-ep-dp-pp" and hasattr(args, "orders") and args.orders is None:
-        args.orders = meg.order
-    if not getattr(args, "_megatron_warned", False):
-        args._megatron_warned = True
-        from rankmap.cli import warn
-
-        for hint in meg.suggestions():
-            warn(f"Megatron argument {hint} is not read")
+    first = not getattr(args, "_megatron_warned", False)
+    args._megatron_warned = True
+    filled = job_megatron_sizes(vars(args), warn if first else None)
+    for key in SIZE_KEYS:
+        setattr(args, key, filled.get(key))
+    if hasattr(args, "orders"):
+        args.orders = filled.get("orders")
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:
-    if getattr(args, "model", None) is not None or getattr(args, "model_file", None) is not None:
-        return True
-    if getattr(args, "megatron_args", None) is not None:
-        return True
-    return any(getattr(args, attr, None) is not None for attr in _OVERRIDE_FLAGS)
+    from rankmap.solver.job_resolve import model_keys_given
+
+    return model_keys_given(vars(args))
 
 
 def model_from_args(args: argparse.Namespace) -> ModelSpec:
-    """The model the flags describe: ``--model`` / ``--model-file`` (default: the
-    seed GPT) with the per-run overrides applied.
+    """The model the flags describe: ``--model`` / ``--model-file`` / ``--megatron-args`` (default:
+    the seed GPT) with the per-run overrides applied (:func:`rankmap.solver.job_resolve.job_model`).
 
     Raises
     ------
     InvalidArgumentError
-        For both ``--model`` and ``--model-file``, an unknown preset, a bad file
-        or a bad override.
+        For several of ``--model``, ``--model-file`` and ``--megatron-args``, an unknown preset, a bad
+        file or a bad override.
     """
-    name = getattr(args, "model", None)
-    path = getattr(args, "model_file", None)
-    meg = megatron_from_args(args)
-    given = [f for f, v in (("--model", name), ("--model-file", path), ("--megatron-args", meg)) if v is not None]
-    if len(given) > 1:
-        raise InvalidArgumentError(f"give one of {' and '.join(given)}, not several", "model")
-    if meg is not None:
-        base = meg.model_for(getattr(args, "tp", None) or 1, getattr(args, "pp", None) or 1)
-    elif path is not None:
-        base = load_model_file(path)
-    elif name is not None:
-        base = model_preset(name)
-    else:
-        base = DEFAULT_MODEL
-    overrides = {field: getattr(args, attr, None) for attr, field in _OVERRIDE_FLAGS.items()}
-    return with_overrides(base, **overrides)
+    from rankmap.solver.job_resolve import job_model
+
+    return job_model(vars(args))
 
 
 def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
@@ -217,12 +171,9 @@ def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
 
     Returns every class of :data:`TRAFFIC_CLASSES`, in that order.
     """
-    from rankmap.solver.job import resolve_traffic
+    from rankmap.solver.job_resolve import job_traffic
 
-    text = getattr(args, "traffic", None)
-    explicit = parse_traffic(text) if text is not None else None
-    model = model_from_args(args) if _model_flags_given(args) else None
-    return resolve_traffic(cfg, explicit, model=model)
+    return job_traffic(vars(args), cfg)
 
 
 def _model_section(args: argparse.Namespace, cfg) -> dict | None:

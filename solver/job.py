@@ -11,10 +11,15 @@ batch entry, a ``SolveRequest``):
 * :func:`usable_gpus`: the default world size (GPUs not excluded);
 * :func:`megatron_sizes`: the parallel sizes Megatron-LM arguments spell out,
   checked against the ones given;
+* :data:`JOB_DEFAULTS`: the value of a job key left unset (the solve options'
+  defaults; the command line's flags default to "unset" and take these);
 * :func:`resolve_traffic`: the traffic rule of DESIGN §3 — a model (a preset, a
   model file or mapping, Megatron-LM arguments; the seed's GPT when none is
   given) with explicit byte counts replacing its classes, or explicit bytes
   alone.
+
+:mod:`rankmap.solver.job_resolve` turns a whole job dict into the solver's
+arguments (``rankmap solve`` and ``rankmap batch``).
 
 Pure Python over plain types: no argparse, no protobuf.
 """
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from .catalogue import PARALLEL_SIZE_KEYS, ParallelSizes
 from .errors import InvalidArgumentError
+from .types import SolveOptions
 
 if TYPE_CHECKING:  # only annotations: importing the job model loads no networkx
     import networkx as nx
@@ -34,6 +40,7 @@ __all__ = [
     "JOB_KEYS",
     "JOB_SIZE_KEYS",
     "JOB_KEY_ALIASES",
+    "JOB_DEFAULTS",
     "job_sizes",
     "JOB_CLUSTER_FILES",
     "normalize_job",
@@ -91,6 +98,18 @@ JOB_KEYS = (
     "server",
 )
 
+
+#: The value of each job key with a default that a job (or the command line) leaves unset: the
+#: :class:`~rankmap.solver.types.SolveOptions` defaults under their job-key names, the output format
+#: and what Slurm topology/block blocks are.  (World size: the usable GPUs, :func:`usable_gpus`;
+#: traffic: the seed's GPT, :func:`resolve_traffic`; sizes: :class:`~rankmap.solver.ParallelSizes`.)
+JOB_DEFAULTS: Mapping[str, Any] = {
+    **{key: SolveOptions.__dataclass_fields__[name].default
+       for key, name in (("mode", "mode"), ("orders", "orders"), ("launch_order", "launch_order"),
+                         ("time_limit", "time_limit_seconds"), ("seed", "seed"))},
+    "format": "json",
+    "block_links": "nvlink",
+}
 
 #: Job keys naming a topology file (relative paths are resolved against the job file's directory).
 JOB_CLUSTER_FILES = ("kubernetes_nodes", "kueue_topology", "volcano_hypernodes", "topograph_model", "ibnetdiscover",

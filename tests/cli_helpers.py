@@ -1,10 +1,10 @@
-"""Running the command line in tests: ``run`` and the bad-input contract ``bad_input``."""
+"""Running the command line in tests: ``run``, the bad-input contract ``bad_input``, job files ``write_job``."""
 
 from __future__ import annotations
 
 from rankmap.cli import main
 
-__all__ = ["run", "bad_input"]
+__all__ = ["run", "bad_input", "write_job"]
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -27,3 +27,10 @@ def bad_input(capsys, *argv, needle: str = "") -> str:
     assert "Traceback" not in err and "internal error" not in err, err
     assert needle in err, err
     return err
+
+
+def write_job(tmp_path, cluster, body: str, name: str = "job.yaml"):
+    """The job file ``tmp_path / name``: ``cluster: CLUSTER`` and then the YAML lines ``body``."""
+    job = tmp_path / name
+    job.write_text(f"cluster: {cluster}\n{body}\n")
+    return job

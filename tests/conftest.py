@@ -6,6 +6,8 @@
   bad-input contract (exit 2, one line on stderr, nothing on stdout, no traceback).
 * ``cluster_file``: a node-link JSON of 2 hosts × 8 GPUs (NVSwitch 450 GB/s, 50 GB/s NICs).
 * ``example_cluster``: the path of ``examples/clusters/hgx-a100-2nodes.json`` (2 real HGX A100 hosts).
+* ``client`` / ``channel``: a :class:`~rankmap.client.RankmapClient` (60 s timeout) and an insecure
+  gRPC channel to the module's ``server`` fixture (:func:`service_helpers.live_server`).
 """
 
 from __future__ import annotations
@@ -39,3 +41,22 @@ def cluster_file(tmp_path):
 def example_cluster() -> str:
     """examples/clusters/hgx-a100-2nodes.json (2 HGX A100 hosts from real nvidia-smi output)."""
     return str(REPO / "examples" / "clusters" / "hgx-a100-2nodes.json")
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """A RankmapClient (60 s timeout) to the module's ``server``."""
+    from rankmap.client import RankmapClient
+
+    with RankmapClient(server.address, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def channel(server):
+    """An insecure gRPC channel to the module's ``server``."""
+    import grpc
+
+    ch = grpc.insecure_channel(server.address)
+    yield ch
+    ch.close()

@@ -1,10 +1,14 @@
-"""Shared by tests/test_formats.py and tests/test_formats_fabric.py: sample paths and graph helpers."""
+"""Shared by the tests/test_formats*.py files and tests/test_service_import.py: sample paths and graph helpers
+(and :func:`two_leaf_cluster`, the small random clusters of tests/test_solve.py and tests/test_status.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import networkx as nx
+import pytest
+
+from rankmap.solver.errors import InvalidArgumentError
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,10 +25,48 @@ P4D_XML = DATA / "ncclxml_p4d-a100-topofile-comments_aws-ofi-nccl.xml"
 TREE = DATA / "slurm-topology-tree_3level-core-spine-leaf_topograph-oci-sim.conf"
 BLOCK = DATA / "slurm-topology-block_12nvl-blocks-blocksizes_topograph-dra.conf"
 YAML = DATA / "slurm-topology-yaml_tree-block-flat_schedmd-manpage-example.yaml"
+#: ``kubectl get nodes -o json`` of 8-GPU nodes with Kueue block/rack labels, and the Kueue Topology.
+NODES_JSON = DATA.parent / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
+KUEUE = DATA / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
+VOLCANO = DATA / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
+IB = DATA / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"
+#: A Topograph model: core -> 2 spines -> 4 leaves, each leaf one NVL72 block of 18 nodes.
+NVL72 = DATA.parent / "topograph" / "model_nvl72_topograph.yaml"
 
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def assert_read_fails(reader, path: Path, text: str | None, match: str, **kwargs) -> None:
+    """``reader(path, **kwargs)`` with ``text`` written to ``path`` (``None``: left absent) raises
+    InvalidArgumentError matching ``match``."""
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(InvalidArgumentError, match=match):
+        reader(path, **kwargs)
+
+
+def two_leaf_cluster(rng, hosts: int, per: int, gpu_widths, nvlink_widths) -> nx.Graph:
+    """``hosts`` x ``per`` GPUs, each on its host's switch at a width drawn from ``gpu_widths``, direct
+    NVLink-like links of a width from ``nvlink_widths`` between ~40% of a host's GPU pairs, host switches
+    alternately on ``leaf0``/``leaf1`` (5, 10 or 20 GB/s).  The leaves are not linked: the caller links them."""
+    g = nx.Graph()
+    for h in range(hosts):
+        sw = f"h{h}/sw"
+        g.add_node(sw, kind="switch")
+        for i in range(per):
+            d = f"h{h}/gpu{i}"
+            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_edge(d, sw, bandwidth=float(rng.choice(gpu_widths)))
+        for i in range(per):
+            for j in range(i + 1, per):
+                if rng.random() < 0.4:
+                    g.add_edge(f"h{h}/gpu{i}", f"h{h}/gpu{j}", bandwidth=float(rng.choice(nvlink_widths)))
+        g.add_edge(sw, f"leaf{h % 2}", bandwidth=float(rng.choice([5, 10, 20])))
+    g.add_node("leaf0", kind="switch")
+    g.add_node("leaf1", kind="switch")
+    return g
 
 
 def widest(G: nx.Graph, u, v) -> float:

@@ -11,7 +11,7 @@ import networkx as nx
 import pytest
 
 
-from cli_helpers import run  # noqa: E402
+from cli_helpers import bad_input, run, write_job  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -248,10 +248,8 @@ def test_bad_exposure_is_one_line_exit_2(capsys, cluster_file, tmp_path, command
     ],
 )
 def test_bad_exposure_in_job_file(capsys, cluster_file, tmp_path, value, needle):
-    job = tmp_path / "job.yaml"
-    job.write_text(f"cluster: {cluster_file.name}\ntp: 4\ntraffic: {{dp: 1e9}}\nexposure: {value}\n")
-    code, out, err = run(capsys, "solve", str(job))
-    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err, err
+    job = write_job(tmp_path, cluster_file.name, f"tp: 4\ntraffic: {{dp: 1e9}}\nexposure: {value}")
+    bad_input(capsys, "solve", job, needle=needle)
 
 
 def test_cost_table_rows_from_a_cost():

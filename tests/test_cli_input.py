@@ -17,7 +17,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import safe
 from rankmap.solver.formats.hostlist import MAX_HOSTS, count, expand
 
-from cli_helpers import bad_input, run  # noqa: E402
+from cli_helpers import bad_input, run, write_job  # noqa: E402
 
 
 def graph_doc(n_hosts: int = 2, gpus: int = 4) -> dict:
@@ -25,11 +25,23 @@ def graph_doc(n_hosts: int = 2, gpus: int = 4) -> dict:
     return json.loads(json.dumps(nx.node_link_data(g, edges="edges")))
 
 
+def write_graph(tmp_path, doc: dict, name: str = "c.json"):
+    """``doc`` as the cluster file ``tmp_path / name``."""
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def far_local_index_file(tmp_path):
+    """A cluster file whose first GPU has local_index 2**40 (beyond MAX_LOCAL_INDEX)."""
+    doc = graph_doc()
+    next(n for n in doc["nodes"] if n.get("kind") == "gpu")["local_index"] = 2**40
+    return write_graph(tmp_path, doc)
+
+
 @pytest.fixture()
 def cluster_file(tmp_path):
-    path = tmp_path / "cluster.json"
-    path.write_text(json.dumps(graph_doc()))
-    return path
+    return write_graph(tmp_path, graph_doc(), "cluster.json")
 
 
 def billion_laughs(levels: int = 9) -> str:
@@ -55,8 +67,7 @@ def test_deep_json_cluster_file(capsys, tmp_path):
 def test_deep_json_inside_a_valid_graph(capsys, tmp_path):
     doc = graph_doc()
     doc["graph"] = {"note": json.loads("[" * 200 + "]" * 200)}
-    f = tmp_path / "deep-attr.json"
-    f.write_text(json.dumps(doc))
+    f = write_graph(tmp_path, doc, "deep-attr.json")
     bad_input(capsys, "solve", f, "--tp", "2", needle="nested 202 levels deep")
 
 
@@ -121,14 +132,13 @@ def test_yaml_aliases_and_merge_keys_within_bounds_still_work(tmp_path):
 # ------------------------------------------------------------------ duplicate keys
 
 
-def test_duplicate_keys_in_job_file(capsys, tmp_path, cluster_file):
-    job = tmp_path / "job.yaml"
-    job.write_text(f"cluster: {cluster_file}\ntp: 2\npp: 1\ntp: 4\n")
-    bad_input(capsys, "solve", job, needle="line 4: duplicate key 'tp'")
-    job.write_text(f"cluster: {cluster_file}\nworld-size: 8\nworld_size: 4\n")
-    bad_input(capsys, "solve", job, needle="key 'world_size' given twice")
-    job.write_text(f"cluster: {cluster_file}\nconstraint: tp within host\nconstraints: [pp within host]\n")
-    bad_input(capsys, "solve", job, needle="given twice")
+@pytest.mark.parametrize("body, needle", [
+    ("tp: 2\npp: 1\ntp: 4", "line 4: duplicate key 'tp'"),
+    ("world-size: 8\nworld_size: 4", "key 'world_size' given twice"),  # two spellings of one key
+    ("constraint: tp within host\nconstraints: [pp within host]", "given twice"),  # a key and its alias
+])
+def test_duplicate_keys_in_job_file(capsys, tmp_path, cluster_file, body, needle):
+    bad_input(capsys, "solve", write_job(tmp_path, cluster_file, body), needle=needle)
 
 
 def test_duplicate_keys_in_graph_file(capsys, tmp_path):
@@ -235,8 +245,7 @@ def test_strict_integers_in_solve_flags(capsys, cluster_file):
     ],
 )
 def test_strict_integers_in_job_files(capsys, tmp_path, cluster_file, line, needle):
-    job = tmp_path / "job.yaml"
-    job.write_text(f"cluster: {cluster_file}\n{line}\n")
+    job = write_job(tmp_path, cluster_file, line)
     if line.startswith("world_size"):
         code, out, err = run(capsys, "solve", job, "--time-limit", "5")
         assert code == 0 and json.loads(out)["assignment"], err
@@ -257,8 +266,7 @@ def test_bandwidth_out_of_range(capsys, tmp_path, bw):
     doc = graph_doc()
     for e in doc["edges"]:
         e["bandwidth"] = bw
-    f = tmp_path / "c.json"
-    f.write_text(json.dumps(doc))
+    f = write_graph(tmp_path, doc)
     bad_input(capsys, "solve", f, "--tp", "2", needle=f"bandwidth {bw!r} GB/s, outside the accepted range")
 
 
@@ -293,11 +301,7 @@ def test_json_writer_refuses_non_finite():
 def test_local_index_range_is_one_range(capsys, tmp_path):
     from rankmap.solver.cluster import MAX_LOCAL_INDEX, cluster_from_graph
 
-    doc = graph_doc()
-    gpu = next(n for n in doc["nodes"] if n.get("kind") == "gpu")
-    gpu["local_index"] = 2**40
-    f = tmp_path / "c.json"
-    f.write_text(json.dumps(doc))
+    f = far_local_index_file(tmp_path)
     bad_input(capsys, "solve", f, "--tp", "2", needle=f"the accepted range is 0..{MAX_LOCAL_INDEX}")
     g = fat_tree_cluster(1, 2, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
     n = next(n for n, d in g.nodes(data=True) if d.get("kind") == "gpu")
@@ -311,20 +315,13 @@ def test_local_index_range_is_one_range(capsys, tmp_path):
 # ------------------------------------------------------------------ server: key
 
 
-def test_job_server_key_is_validated(capsys, tmp_path, cluster_file):
-    job = tmp_path / "job.yaml"
-    job.write_text(f"cluster: {cluster_file}\nserver: not-a-server\n")
-    bad_input(capsys, "solve", job, needle="job key 'server'")
-    job.write_text(f"cluster: {cluster_file}\nserver: 127.0.0.1:99999\n")
-    bad_input(capsys, "solve", job, needle="outside 1..65535")
+@pytest.mark.parametrize("server, needle", [("not-a-server", "job key 'server'"), ("127.0.0.1:99999", "outside 1..65535")])
+def test_job_server_key_is_validated(capsys, tmp_path, cluster_file, server, needle):
+    bad_input(capsys, "solve", write_job(tmp_path, cluster_file, f"server: {server}"), needle=needle)
 
 
 def test_job_with_server_is_validated_before_sending(capsys, tmp_path):
-    doc = graph_doc()
-    gpu = next(n for n in doc["nodes"] if n.get("kind") == "gpu")
-    gpu["local_index"] = 2**40
-    f = tmp_path / "c.json"
-    f.write_text(json.dumps(doc))
+    f = far_local_index_file(tmp_path)
     job = tmp_path / "job.yaml"
     # port 1 on loopback: nothing listens, so reaching the network would be exit 1
     job.write_text(f"cluster: {f}\nserver: 127.0.0.1:1\ntp: 2\n")

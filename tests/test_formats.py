@@ -22,8 +22,8 @@ from rankmap.solver.formats import (
 from rankmap.solver.formats.common import default_rates, pcie_rate, resolve_generation
 
 from format_helpers import (  # noqa: E402
-    A100, A30, DGX1, HOPPER, IBM_XML, P4D_XML, RTX, forest_after_twins, gpus, kinds, nvlink_edges,
-    pcie_islands, read_matrix, route_bw, widest,
+    A100, A30, DGX1, HOPPER, IBM_XML, P4D_XML, RTX, assert_read_fails, forest_after_twins, gpus, kinds,
+    nvlink_edges, pcie_islands, read_matrix, route_bw, widest,
 )
 
 
@@ -231,21 +231,18 @@ def test_nvsmi_full_mesh_is_not_an_nvswitch():
     assert {G8[g]["h/nvswitch"]["bandwidth"] for g in gpus(G8)} == {200.0}
 
 
-def test_nvsmi_errors_name_the_line(tmp_path):
-    bad = tmp_path / "topo.txt"
-    bad.write_text("\tGPU0\tGPU1\n" "GPU0\t X \tNV4\n" "GPU1\tNV4\t FOO \n")
-    with pytest.raises(InvalidArgumentError, match=r"line 3: row GPU1, column GPU1: unknown value 'FOO'"):
-        read_nvsmi(bad)
-    bad.write_text("        GPU0    GPU1\nGPU0     X      NV4\nGPU1    NV4\n")
-    with pytest.raises(InvalidArgumentError, match=r"line 3: row GPU1 has 1 cells, expected 2"):
-        read_nvsmi(bad)
-    bad.write_text("hello\n")
-    with pytest.raises(InvalidArgumentError, match="no 'GPU0 GPU1 ...' header"):
-        read_nvsmi(bad)
-    with pytest.raises(InvalidArgumentError, match="does not exist"):
-        read_nvsmi(tmp_path / "missing.txt")
-    with pytest.raises(InvalidArgumentError, match="unknown GPU generation 'x100'"):
-        read_nvsmi(A100, gpu="x100")
+@pytest.mark.parametrize("text, match", [
+    ("\tGPU0\tGPU1\n" "GPU0\t X \tNV4\n" "GPU1\tNV4\t FOO \n", r"line 3: row GPU1, column GPU1: unknown value 'FOO'"),
+    ("        GPU0    GPU1\nGPU0     X      NV4\nGPU1    NV4\n", r"line 3: row GPU1 has 1 cells, expected 2"),
+    ("hello\n", "no 'GPU0 GPU1 ...' header"),
+    (None, "does not exist"),
+])
+def test_nvsmi_errors_name_the_line(tmp_path, text, match):
+    assert_read_fails(read_nvsmi, tmp_path / "topo.txt", text, match)
+
+
+def test_nvsmi_unknown_gpu_generation():
+    assert_read_fails(read_nvsmi, A100, None, "unknown GPU generation 'x100'", gpu="x100")
 
 
 def test_nvsmi_ansi_header_and_soc_label():

@@ -26,7 +26,7 @@ from rankmap.solver.formats.nvsmi import CLASS_LEVELS
 
 from format_helpers import (  # noqa: E402
     A100, A30, BLOCK, DGX1, EXAMPLES, HOPPER, IBM_XML, P4D_XML, ROOT, RTX, TREE, YAML,
-    forest_after_twins, gpus, kinds, route_bw, widest,
+    assert_read_fails, forest_after_twins, gpus, kinds, route_bw, widest,
 )
 
 
@@ -347,27 +347,20 @@ def test_graph_file_round_trip(tmp_path):
     assert all(K[u][v]["bandwidth"] == d["bandwidth"] for u, v, d in G.edges(data=True))
 
 
-def test_graph_file_errors(tmp_path):
-    with pytest.raises(InvalidArgumentError, match="does not exist"):
-        load_graph(tmp_path / "nope.json")
-    f = tmp_path / "bad.json"
-    f.write_text('{"nodes": [\n {"id": "a"},\n {"id": "b",}\n], "edges": []}')
-    with pytest.raises(InvalidArgumentError, match=r"bad.json line 3 column 13: malformed JSON"):
-        load_graph(f)
-    f.write_text('{"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b"}]}')
-    with pytest.raises(InvalidArgumentError, match=r"edge \('a', 'b'\) has no 'bandwidth'"):
-        load_graph(f)
-    f.write_text('{"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b", "bandwidth": -1}]}')
-    with pytest.raises(InvalidArgumentError, match="bandwidth -1"):
-        load_graph(f)
-    f.write_text('{"nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "z", "bandwidth": 1}]}')
-    with pytest.raises(InvalidArgumentError, match="target 'z' is not a node id"):
-        load_graph(f)
-    f.write_text("<graphml><graph><node id='a'/></grph></graphml>")
-    g = tmp_path / "bad.graphml"
-    g.write_text(f.read_text())
-    with pytest.raises(InvalidArgumentError, match=r"bad.graphml line 1: malformed GraphML"):
-        load_graph(g)
+@pytest.mark.parametrize("name, text, match", [
+    ("nope.json", None, "does not exist"),
+    ("bad.json", '{"nodes": [\n {"id": "a"},\n {"id": "b",}\n], "edges": []}',
+     r"bad.json line 3 column 13: malformed JSON"),
+    ("bad.json", '{"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b"}]}',
+     r"edge \('a', 'b'\) has no 'bandwidth'"),
+    ("bad.json", '{"nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b", "bandwidth": -1}]}',
+     "bandwidth -1"),
+    ("bad.json", '{"nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "z", "bandwidth": 1}]}',
+     "target 'z' is not a node id"),
+    ("bad.graphml", "<graphml><graph><node id='a'/></grph></graphml>", r"bad.graphml line 1: malformed GraphML"),
+])
+def test_graph_file_errors(tmp_path, name, text, match):
+    assert_read_fails(load_graph, tmp_path / name, text, match)
 
 
 def test_cli_cluster(tmp_path, capsys, two_leaf_fabric):

@@ -9,7 +9,6 @@ with the vendor default description, an aggregation node), each with 2 NDR cable
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,7 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.ibnetdiscover import link_gbps, parse_ibnetdiscover, read_ibnetdiscover
 
-from format_helpers import forest_after_twins, route_bw
-
-HERE = Path(__file__).resolve().parent
-IB = HERE / "data" / "real-inputs" / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"
+from format_helpers import IB, forest_after_twins, route_bw
 
 
 def test_link_rates():

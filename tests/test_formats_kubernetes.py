@@ -20,11 +20,9 @@ from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.kubernetes import parse_kubernetes_nodes, parse_kueue_topology, read_kueue_topology
 
 from cli_helpers import bad_input, run  # noqa: E402
-from format_helpers import forest_after_twins, route_bw
+from format_helpers import KUEUE, NODES_JSON, forest_after_twins, route_bw
 
 HERE = Path(__file__).resolve().parent
-KUEUE = HERE / "data" / "real-inputs" / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
-NODES_JSON = HERE / "data" / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
 NODES_GB200 = HERE / "data" / "k8s" / "nodes_topograph-gb200_4trays.yaml"
 
 
@@ -159,18 +157,18 @@ def test_control_characters_are_one_line_errors():
         load_yaml("a: 1\nb: 2\nc: \x01\n", "y.yaml")
 
 
-def test_kueue_malformed():
-    with pytest.raises(InvalidArgumentError, match="t.yaml: no Kueue Topology object"):
-        parse_kueue_topology("kind: ResourceFlavor\napiVersion: kueue.x-k8s.io/v1beta1\n", "t.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"t.yaml line 6: spec.levels\[1\] has no nodeLabel string"):
-        parse_kueue_topology("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nspec:\n  levels:\n"
-                             "  - nodeLabel: a.io/b\n  - label: c\n", "t.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"t.yaml line 4: topology labels .* name a label twice"):
-        parse_kueue_topology("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nspec:\n  levels:\n"
-                             "  - nodeLabel: a.io/b\n  - nodeLabel: a.io/b\n", "t.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"t.yaml line 5: 2 Topology objects \(x, y\)"):
-        parse_kueue_topology("kind: Topology\nmetadata: {name: x}\nspec: {levels: [{nodeLabel: a}]}\n---\n"
-                             "kind: Topology\nmetadata: {name: y}\nspec: {levels: [{nodeLabel: a}]}\n", "t.yaml")
+@pytest.mark.parametrize("text, match", [
+    ("kind: ResourceFlavor\napiVersion: kueue.x-k8s.io/v1beta1\n", "t.yaml: no Kueue Topology object"),
+    ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nspec:\n  levels:\n  - nodeLabel: a.io/b\n  - label: c\n",
+     r"t.yaml line 6: spec.levels\[1\] has no nodeLabel string"),
+    ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nspec:\n  levels:\n"
+     "  - nodeLabel: a.io/b\n  - nodeLabel: a.io/b\n", r"t.yaml line 4: topology labels .* name a label twice"),
+    ("kind: Topology\nmetadata: {name: x}\nspec: {levels: [{nodeLabel: a}]}\n---\n"
+     "kind: Topology\nmetadata: {name: y}\nspec: {levels: [{nodeLabel: a}]}\n", r"t.yaml line 5: 2 Topology objects \(x, y\)"),
+])
+def test_kueue_malformed(text, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        parse_kueue_topology(text, "t.yaml")
 
 
 def test_cli_kubernetes(capsys, tmp_path):

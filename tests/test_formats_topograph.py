@@ -9,7 +9,6 @@ shape: switch list + capacity_blocks with ``nvlink`` and ``type: H100``).
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -19,10 +18,9 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.topograph import parse_topograph_model, read_topograph_model
 
-from format_helpers import forest_after_twins, route_bw
+from format_helpers import NVL72, forest_after_twins, route_bw
 
-D = Path(__file__).resolve().parent / "data" / "topograph"
-NVL72 = D / "model_nvl72_topograph.yaml"
+D = NVL72.parent
 MEDIUM = D / "model_medium_topograph.yaml"
 V1 = D / "model_medium-block-v1_topograph.yaml"
 
@@ -57,30 +55,29 @@ def test_medium_and_v1_models():
     assert G["switch:ibleaf1"]["switch:spine1"]["bandwidth"] == 3200.0
 
 
-def test_malformed():
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 1: not a Topograph model"):
-        parse_topograph_model("foo: 1\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 5: block 0 references unknown switch 'leafX'"):
-        parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: leafX\n  nodes: [a]\n",
-                              "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 7: node 'a' belongs to more than one block "
-                                                   r"\(also m.yaml line 5\)"):
-        parse_topograph_model("switches:\n  s1:\n    switches: [l1, l2]\nblocks:\n- switch: l1\n  nodes: [a]\n"
-                              "- switch: l2\n  nodes: [a]\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"switch 'l1' has two parent switches 's1' and 's2'"):
-        parse_topograph_model("switches:\n  s1:\n    switches: [l1]\n  s2:\n    switches: [l1]\nblocks:\n"
-                              "- switch: l1\n  nodes: [a]\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 2: switch 'ibleaf1' lists capacity block 'cb9'"):
-        parse_topograph_model("switches:\n- name: ibleaf1\n  capacity_blocks: [cb9]\ncapacity_blocks: []\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 5: block must declare at least one node"):
-        parse_topograph_model("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: l1\n  nodes: []\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 2: nodes: hostlist 'n\[1-': '\[' is never closed"):
-        parse_topograph_model('blocks:\n- nodes: ["n[1-"]\n', "m.yaml")
-    chain = "switches:\n" + "".join(f"  s{i}: {{switches: [s{i + 1}]}}\n" for i in range(3000))
-    with pytest.raises(InvalidArgumentError, match=r"the switch tree below 's\d+' is more than 64 levels deep"):
-        parse_topograph_model(chain + "blocks:\n- switch: s3000\n  nodes: [a]\n", "m.yaml")
-    with pytest.raises(InvalidArgumentError, match=r"m.yaml line 4: malformed YAML"):
-        parse_topograph_model("switches:\n  s1:\n  switches: [l1\n", "m.yaml")
+_CHAIN = "switches:\n" + "".join(f"  s{i}: {{switches: [s{i + 1}]}}\n" for i in range(3000))
+
+
+@pytest.mark.parametrize("text, match", [
+    ("foo: 1\n", r"m.yaml line 1: not a Topograph model"),
+    ("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: leafX\n  nodes: [a]\n",
+     r"m.yaml line 5: block 0 references unknown switch 'leafX'"),
+    ("switches:\n  s1:\n    switches: [l1, l2]\nblocks:\n- switch: l1\n  nodes: [a]\n- switch: l2\n  nodes: [a]\n",
+     r"m.yaml line 7: node 'a' belongs to more than one block \(also m.yaml line 5\)"),
+    ("switches:\n  s1:\n    switches: [l1]\n  s2:\n    switches: [l1]\nblocks:\n- switch: l1\n  nodes: [a]\n",
+     r"switch 'l1' has two parent switches 's1' and 's2'"),
+    ("switches:\n- name: ibleaf1\n  capacity_blocks: [cb9]\ncapacity_blocks: []\n",
+     r"m.yaml line 2: switch 'ibleaf1' lists capacity block 'cb9'"),
+    ("switches:\n  s1:\n    switches: [l1]\nblocks:\n- switch: l1\n  nodes: []\n",
+     r"m.yaml line 5: block must declare at least one node"),
+    ('blocks:\n- nodes: ["n[1-"]\n', r"m.yaml line 2: nodes: hostlist 'n\[1-': '\[' is never closed"),
+    (_CHAIN + "blocks:\n- switch: s3000\n  nodes: [a]\n", r"the switch tree below 's\d+' is more than 64 levels deep"),
+    ("switches:\n  s1:\n  switches: [l1\n", r"m.yaml line 4: malformed YAML"),
+], ids=["not-a-model", "unknown-switch", "node-in-two-blocks", "two-parents", "unknown-capacity-block",
+        "empty-block", "bad-hostlist", "deep-chain", "malformed-yaml"])
+def test_malformed(text, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        parse_topograph_model(text, "m.yaml")
 
 
 def test_cli(capsys, tmp_path):

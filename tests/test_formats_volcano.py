@@ -8,7 +8,6 @@ Sample: ``tests/data/real-inputs/k8s-volcano-hypernode_8node-3tier-tree_volcano-
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,10 +17,8 @@ from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.volcano import parse_volcano_hypernodes, read_volcano_hypernodes
 
-from format_helpers import forest_after_twins, route_bw
+from format_helpers import VOLCANO, forest_after_twins, route_bw
 
-HERE = Path(__file__).resolve().parent
-VOLCANO = HERE / "data" / "real-inputs" / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
 
 
 def hn(name, tier, members, kind="Node", sel="exactMatch"):

@@ -90,23 +90,20 @@ def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
     traffic = dict(tp=1e9, dp=5e7, pp=4e9)
     opts = dict(orders="megatron-cli", time_limit_seconds=2.0)
     launcher = solve(g, cfg, traffic, SolveOptions(mode="launcher", **opts))
-    real = search_mod.refine
 
-    def launcher_only(cluster, candidates, surrogate, traffic_, exposure, options, launcher_flag, *a, **k):
-        if not launcher_flag:
-            return []
-        return real(cluster, candidates, surrogate, traffic_, exposure, options, launcher_flag, *a, **k)
+    def launcher_only(stage):
+        """The search ``stage`` run for the launcher's candidates only (none for the free bijection)."""
 
-    monkeypatch.setattr(search_mod, "refine", launcher_only)
+        def run(cluster, candidates, surrogate, traffic_, exposure, options, launcher_flag, *a, **k):
+            if not launcher_flag:
+                return []
+            return stage(cluster, candidates, surrogate, traffic_, exposure, options, launcher_flag, *a, **k)
+
+        return run
+
+    monkeypatch.setattr(search_mod, "refine", launcher_only(search_mod.refine))
     monkeypatch.setattr(search_mod, "tree_partition_layout", lambda *a, **k: None)
-    real_any = search_mod.anytime_search
-
-    def anytime_launcher_only(cluster, cands, surrogate, traffic_, exposure, options, launcher_flag, *a, **k):
-        if not launcher_flag:
-            return []
-        return real_any(cluster, cands, surrogate, traffic_, exposure, options, launcher_flag, *a, **k)
-
-    monkeypatch.setattr(search_mod, "anytime_search", anytime_launcher_only)
+    monkeypatch.setattr(search_mod, "anytime_search", launcher_only(search_mod.anytime_search))
     free = solve(g, cfg, traffic, SolveOptions(mode="free", **opts))
     assert free.layout.order == launcher.layout.order
     assert free.layout.assignment == launcher.layout.assignment

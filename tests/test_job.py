@@ -53,3 +53,45 @@ def test_megatron_sizes_fill_and_conflict():
         megatron_sizes(meg, {"tp": 4}, conflict)
     with pytest.raises(InvalidArgumentError, match="not both"):
         resolve_traffic(parallel_config(2, tp=2), model=DEFAULT_MODEL, megatron=meg)
+
+
+def test_resolve_job_defaults_values_and_precedence(cluster_file, tmp_path):
+    """resolve_job: one job dict -> (graph, cfg, traffic, options), as `rankmap solve` and batch read it."""
+    from rankmap.solver.job import JOB_DEFAULTS
+    from rankmap.solver.job_resolve import resolve_job
+    from rankmap.solver.types import SolveOptions, parse_constraint
+
+    # job-file spellings: sizes as ASCII digits, one constraint as a string, traffic as a mapping
+    job = {"cluster": str(cluster_file), "tp": "2", "pp": 2, "exclude_host": "node001",
+           "constraint": "tp within host", "traffic": {"tp": "4e9", "dp": 1e9}}
+    graph, cfg, traffic, options = resolve_job(job)
+    assert graph.number_of_nodes() > 16
+    assert cfg.world_size == 8  # the GPUs of node000: node001 is excluded
+    assert (cfg.tp, cfg.pp, cfg.cp, cfg.ep, cfg.dp, cfg.order) == (2, 2, 1, 1, 2, "tp-cp-ep-dp-pp")
+    assert dict(traffic) == {"tp": 4e9, "cp": 0.0, "ep": 0.0, "etp": 0.0, "dp": 1e9, "edp": 0.0, "pp": 0.0,
+                             "embedding": 0.0}  # explicit bytes alone: the other classes 0
+    assert options == SolveOptions(constraints=(parse_constraint("tp within host"),), exclude_hosts=("node001",))
+    assert (options.mode, options.orders, options.launch_order, options.time_limit_seconds, options.seed) == (
+        JOB_DEFAULTS["mode"], JOB_DEFAULTS["orders"], JOB_DEFAULTS["launch_order"], JOB_DEFAULTS["time_limit"],
+        JOB_DEFAULTS["seed"]) == ("launcher", "default", "sorted", 30.0, 0)
+
+    # given values (the command line's) win; a cluster ending in .yaml is a job file filling the rest
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(f"cluster: {cluster_file}\ntp: 8\nseed: 7\nmodel: gpt-24l-4096\nmode: free\n")
+    resolved = resolve_job({}, given={"cluster": str(job_file), "tp": 4, "time_limit": 2.5})
+    assert (resolved.cfg.world_size, resolved.cfg.tp, resolved.cfg.dp) == (16, 4, 4)
+    assert (resolved.options.seed, resolved.options.mode, resolved.options.time_limit_seconds) == (7, "free", 2.5)
+    assert resolved.job["cluster"] == str(cluster_file) and resolved.job["tp"] == 4
+    assert dict(resolved.traffic) == dict(traffic_from_model(model_preset("gpt-24l-4096"), resolved.cfg))
+
+    # Megatron-LM arguments fill the sizes they spell out
+    meg = resolve_job({"cluster": str(cluster_file),
+                       "megatron_args": "--num-layers 24 --hidden-size 4096 --num-attention-heads 32 --seq-length 2048 "
+                                       "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2"})
+    assert (meg.cfg.tp, meg.cfg.pp, meg.cfg.dp) == (4, 2, 2)
+
+    with pytest.raises(InvalidArgumentError) as err:
+        resolve_job({"cluster": str(cluster_file), "seed": 1.5})
+    assert err.value.field == "seed"
+    with pytest.raises(InvalidArgumentError, match="no cluster given"):
+        resolve_job({"tp": 2})

@@ -22,6 +22,8 @@ from rankmap.solver.launch import launcher_device_order, launcher_host_order, na
 from rankmap.solver.launch_files import emit_files, launch_files, torchrun_launchable
 from rankmap.solver.types import HostPlacement
 
+from service_helpers import live_server
+
 TRAFFIC = {"tp": 4e9, "dp": 1e9, "pp": 1e8}
 LEAF = {"host01": "leafA", "host03": "leafA", "host02": "leafB", "host04": "leafB"}
 
@@ -346,13 +348,7 @@ def test_table_stays_narrow_on_a_large_cluster_with_long_names():
 # ----------------------------------------------------------------------------- gRPC
 
 
-@pytest.fixture(scope="module")
-def server():
-    from rankmap.server.service import serve
-
-    srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
-    yield srv
-    srv.stop(grace=None).wait(10)
+server = live_server(workers=1, max_queued=4)
 
 
 def _comparable(result) -> dict:

@@ -32,7 +32,7 @@ from grpc_status import rpc_status
 from rankmap.client import AsyncRankmapClient, RankmapClient, RankmapRpcError
 from rankmap import wire
 from rankmap.server.service import SERVICE_NAME, serve
-from service_helpers import TRAFFIC, assert_exposed, assert_same_result, make_cluster, wait_until
+from service_helpers import TRAFFIC, assert_exposed, assert_same_result, live_server, make_cluster, wait_until
 from rankmap.solver import (
     InfeasibleError,
     InvalidArgumentError,
@@ -50,24 +50,7 @@ from rankmap.v1 import rankmap_pb2_grpc
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(host="127.0.0.1", port=0, workers=2, max_queued=8)
-    yield srv
-    srv.stop(grace=None).wait(10)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with RankmapClient(server.address, timeout=60) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    ch = grpc.insecure_channel(server.address)
-    yield ch
-    ch.close()
+server = live_server(workers=2, max_queued=8)  # with the client and channel fixtures of conftest.py
 
 
 def wait_idle(servicer, timeout=15.0):

@@ -119,13 +119,18 @@ def traffic(draw, target):
             target.model.overrides[key].CopyFrom(draw(VALUES))
 
 
-@st.composite
-def solve_request(draw):
-    req = pb.SolveRequest()
+def job_fields(draw, req):
+    """``req`` (a SolveRequest or EvaluateRequest) with the fields both carry drawn: cluster, sizes, maybe traffic."""
     draw(cluster(req.cluster))
     draw(sizes(req.sizes))
     if draw(st.booleans()):
         draw(traffic(req.traffic))
+    return req
+
+
+@st.composite
+def solve_request(draw):
+    req = job_fields(draw, pb.SolveRequest())
     req.mode = draw(st.integers(-1, 5))
     req.orders.policy = draw(st.integers(-1, 8))
     if draw(st.booleans()):
@@ -150,11 +155,7 @@ def solve_request(draw):
 
 @st.composite
 def evaluate_request(draw):
-    req = pb.EvaluateRequest()
-    draw(cluster(req.cluster))
-    draw(sizes(req.sizes))
-    if draw(st.booleans()):
-        draw(traffic(req.traffic))
+    req = job_fields(draw, pb.EvaluateRequest())
     req.order = draw(st.one_of(st.sampled_from(["", "tp-cp-ep-dp-pp", "pp-dp-tp"]), st.text(max_size=12)))
     req.assignment.extend(draw(st.lists(NAMES, max_size=10)))
     return req

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import grpc
 import networkx as nx
@@ -11,45 +10,24 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from rankmap.client import AsyncRankmapClient, RankmapClient
+from rankmap.client import AsyncRankmapClient
 from rankmap.wire.graph import graph_from_proto, graph_to_proto
 from rankmap.server.limits import Limits
-from rankmap.server.service import serve
 from rankmap.solver.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.v1 import rankmap_pb2 as pb
-from rankmap.v1 import rankmap_pb2_grpc
 
-HERE = Path(__file__).resolve().parent
-REAL = HERE / "data" / "real-inputs"
-BLOCK = REAL / "slurm-topology-block_12nvl-blocks-blocksizes_topograph-dra.conf"
-KUEUE = REAL / "k8s-kueue-topology_block-rack-hostname-gpu_kueue-sample.yaml"
-VOLCANO = REAL / "k8s-volcano-hypernode_8node-3tier-tree_volcano-website.yaml"
-IB = REAL / "ibnetdiscover_ndr-superpod-2leaf-excerpt_topograph-test.out"
-A100 = REAL / "nvsmi-topo_hgx-a100-80gb-8gpu-8nic-roce_deepep-13.txt"
-NODES = HERE / "data" / "k8s" / "nodes_kueue-block-rack_8gpu-nodes.json"
-NVL72 = HERE / "data" / "topograph" / "model_nvl72_topograph.yaml"
+from format_helpers import A100, BLOCK, IB, KUEUE, NVL72, VOLCANO, NODES_JSON as NODES
+from service_helpers import live_server, stub_for
+
+
+server = live_server(workers=2, max_queued=8, limits=Limits(max_world_size=4096))  # client, channel: conftest.py
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = serve(host="127.0.0.1", port=0, workers=2, max_queued=8, limits=Limits(max_world_size=4096))
-    yield srv
-    srv.stop(grace=None).wait(10)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    with RankmapClient(server.address, timeout=60) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    ch = grpc.insecure_channel(server.address)
-    yield rankmap_pb2_grpc.RankmapServiceStub(ch)
-    ch.close()
+def stub(channel):
+    return stub_for(channel)
 
 
 def same_graph(a: nx.Graph, b: nx.Graph) -> None:

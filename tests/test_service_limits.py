@@ -22,21 +22,10 @@ from rankmap.server.calls import Cancelled
 from rankmap.server.limits import Limits
 from rankmap.server.service import serve
 from rankmap.solver import InvalidArgumentError
-from service_helpers import LogLines, cluster_proto, pb, raw_call, two_hosts, wait_until
+from service_helpers import LogLines, cluster_proto, live_server, pb, raw_call, two_hosts, wait_until
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = serve(host="127.0.0.1", port=0, workers=2, max_queued=4)
-    yield srv
-    srv.stop(grace=None).wait(10)
-
-
-@pytest.fixture(scope="module")
-def channel(server):
-    ch = grpc.insecure_channel(server.address)
-    yield ch
-    ch.close()
+server = live_server(workers=2, max_queued=4)  # with the channel fixture of conftest.py
 
 
 def bad_request(err) -> tuple[str, str]:

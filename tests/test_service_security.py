@@ -19,7 +19,7 @@ from rankmap.cli import main
 from rankmap.client import AsyncRankmapClient, RankmapClient, RankmapRpcError
 from rankmap.server.auth import TokenAuth, read_tokens
 from rankmap.server.service import serve
-from service_helpers import two_hosts
+from service_helpers import served, two_hosts
 
 x509 = pytest.importorskip("cryptography.x509")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
@@ -75,39 +75,34 @@ def pki(tmp_path_factory):
     return out
 
 
+def assert_refused(address, **client_kwargs):
+    """A client built with ``client_kwargs`` (3 s, no retries) cannot call: the handshake fails, UNAVAILABLE."""
+    with RankmapClient(address, timeout=3, retries=0, **client_kwargs) as client:
+        with pytest.raises(RankmapRpcError) as info:
+            client.get_groups(8, tp=2)
+        assert info.value.code == grpc.StatusCode.UNAVAILABLE
+
+
 def test_tls_server_and_client(pki):
-    srv = serve(host="127.0.0.1", port=0, workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"])
-    try:
+    with served(workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"]) as srv:
         assert srv.tls
         with RankmapClient(srv.address, tls_ca=pki["ca"], timeout=30) as client:
             assert client.health() == "SERVING"
             assert client.get_groups(8, tp=2)["TENSOR_MODEL_PARALLEL_GROUP"].shape == (4, 2)
-        with RankmapClient(srv.address, timeout=3, retries=0) as plain:  # plaintext against TLS
-            with pytest.raises(RankmapRpcError) as info:
-                plain.get_groups(8, tp=2)
-            assert info.value.code == grpc.StatusCode.UNAVAILABLE
-    finally:
-        srv.stop(grace=None).wait(10)
+        assert_refused(srv.address)  # plaintext against TLS
 
 
 def test_mutual_tls_requires_a_client_certificate(pki):
-    srv = serve(host="127.0.0.1", port=0, workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
-                tls_client_ca=pki["ca"])
-    try:
+    with served(workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
+                tls_client_ca=pki["ca"]) as srv:
         with RankmapClient(srv.address, tls_ca=pki["ca"], tls_cert=pki["client_cert"], tls_key=pki["client_key"],
-                           timeout=30) as client:
+                     timeout=30) as client:
             assert client.get_groups(8, tp=4)["TENSOR_MODEL_PARALLEL_GROUP"].shape == (2, 4)
-        with RankmapClient(srv.address, tls_ca=pki["ca"], timeout=3, retries=0) as anonymous:
-            with pytest.raises(RankmapRpcError) as info:
-                anonymous.get_groups(8, tp=2)
-            assert info.value.code == grpc.StatusCode.UNAVAILABLE
-    finally:
-        srv.stop(grace=None).wait(10)
+        assert_refused(srv.address, tls_ca=pki["ca"])  # no client certificate
 
 
 def test_bearer_token(pki):
-    srv = serve(host="127.0.0.1", port=0, workers=1, auth_tokens=read_tokens(pki["token"]))
-    try:
+    with served(workers=1, auth_tokens=read_tokens(pki["token"])) as srv:
         for kwargs in ({}, {"token": "wrong"}, {"token": "s3cret-token-and-more"}):
             with RankmapClient(srv.address, timeout=10, **kwargs) as client:
                 with pytest.raises(RankmapRpcError) as info:
@@ -129,30 +124,25 @@ def test_bearer_token(pki):
             assert health.status == health_pb2.HealthCheckResponse.SERVING
         finally:
             channel.close()
-    finally:
-        srv.stop(grace=None).wait(10)
 
 
 def test_token_and_tls_through_the_async_client(pki):
     import asyncio
 
-    srv = serve(host="127.0.0.1", port=0, workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
-                auth_tokens=["tok"])
+    with served(workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
+                auth_tokens=["tok"]) as srv:
 
-    async def go():
-        async with AsyncRankmapClient(srv.address, tls_ca=pki["ca"], token="tok", timeout=30) as client:
-            groups = await client.get_groups(8, tp=2)
-        async with AsyncRankmapClient(srv.address, tls_ca=pki["ca"], timeout=10) as client:
-            with pytest.raises(RankmapRpcError) as info:
-                await client.get_groups(8, tp=2)
-        return groups, info.value.code
+        async def go():
+            async with AsyncRankmapClient(srv.address, tls_ca=pki["ca"], token="tok", timeout=30) as client:
+                groups = await client.get_groups(8, tp=2)
+            async with AsyncRankmapClient(srv.address, tls_ca=pki["ca"], timeout=10) as client:
+                with pytest.raises(RankmapRpcError) as info:
+                    await client.get_groups(8, tp=2)
+            return groups, info.value.code
 
-    try:
         groups, code = asyncio.run(go())
         assert groups["TENSOR_MODEL_PARALLEL_GROUP"].shape == (4, 2)
         assert code == grpc.StatusCode.UNAUTHENTICATED
-    finally:
-        srv.stop(grace=None).wait(10)
 
 
 def test_cli_server_flags_tls_ca_and_token_file(pki, tmp_path, capsys):
@@ -160,9 +150,8 @@ def test_cli_server_flags_tls_ca_and_token_file(pki, tmp_path, capsys):
 
     import networkx as nx
 
-    srv = serve(host="127.0.0.1", port=0, workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
-                auth_tokens=read_tokens(pki["token"]))
-    try:
+    with served(workers=1, tls_cert=pki["server_cert"], tls_key=pki["server_key"],
+                auth_tokens=read_tokens(pki["token"])) as srv:
         cluster = tmp_path / "cluster.json"
         cluster.write_text(json.dumps(nx.node_link_data(two_hosts(), edges="links")))
         rc = main(["solve", str(cluster), "--tp", "2", "--server", srv.address,
@@ -173,8 +162,6 @@ def test_cli_server_flags_tls_ca_and_token_file(pki, tmp_path, capsys):
         rc = main(["solve", str(cluster), "--tp", "2", "--server", srv.address, "--tls-ca", pki["ca"]])
         out = capsys.readouterr()
         assert rc == 1 and "UNAUTHENTICATED" in out.err and out.out == ""
-    finally:
-        srv.stop(grace=None).wait(10)
 
 
 def test_token_comparison():

@@ -27,28 +27,14 @@ from rankmap.solver.ranks import TOKENS
 # ----------------------------------------------------------------- independent reference
 
 from reference_model import Reference, brute_force  # noqa: E402  (tests/ is on sys.path)
+from format_helpers import two_leaf_cluster  # noqa: E402
 
 
 def random_cluster(rng: random.Random, max_gpus: int = 8):
     n_hosts = rng.choice([1, 2, 2, 4, 3])
     per = rng.choice([g for g in (1, 2, 4) if n_hosts * g <= max_gpus])
-    g = nx.Graph()
     levels = sorted({rng.choice([25, 50, 100, 200, 300, 450]) for _ in range(3)}, reverse=True)
-    for h in range(n_hosts):
-        sw = f"h{h}/sw"
-        g.add_node(sw, kind="switch")
-        for i in range(per):
-            d = f"h{h}/gpu{i}"
-            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
-            g.add_edge(d, sw, bandwidth=float(rng.choice(levels[1:] or levels)))
-        # a few NVLink-like direct links of random width
-        for i in range(per):
-            for j in range(i + 1, per):
-                if rng.random() < 0.4:
-                    g.add_edge(f"h{h}/gpu{i}", f"h{h}/gpu{j}", bandwidth=float(rng.choice(levels)))
-        g.add_edge(sw, f"leaf{h % 2}", bandwidth=float(rng.choice([5, 10, 20])))
-    g.add_node("leaf0", kind="switch")
-    g.add_node("leaf1", kind="switch")
+    g = two_leaf_cluster(rng, n_hosts, per, levels[1:] or levels, levels)
     g.add_edge("leaf0", "leaf1", bandwidth=float(rng.choice([1, 2, 4])))
     return g
 

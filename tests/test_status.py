@@ -28,28 +28,15 @@ from rankmap.solver.deadline import Deadline
 from rankmap.solver.timemodel import lower_bound
 from rankmap.solver.types import SolveCancelled
 
+from format_helpers import two_leaf_cluster
+
 # the seed GPT's payloads (gpt-24l-4096 at tp 2 cp 2 pp 2), as fixed numbers
 TRAFFIC = {"tp": 3.2e9, "cp": 3.2e9, "dp": 7.6e9, "pp": 6.7e7, "embedding": 4.1e8}
 
 
 def issue_cluster(seed: int = 9, hosts: int = 4, per: int = 4) -> nx.Graph:
     """Issue 11's reproducer: hosts x GPUs with random intra-host NVLink, hosts on 2 leaves."""
-    rng = random.Random(seed)
-    g = nx.Graph()
-    for h in range(hosts):
-        sw = f"h{h}/sw"
-        g.add_node(sw, kind="switch")
-        for i in range(per):
-            d = f"h{h}/gpu{i}"
-            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
-            g.add_edge(d, sw, bandwidth=float(rng.choice([25, 50, 100])))
-        for i in range(per):
-            for j in range(i + 1, per):
-                if rng.random() < 0.4:
-                    g.add_edge(f"h{h}/gpu{i}", f"h{h}/gpu{j}", bandwidth=float(rng.choice([100, 200, 300, 450])))
-        g.add_edge(sw, f"leaf{h % 2}", bandwidth=float(rng.choice([5, 10, 20])))
-    g.add_node("leaf0", kind="switch")
-    g.add_node("leaf1", kind="switch")
+    g = two_leaf_cluster(random.Random(seed), hosts, per, [25, 50, 100], [100, 200, 300, 450])
     g.add_edge("leaf0", "leaf1", bandwidth=2.0)
     return g
 

@@ -35,29 +35,34 @@ def test_parse_traffic_values_and_units():
     assert parse_bytes(12) == 12.0
 
 
-@pytest.mark.parametrize(
-    "text,needle,field",
-    [
-        ("tx=4e9", "'tx'", "traffic"),
-        ("tp=-1", "'-1'", "traffic.tp"),
-        ("tp=inf", "'inf'", "traffic.tp"),
-        ("tp=nan", "'nan'", "traffic.tp"),
-        ("tp=1e400", "'1e400'", "traffic.tp"),
-        ("tp=1,tp=2", "'tp' given twice", "traffic.tp"),
-        ("tp=4e9,,dp=1", "empty item", "traffic"),
-        ("", "empty", "traffic"),
-        ("tp", "'tp'", "traffic"),
-        ("tp=four", "'four'", "traffic.tp"),
-        ("tp=4XB", "'XB'", "traffic.tp"),
-        ("tp=", "''", "traffic.tp"),
-    ],
-)
-def test_parse_traffic_errors(text, needle, field):
+def _assert_traffic_error(text, needle, field):
     with pytest.raises(InvalidArgumentError) as exc:
         parse_traffic(text)
     assert needle in str(exc.value), str(exc.value)
     assert exc.value.field == field
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize("value", ["-1", "inf", "nan", "1e400", "four"])
+def test_parse_traffic_bad_byte_count_is_named(value):
+    """A negative, non-finite or non-numeric byte count: quoted in the message, field traffic.<class>."""
+    _assert_traffic_error(f"tp={value}", f"'{value}'", "traffic.tp")
+
+
+@pytest.mark.parametrize(
+    "text,needle,field",
+    [
+        ("tx=4e9", "'tx'", "traffic"),
+        ("tp=1,tp=2", "'tp' given twice", "traffic.tp"),
+        ("tp=4e9,,dp=1", "empty item", "traffic"),
+        ("", "empty", "traffic"),
+        ("tp", "'tp'", "traffic"),
+        ("tp=4XB", "'XB'", "traffic.tp"),
+        ("tp=", "''", "traffic.tp"),
+    ],
+)
+def test_parse_traffic_errors(text, needle, field):
+    _assert_traffic_error(text, needle, field)
 
 
 def test_traffic_from_mapping():
@@ -95,46 +100,24 @@ def test_load_model_file_full_and_preset(tmp_path):
     assert m.num_query_groups == 8
 
 
-def test_load_model_file_unknown_key(tmp_path):
-    p = tmp_path / "m.yaml"
-    p.write_text("preset: default\nhiden_size: 4096\n")
-    with pytest.raises(InvalidArgumentError) as exc:
+@pytest.mark.parametrize("name, text, match, field", [
+    ("m.yaml", "preset: default\nhiden_size: 4096\n", "'hiden_size'", "model.hiden_size"),
+    ("m.yaml", "num_layers: 4\nhidden_size: [256\nvocab_size: 1000\n", "line ", "model_file"),  # malformed YAML
+    ("m.yaml", "num_layers: 4\nhidden_size: 256\nnum_layers: 8\n", "line 3.*duplicate key 'num_layers'", "model_file"),
+    ("missing.yaml", None, "cannot read", "model_file"),
+    ("list.yaml", "- 1\n- 2\n", "mapping", "model"),
+    ("empty.yaml", "", "empty", "model_file"),
+    ("bad.yaml", "preset: default\nhidden_size: -1\n", "positive integer", "model.hidden_size"),
+])
+def test_load_model_file_errors(tmp_path, name, text, match, field):
+    """A bad model file: one line naming what is wrong (the key, the YAML line), and the field."""
+    p = tmp_path / name
+    if text is not None:
+        p.write_text(text)
+    with pytest.raises(InvalidArgumentError, match=match) as exc:
         load_model_file(p)
-    assert "'hiden_size'" in str(exc.value) and exc.value.field == "model.hiden_size"
-
-
-def test_load_model_file_malformed_yaml_has_line(tmp_path):
-    p = tmp_path / "m.yaml"
-    p.write_text("num_layers: 4\nhidden_size: [256\nvocab_size: 1000\n")
-    with pytest.raises(InvalidArgumentError) as exc:
-        load_model_file(p)
-    assert "line " in str(exc.value) and exc.value.field == "model_file"
+    assert exc.value.field == field
     assert "\n" not in str(exc.value)
-
-
-def test_load_model_file_duplicate_key_has_line(tmp_path):
-    p = tmp_path / "m.yaml"
-    p.write_text("num_layers: 4\nhidden_size: 256\nnum_layers: 8\n")
-    with pytest.raises(InvalidArgumentError, match="line 3.*duplicate key 'num_layers'"):
-        load_model_file(p)
-
-
-def test_load_model_file_other_errors(tmp_path):
-    with pytest.raises(InvalidArgumentError, match="cannot read"):
-        load_model_file(tmp_path / "missing.yaml")
-    p = tmp_path / "list.yaml"
-    p.write_text("- 1\n- 2\n")
-    with pytest.raises(InvalidArgumentError, match="mapping"):
-        load_model_file(p)
-    e = tmp_path / "empty.yaml"
-    e.write_text("")
-    with pytest.raises(InvalidArgumentError, match="empty"):
-        load_model_file(e)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("preset: default\nhidden_size: -1\n")
-    with pytest.raises(InvalidArgumentError) as exc:
-        load_model_file(bad)
-    assert exc.value.field == "model.hidden_size"
 
 
 # --------------------------------------------------------------------------- CLI
