@@ -127,14 +127,13 @@ def cluster_from_args(args: argparse.Namespace):
     return G
 
 
+#: Flags that every cluster-building command has, passed to ``build_cluster`` under their own names.
+_BUILD_FLAGS = ("host_topology", "gpu", "fabric", "nodelist", "topology_name", "gpus_per_node")
+
+
 def _build_from_args(args: argparse.Namespace):
     return build_cluster(
-        host_topology=args.host_topology,
-        gpu=args.gpu,
-        fabric=args.fabric,
-        nodelist=args.nodelist,
-        topology_name=args.topology_name,
-        gpus_per_node=args.gpus_per_node,
+        **{k: getattr(args, k) for k in _BUILD_FLAGS},
         oversubscription=getattr(args, "oversubscription", None),
         **{k: getattr(args, k, None) for k in SOURCE_FLAGS},
         block_links=getattr(args, "block_links", None) or "nvlink",
