@@ -17,10 +17,13 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 REL_TOL = 1e-9
 SIM_REL_TOL = 1e-6  # SimGrid's max-min solver works to ~1e-9 relative; a simulated loss must exceed this
 
-def traffic_matrix(cfg, traffic) -> np.ndarray:
-    """W x W bytes from rank i to rank j (DESIGN §3), for the order of ``cfg``."""
-    W = cfg.world_size
-    A = np.zeros((W, W))
+def rank_pairs(cfg, traffic):
+    """Per traffic class with bytes: ``(u, v, bytes)``, the rank pairs that exchange them (DESIGN §3).
+
+    ``u``, ``v``: int arrays of ranks (without ``rank_offset``), one unordered pair each (consecutive
+    members for a pipeline chain, every pair ``u < v`` in group position otherwise); ``bytes``: what
+    each of the two ranks of a pair sends the other per step.
+    """
     groups = megatron_groups(cfg)
     for c in TRAFFIC_CLASSES:
         s = float(traffic.get(c, 0.0) or 0.0)
@@ -31,11 +34,18 @@ def traffic_matrix(cfg, traffic) -> np.ndarray:
         pb = pair_bytes_factor(CLASS_KIND[c], n) * s
         if CLASS_KIND[c] == "p2p_chain":
             u, v = arr[:, :-1].ravel(), arr[:, 1:].ravel()
-            np.add.at(A, (u, v), pb)
-            np.add.at(A, (v, u), pb)
         else:
-            iu, ju = np.nonzero(~np.eye(n, dtype=bool))
-            np.add.at(A, (arr[:, iu].ravel(), arr[:, ju].ravel()), pb)
+            iu, ju = np.nonzero(np.triu(~np.eye(n, dtype=bool)))
+            u, v = arr[:, iu].ravel(), arr[:, ju].ravel()
+        yield u, v, pb
+
+
+def traffic_matrix(cfg, traffic) -> np.ndarray:
+    """W x W bytes from rank i to rank j (DESIGN §3), for the order of ``cfg``."""
+    A = np.zeros((cfg.world_size, cfg.world_size))
+    for u, v, pb in rank_pairs(cfg, traffic):
+        np.add.at(A, (u, v), pb)
+        np.add.at(A, (v, u), pb)
     return A
 
 

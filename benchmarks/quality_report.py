@@ -315,6 +315,16 @@ def parse_solve_table(text: str) -> list[tuple[int, float, float]]:
     return rows
 
 
+def _log_axes(ax, xlabel: str, ylabel: str, title: str, legend_columns: int) -> None:
+    """Log y scale, labels, title, the legend below the plot and a grid: the report's figure style."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=legend_columns, frameon=False)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot(outs: list[Outcome], solve_rows, path: Path) -> None:
     import matplotlib
 
@@ -345,12 +355,8 @@ def plot(outs: list[Outcome], solve_rows, path: Path) -> None:
             ax1.scatter(xs, ys, marker=mk, s=90, color=col, linewidths=1.4,
                         label=f"best {mode} peer / rankmap {mode}, SimGrid")
     ax1.axhline(1.0, color="k", lw=0.8)
-    ax1.set_yscale("log")
-    ax1.set_xlabel("instance # (see table)")
-    ax1.set_ylabel("peer time / rankmap time  (> 1: rankmap better)")
-    ax1.set_title("Predicted communication time per step relative to rankmap (layout_cost; bars: simulated)")
-    ax1.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False)
-    ax1.grid(True, which="both", alpha=0.3)
+    _log_axes(ax1, "instance # (see table)", "peer time / rankmap time  (> 1: rankmap better)",
+              "Predicted communication time per step relative to rankmap (layout_cost; bars: simulated)", 4)
     for mode, mk in (("launcher", "o"), ("free", "s")):
         ok = [o for o in outs if o.rm[mode]]
         ax2.scatter([o.W for o in ok], [o.rm[mode]["solve_s"] for o in ok], marker=mk, s=20, alpha=0.6,
@@ -360,12 +366,7 @@ def plot(outs: list[Outcome], solve_rows, path: Path) -> None:
         for W, s, rss in solve_rows:
             ax2.annotate(f"{rss:.0f} MiB", (W, s), textcoords="offset points", xytext=(-30, 8), fontsize=8)
     ax2.set_xscale("log")
-    ax2.set_yscale("log")
-    ax2.set_xlabel("GPUs")
-    ax2.set_ylabel("rankmap solve seconds (orders=all)")
-    ax2.set_title("Solve time vs cluster size")
-    ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
-    ax2.grid(True, which="both", alpha=0.3)
+    _log_axes(ax2, "GPUs", "rankmap solve seconds (orders=all)", "Solve time vs cluster size", 2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,8 +1,10 @@
 """Process-mapping peers for bench_quality.py: METIS tree mapping and Scotch static mapping.
 
-Both are written here from the tools' public APIs, sharing no code with
-rankmap's own partitioner (solver/partition.py); both optimise a pairwise
-surrogate and their layouts are scored with rankmap's objective.
+Both are written here from the tools' public APIs; of rankmap's own
+partitioner (solver/partition.py) they use only the assembly of the sparse
+item graph (``item_graph``), not its traffic model, METIS calls or repair.
+Both optimise a pairwise surrogate (``quality_peers.rank_pairs``) and their
+layouts are scored with rankmap's objective.
 
 * **METIS tree** (``pymetis``): top-down recursive *bisection* along the
   fabric tree (``cluster.domains``, coarsest level first): at each tree node
@@ -27,47 +29,19 @@ directions summed, scaled to positive integers.
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse import csr_matrix
 
-from rankmap.solver import megatron_groups
-from rankmap.solver.traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, pair_bytes_factor
+from rankmap.solver.partition import item_graph
+
+from quality_peers import rank_pairs
 
 MAX_FLOWS = 1 << 23
 
 
 def rank_graph(cfg, traffic, block: int = 1) -> csr_matrix | None:
     """Symmetric sparse graph of bytes between items of ``block`` consecutive ranks (no diagonal)."""
-    W = cfg.world_size
-    N = W // block
-    groups = megatron_groups(cfg)
-    us, vs, ws = [], [], []
-    total = 0
-    for c in TRAFFIC_CLASSES:
-        s = float(traffic.get(c, 0.0) or 0.0)
-        arr = groups[CLASS_GROUP[c]] - cfg.rank_offset
-        n = arr.shape[1]
-        if s <= 0 or n <= 1:
-            continue
-        pb = pair_bytes_factor(CLASS_KIND[c], n) * s
-        if CLASS_KIND[c] == "p2p_chain":
-            u, v = arr[:, :-1].ravel(), arr[:, 1:].ravel()
-        else:
-            iu, ju = np.nonzero(np.triu(~np.eye(n, dtype=bool)))
-            u, v = arr[:, iu].ravel(), arr[:, ju].ravel()
-        total += u.size
-        if total > MAX_FLOWS:
-            return None
-        u, v = u // block, v // block
-        keep = u != v
-        us.append(u[keep])
-        vs.append(v[keep])
-        ws.append(np.full(int(keep.sum()), 2.0 * pb))
-    if not us or sum(x.size for x in us) == 0:
-        return None
-    u, v, w = np.concatenate(us), np.concatenate(vs), np.concatenate(ws)
-    m = coo_matrix((np.concatenate([w, w]), (np.concatenate([u, v]), np.concatenate([v, u]))), shape=(N, N)).tocsr()
-    m.sum_duplicates()
-    return m
+    flows = ((u, v, 2.0 * pb) for u, v, pb in rank_pairs(cfg, traffic))
+    return item_graph(flows, cfg.world_size // block, block, MAX_FLOWS)
 
 
 def _int_weights(A: csr_matrix) -> csr_matrix:

@@ -19,6 +19,7 @@ finish, and the process exits 0.  A second signal skips what is left.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -102,19 +103,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         tokens = read_tokens(args.auth_token_file) if args.auth_token_file else None
         server = serve(
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
+            **{k: getattr(args, k) for k in ("host", "port", "workers", "tls_cert", "tls_key", "tls_client_ca")},
             max_queued=DEFAULT_MAX_QUEUED if args.max_queued is None else args.max_queued,
-            limits=Limits(
-                max_world_size=args.max_world_size,
-                max_request_bytes=args.max_request_bytes,
-                max_batch_length=args.max_batch_length,
-                max_time_limit=args.max_time_limit,
-            ),
-            tls_cert=args.tls_cert,
-            tls_key=args.tls_key,
-            tls_client_ca=args.tls_client_ca,
+            limits=Limits(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Limits)}),  # --max-* flags
             auth_tokens=tokens,
         )
     except ValueError as exc:  # a TLS file that is not PEM, an empty token file

@@ -185,12 +185,9 @@ def serve(
 
     Parameters
     ----------
-    workers : int, optional
-        Calls worked on at once (default: the CPU count).
-    max_queued : int
-        Calls that may wait for a worker; more are refused with RESOURCE_EXHAUSTED.
-    limits : Limits, optional
-        Per-request limits (defaults in :mod:`rankmap.server.limits`).
+    workers, max_queued, limits
+        As for :class:`~rankmap.server.servicer.RankmapServicer` (calls worked on at once,
+        calls that may wait for a worker, per-request limits).
     tls_cert, tls_key : path or PEM bytes, optional
         Serve TLS with this certificate chain and private key (both or neither).
     tls_client_ca : path or PEM bytes, optional

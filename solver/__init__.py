@@ -53,22 +53,7 @@ _LAZY = {
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
-    "Cluster",
-    "Constraint",
-    "CostBreakdown",
-    "HostPlacement",
-    "Layout",
-    "SolveCancelled",
-    "SolveOptions",
-    "SolveResult",
-    "candidate_orders",
-    "cluster_from_graph",
-    "evaluate",
-    "fat_tree_cluster",
-    "layout_cost",
-    "lower_bound",
-    "parse_constraint",
-    "solve",
+    *sorted(_LAZY),
     "DEFAULT_ORDER",
     "GROUP_NAMES",
     "SIZE_NAMES",

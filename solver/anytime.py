@@ -23,11 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from .catalogue import megatron_groups
-from .constraints import satisfies
+from .constraints import constraint_check, satisfies
 from .decompose import local_orders
 from .localsearch import descend
 from .partition import tree_partition_host_order, tree_partition_layout
-from .refine import LOCAL_SEARCH_MAX_RANKS, Candidate, eval_budget
+from .refine import LOCAL_SEARCH_MAX_RANKS, Candidate, eval_budget, phase_idle
 
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 
@@ -59,7 +59,7 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
     SolveCancelled
         If ``deadline.cancel`` is set.
     """
-    if not candidates or options.mode == "fixed" or deadline.check():
+    if phase_idle(candidates, options, deadline):
         return []
     best = min(candidates, key=lambda c: c.cost.total_seconds)
     if best.cost.total_seconds <= bound * (1 + _REL):
@@ -100,9 +100,7 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
                 cur = cand
     if left > 1 and not deadline.check() and cur.cost.total_seconds > bound * (1 + _REL) and (
             W > LOCAL_SEARCH_MAX_RANKS or cur is not best):
-        check = None
-        if constraints:
-            check = (lambda q: satisfies(cluster, cfg, grp, q, constraints))
+        check = constraint_check(cluster, cfg, grp, constraints)
         dev, _c, _used = descend(cluster, cfg, traffic, cur.dev_of_rank, options.mode, left, grp, exposure,
                                  deadline, deadline.cancel, check, stop_at=bound * (1 + _REL))
         if not np.array_equal(dev, cur.dev_of_rank):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Iterator
 
 
 import networkx as nx
@@ -134,6 +135,23 @@ class Cluster:
         order = np.argsort(self.host_of, kind="stable")
         counts = np.bincount(self.host_of, minlength=len(self.hosts))
         return tuple(np.split(order, np.cumsum(counts)[:-1]))
+
+    def hosts_by_size(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """Hosts of two GPUs or more grouped by GPU count, for work done on all hosts of one size together.
+
+        Yields
+        ------
+        (G, hosts, devices)
+            Per GPU count G ≥ 2, ascending: the indices of the hosts with G GPUs (ascending)
+            and their device indices, shape (len(hosts), G), each row in device order.
+        """
+        devs = self.host_devices
+        sizes = np.array([d.size for d in devs])
+        for G in np.unique(sizes):
+            if G < 2:
+                continue
+            hs = np.flatnonzero(sizes == G)
+            yield int(G), hs, np.stack([devs[h] for h in hs])
 
     @cached_property
     def first_device(self) -> np.ndarray:

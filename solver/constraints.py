@@ -9,7 +9,7 @@ from .cluster import Cluster
 from .errors import InfeasibleError
 from .timemodel import class_groups
 
-__all__ = ["constraint_pairs", "satisfies", "satisfies_batch", "check_capacity"]
+__all__ = ["constraint_pairs", "satisfies", "satisfies_batch", "constraint_check", "check_capacity"]
 
 def constraint_pairs(cfg: ParallelConfig, groups, traffic_class: str) -> np.ndarray:
     """Consecutive member pairs (p, 2) of every group of a class (rank_offset removed)."""
@@ -27,6 +27,16 @@ def satisfies(cluster: Cluster, cfg, groups, dev_of_rank, constraints) -> bool:
         if np.any(d != d[:, :1]):
             return False
     return True
+
+
+def constraint_check(cluster: Cluster, cfg, groups, constraints):
+    """``check(dev_of_rank) -> bool``: :func:`satisfies` for this configuration, or None without constraints.
+
+    The form the local searches take (``check=``): a layout it rejects is skipped.
+    """
+    if not constraints:
+        return None
+    return lambda dev_of_rank: satisfies(cluster, cfg, groups, dev_of_rank, constraints)
 
 
 def check_capacity(cluster: Cluster, cfg: ParallelConfig, constraints) -> None:

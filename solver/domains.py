@@ -160,13 +160,7 @@ def non_relay_extra(cl: "Cluster", gpu_idx, src, dst, bw, n_nodes) -> dict:
         ng_labels.append(connected_components(mat, directed=False)[1])
     # all same-host device pairs
     extra = {}
-    dev_by_host = cl.host_devices
-    sizes = np.array([d.size for d in dev_by_host])
-    for G in np.unique(sizes):
-        if G < 2:
-            continue
-        hs = np.flatnonzero(sizes == G)
-        D = np.stack([dev_by_host[h] for h in hs])  # (H, G) device indices (device order)
+    for G, hs, D in cl.hosts_by_size():  # D: (H, G) device indices (device order)
         iu, ju = np.triu_indices(G, 1)
         U_, V_ = D[:, iu], D[:, ju]  # (H, P)
         # node-level: devices -> graph nodes

@@ -117,14 +117,8 @@ def host_scores(cluster: Cluster) -> np.ndarray:
     """
     H = len(cluster.hosts)
     out = np.full(H, np.inf)
-    devs = cluster.host_devices
-    sizes = np.array([d.size for d in devs])
-    for G in np.unique(sizes):
-        if G < 2:
-            continue
-        hs = np.flatnonzero(sizes == G)
-        members = np.stack([devs[h] for h in hs])  # (hosts of this size, G)
-        a, b = np.triu_indices(int(G), 1)
+    for G, hs, members in cluster.hosts_by_size():  # members: (hosts of this size, G)
+        a, b = np.triu_indices(G, 1)
         bw = cluster.bandwidth_gbps(members[:, a], members[:, b])
         out[hs] = bw.min(axis=1)
     return out

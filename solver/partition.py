@@ -30,7 +30,7 @@ local search like every other candidate.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
@@ -39,7 +39,7 @@ from .catalogue import ParallelConfig
 from .cluster import Cluster
 from .objective import active_families, ordered_pairs
 
-__all__ = ["tree_partition_host_order", "tree_partition_layout", "PARTITION_MAX_ITEMS", "available"]
+__all__ = ["tree_partition_host_order", "tree_partition_layout", "item_graph", "PARTITION_MAX_ITEMS", "available"]
 
 #: Largest number of items (blocks in launcher mode, ranks in free mode) partitioned.
 PARTITION_MAX_ITEMS = 16384
@@ -56,22 +56,38 @@ def available() -> bool:
     return True
 
 
-def _rank_graph(cfg: ParallelConfig, traffic: Mapping[str, float], groups, block: int) -> csr_matrix | None:
-    """Symmetric item graph (bytes between items of ``block`` consecutive ranks), CSR, no diagonal."""
-    W = cfg.world_size
-    N = W // block
+def item_graph(
+    flows: Iterable[tuple[np.ndarray, np.ndarray, float]], num_items: int, block: int,
+    max_flows: int = PARTITION_MAX_FLOWS,
+) -> csr_matrix | None:
+    """Symmetric graph of the bytes between items of ``block`` consecutive ranks, CSR, no diagonal.
+
+    Parameters
+    ----------
+    flows : iterable of (senders, receivers, bytes)
+        Per family: two int arrays of ranks of one shape (one flow each, rank ``senders[i]``
+        to ``receivers[i]``) and the bytes of one flow; a flow weighs both directions.
+    num_items : int
+        Rows (and columns) of the graph: world size // ``block``.
+    max_flows : int
+        Largest number of flows read (counted before flows inside one item are dropped).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of float, shape (num_items, num_items), or None
+        None when no flow joins two items or the flows exceed ``max_flows``.
+    """
     src_all, dst_all, w_all = [], [], []
     total = 0
-    for _c, kind, arr, fb in active_families(cfg, traffic, groups):
-        a, b = ordered_pairs(arr, kind)
+    for a, b, w in flows:
         total += a.size
-        if total > PARTITION_MAX_FLOWS:
+        if total > max_flows:
             return None
         a, b = a // block, b // block
         keep = a != b
         src_all.append(a[keep])
         dst_all.append(b[keep])
-        w_all.append(np.full(int(keep.sum()), float(fb)))
+        w_all.append(np.full(int(keep.sum()), float(w)))
     if not src_all:
         return None
     s = np.concatenate(src_all)
@@ -79,9 +95,16 @@ def _rank_graph(cfg: ParallelConfig, traffic: Mapping[str, float], groups, block
     w = np.concatenate(w_all)
     if s.size == 0:
         return None
+    N = num_items
     m = coo_matrix((np.concatenate([w, w]), (np.concatenate([s, d]), np.concatenate([d, s]))), shape=(N, N)).tocsr()
     m.sum_duplicates()
     return m
+
+
+def _rank_graph(cfg: ParallelConfig, traffic: Mapping[str, float], groups, block: int) -> csr_matrix | None:
+    """Symmetric item graph (bytes between items of ``block`` consecutive ranks), CSR, no diagonal."""
+    flows = ((*ordered_pairs(arr, kind), fb) for _c, kind, arr, fb in active_families(cfg, traffic, groups))
+    return item_graph(flows, cfg.world_size // block, block)
 
 
 def _metis_parts(A: csr_matrix, sizes: np.ndarray, seed: int) -> np.ndarray:

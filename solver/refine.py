@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalogue import ParallelConfig, megatron_groups
-from .constraints import satisfies
+from .constraints import constraint_check, satisfies
 from .decompose import VIRTUAL_ORDER_MAX_RANKS, virtual_layouts
 from .localsearch import descend
 from .orders import MEGATRON_CLI_ORDERS, order_priority
@@ -28,7 +28,7 @@ from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, launcher_projec
 from .types import CostBreakdown
 
 __all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT_SHARE", "LOCAL_SEARCH_MAX_RANKS",
-           "eval_budget", "refine"]
+           "eval_budget", "phase_idle", "refine"]
 
 #: Share of the time limit for the CP-SAT proposals of all orders (CP-SAT deterministic seconds).
 CPSAT_SHARE = 0.2
@@ -55,6 +55,12 @@ def eval_budget(world_size: int, seconds: float) -> int:
     A deterministic count from the work model ``EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK · W``.
     """
     return max(1, int(seconds / (EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK * max(world_size, 1))))
+
+
+def phase_idle(candidates, options, deadline) -> bool:
+    """Whether a phase after the first proposals (:func:`refine`, the anytime phase) has nothing to do:
+    no candidate yet, mode ``fixed``, or ``deadline`` has passed (:meth:`Deadline.check` records it)."""
+    return not candidates or options.mode == "fixed" or deadline.check()
 
 
 @dataclass
@@ -93,7 +99,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     SolveCancelled
         If ``deadline.cancel`` is set.
     """
-    if not candidates or options.mode == "fixed" or deadline.check():
+    if phase_idle(candidates, options, deadline):
         return []
     cancel = deadline.cancel
     T = options.time_limit_seconds
@@ -135,11 +141,9 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
             if deadline.check():
                 break
             grp = megatron_groups(cand.cfg)
-            check = None
-            if constraints:
-                check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
-                if not check(start):
-                    continue
+            check = constraint_check(cluster, cand.cfg, grp, constraints)
+            if check is not None and not check(start):
+                continue
             dev = polish(cluster, cand.cfg, surrogate, start, options.mode, budget, grp, cancel, check, deadline)
             polished.append(Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
         out += polished
@@ -153,9 +157,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
         if deadline.check():
             break
         grp = megatron_groups(cand.cfg)
-        check = None
-        if constraints:
-            check = (lambda q, _c=cand.cfg, _g=grp: satisfies(cluster, _c, _g, q, constraints))
+        check = constraint_check(cluster, cand.cfg, grp, constraints)
         dev, _c, _used = descend(cluster, cand.cfg, traffic, cand.dev_of_rank, options.mode, evals, grp, exposure,
                                  deadline, cancel, check)
         if not np.array_equal(dev, cand.dev_of_rank):

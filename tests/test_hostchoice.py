@@ -183,3 +183,19 @@ def test_prefers_the_host_whose_gpus_are_connected_and_bound_stays_valid():
         assert res.layout.cost.total_seconds == pytest.approx(4e9 / 100e9, rel=1e-9)
         assert res.baseline.cost.total_seconds == pytest.approx(4e9 / 20e9, rel=1e-9)
         assert res.bound_seconds <= res.layout.cost.total_seconds
+
+
+def test_hosts_by_size_groups_hosts_of_two_gpus_or_more():
+    """Hosts of 4, 2, 4 and 1 GPUs: sizes ascending, hosts ascending, devices in device order;
+    the one-GPU host is left out (and host_scores gives it inf)."""
+    from rankmap.solver import cluster_from_graph
+    from rankmap.solver.hostchoice import host_scores
+
+    g = fat_tree_cluster(4, 4)
+    g.remove_nodes_from(["node001/gpu2", "node001/gpu3", "node003/gpu1", "node003/gpu2", "node003/gpu3"])
+    cl = cluster_from_graph(g)
+    assert cl.gpus_per_host.tolist() == [4, 2, 4, 1]
+    got = [(G, hs.tolist(), D.tolist()) for G, hs, D in cl.hosts_by_size()]
+    assert got == [(2, [1], [[4, 5]]), (4, [0, 2], [[0, 1, 2, 3], [6, 7, 8, 9]])]
+    scores = host_scores(cl)
+    assert np.isinf(scores[3]) and np.isfinite(scores[:3]).all()

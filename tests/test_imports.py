@@ -58,3 +58,5 @@ def test_lazy_solver_names_resolve():
         for name in mod._LAZY:
             assert getattr(mod, name) is not None, name
         assert set(mod._LAZY) <= set(dir(mod))
+        for name in mod.__all__:  # ``from ... import *`` works (formats once listed a name it could not load)
+            assert getattr(mod, name) is not None, name

@@ -186,6 +186,15 @@ class TestConvert:
             wire.options_from_proto(pb.SolveRequest(time_limit_seconds=-1))
         assert wire.error_fields(err.value) == ("time_limit_seconds", "time_limit_seconds")
 
+    def test_request_from_config_carries_every_option(self):
+        """solve_request_from_config sends every SolveOptions field (it forwards them by name)."""
+        g = make_cluster(2, 2)
+        opts = SolveOptions(mode="free", orders=("tp-cp-ep-pp-dp",), constraints=(parse_constraint("tp within host"),),
+                            exclude_devices=("h1g1",), exclude_hosts=("h9",), time_limit_seconds=7.5, seed=3,
+                            exposure={"dp": 0.5}, launch_order="listed")
+        req = wire.solve_request_from_config(g, parallel_config(2, tp=2), {"dp": 1e9}, opts)
+        assert wire.parse_solve_request(req).options == opts
+
     def test_result_round_trip(self):
         g = make_cluster(2, 4)
         cfg = parallel_config(8, tp=2, pp=2)

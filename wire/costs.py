@@ -43,6 +43,22 @@ def _class_order(keys: Iterable[str]) -> list[str]:
     return known + sorted(k for k in keys if k not in _TRAFFIC_CLASSES)
 
 
+#: The number fields of ``Bottleneck`` / ``ClassCost`` (same names in the messages), with their types.
+_BOTTLENECK_NUMBERS = (("load_bytes", float), ("capacity_gbps", float), ("utilization", float), ("flows", int),
+                       ("flow_bytes", float), ("flow_gbps", float))
+_CLASS_COST_NUMBERS = (("seconds", float), ("exposure", float), ("bytes_per_rank", float), ("payload_bytes", float),
+                       ("latency_seconds", float))
+
+
+def _numbers(source, fields) -> dict:
+    """``{name: type(source.name)}`` for the ``(name, type)`` pairs of ``fields``."""
+    return {name: kind(getattr(source, name)) for name, kind in fields}
+
+
+def _copy_numbers(source, target, fields) -> None:
+    for name, value in _numbers(source, fields).items():
+        setattr(target, name, value)
+
 
 def _bottleneck_to_proto(b: Bottleneck, out: "pb.Bottleneck") -> None:
     kind = BOTTLENECK_TO_PROTO.get(b.kind)
@@ -51,26 +67,13 @@ def _bottleneck_to_proto(b: Bottleneck, out: "pb.Bottleneck") -> None:
     out.kind = kind
     if b.link is not None:
         out.link_from, out.link_to = str(b.link[0]), str(b.link[1])
-    out.load_bytes = float(b.load_bytes)
-    out.capacity_gbps = float(b.capacity_gbps)
-    out.utilization = float(b.utilization)
-    out.flows = int(b.flows)
-    out.flow_bytes = float(b.flow_bytes)
-    out.flow_gbps = float(b.flow_gbps)
+    _copy_numbers(b, out, _BOTTLENECK_NUMBERS)
 
 
 def _bottleneck_from_proto(msg: "pb.Bottleneck") -> Bottleneck:
     link = (msg.link_from, msg.link_to) if (msg.link_from or msg.link_to) else None
-    return Bottleneck(
-        kind=BOTTLENECK_FROM_PROTO.get(msg.kind, "none"),
-        link=link,
-        load_bytes=float(msg.load_bytes),
-        capacity_gbps=float(msg.capacity_gbps),
-        utilization=float(msg.utilization),
-        flows=int(msg.flows),
-        flow_bytes=float(msg.flow_bytes),
-        flow_gbps=float(msg.flow_gbps),
-    )
+    return Bottleneck(kind=BOTTLENECK_FROM_PROTO.get(msg.kind, "none"), link=link,
+                      **_numbers(msg, _BOTTLENECK_NUMBERS))
 
 
 def cost_to_proto(cost: CostBreakdown) -> "pb.Cost":
@@ -80,11 +83,7 @@ def cost_to_proto(cost: CostBreakdown) -> "pb.Cost":
         out.by_class_seconds[k] = float(v)
     for k, c in (cost.classes or {}).items():
         m = out.classes[k]
-        m.seconds = float(c.seconds)
-        m.exposure = float(c.exposure)
-        m.bytes_per_rank = float(c.bytes_per_rank)
-        m.payload_bytes = float(c.payload_bytes)
-        m.latency_seconds = float(c.latency_seconds)
+        _copy_numbers(c, m, _CLASS_COST_NUMBERS)
         _bottleneck_to_proto(c.bottleneck, m.bottleneck)
     return out
 
@@ -101,14 +100,7 @@ def cost_from_proto(msg: "pb.Cost") -> CostBreakdown:
         classes = {}
         for k in _class_order(msg.classes.keys()):
             m = msg.classes[k]
-            classes[k] = ClassCost(
-                seconds=float(m.seconds),
-                exposure=float(m.exposure),
-                bytes_per_rank=float(m.bytes_per_rank),
-                payload_bytes=float(m.payload_bytes),
-                latency_seconds=float(m.latency_seconds),
-                bottleneck=_bottleneck_from_proto(m.bottleneck),
-            )
+            classes[k] = ClassCost(**_numbers(m, _CLASS_COST_NUMBERS), bottleneck=_bottleneck_from_proto(m.bottleneck))
     return CostBreakdown(
         total_seconds=float(msg.total_seconds),
         by_class={k: by[k] for k in _class_order(by)},

@@ -195,19 +195,21 @@ def error_from_status(status, default_message: str = "") -> tuple[str, str, str]
 
     message = (status.message if status is not None else "") or default_message
     path = argument = ""
+    # the violation details error_status writes: (message type, its list of violations, the path field)
+    violations = (
+        (error_details_pb2.BadRequest, "field_violations", "field"),
+        (error_details_pb2.PreconditionFailure, "violations", "subject"),
+    )
     for d in status.details if status is not None else ():
-        if d.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            br = error_details_pb2.BadRequest()
-            d.Unpack(br)
-            if br.field_violations:
-                path = br.field_violations[0].field
-                message = br.field_violations[0].description or message
-        elif d.Is(error_details_pb2.PreconditionFailure.DESCRIPTOR):
-            pf = error_details_pb2.PreconditionFailure()
-            d.Unpack(pf)
-            if pf.violations:
-                path = pf.violations[0].subject
-                message = pf.violations[0].description or message
+        found = next((v for v in violations if d.Is(v[0].DESCRIPTOR)), None)
+        if found is not None:
+            cls, items, key = found
+            detail = cls()
+            d.Unpack(detail)
+            listed = getattr(detail, items)
+            if listed:
+                path = getattr(listed[0], key)
+                message = listed[0].description or message
         elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             d.Unpack(info)

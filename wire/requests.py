@@ -47,6 +47,11 @@ __all__ = [
 SIZE_ARGUMENTS = PARALLEL_SIZE_KEYS
 
 
+#: The ``SolveOptions`` fields, which :func:`solve_request` takes under the same names.
+_OPTION_KEYS = ("mode", "orders", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed",
+                "exposure", "launch_order")
+
+
 def _cluster(graph) -> "pb.Cluster":
     return graph if isinstance(graph, pb.Cluster) else graph_to_proto(graph)
 
@@ -128,16 +133,8 @@ def solve_request_from_config(
         sizes=ParallelSizes.of(cfg),
         traffic=wire_traffic,
         model=wire_model,
-        mode=options.mode,
-        orders=options.orders,
-        constraints=options.constraints,
-        exclude_devices=options.exclude_devices,
-        exclude_hosts=options.exclude_hosts,
-        time_limit_seconds=options.time_limit_seconds,
-        seed=options.seed,
         omit_groups=omit_groups,
-        exposure=options.exposure,
-        launch_order=options.launch_order,
+        **{key: getattr(options, key) for key in _OPTION_KEYS},
     )
 
 

@@ -69,18 +69,8 @@ def config_from_proto(
 def config_to_proto(cfg: ParallelConfig) -> "pb.ParallelConfig":
     """A validated configuration, as reported back."""
     return pb.ParallelConfig(
-        world_size=cfg.world_size,
-        tp=cfg.tp,
-        cp=cfg.cp,
-        ep=cfg.ep,
-        etp=cfg.etp,
-        dp=cfg.dp,
-        edp=cfg.edp,
-        pp=cfg.pp,
-        order=cfg.order,
-        num_distributed_optimizer_instances=cfg.num_distributed_optimizer_instances,
+        **{k: getattr(cfg, k) for k in (*PARALLEL_SIZE_KEYS[:-1], "dp", "edp", "order", "rank_offset")},
         hierarchical_context_parallel_sizes=list(cfg.hierarchical_context_parallel_sizes),
-        rank_offset=cfg.rank_offset,
     )
 
 

@@ -22,8 +22,8 @@ from .._lazy import lazy_exports
 _LAZY = {
     "GENERATIONS": "common", "RATE_KEYS": "common", "GpuGeneration": "common", "HostTemplate": "common",
     "default_rates": "common", "resolve_generation": "common",
-    "bandwidth_levels": "compose", "build_cluster": "compose", "load_host_template": "compose",
-    "summarize": "compose", "synthetic_host": "compose",
+    "bandwidth_levels": "compose", "build_cluster": "compose", "host_template_from_text": "compose",
+    "load_host_template": "compose", "summarize": "compose", "synthetic_host": "compose",
     "dump_graph": "graphfile", "load_graph": "graphfile", "node_link_text": "graphfile",
     "compress": "hostlist", "expand": "hostlist",
     "parse_nccl_xml": "nccl_xml", "read_nccl_xml": "nccl_xml",
@@ -35,31 +35,4 @@ _LAZY = {
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
-__all__ = [
-    "GENERATIONS",
-    "RATE_KEYS",
-    "Fabric",
-    "GpuGeneration",
-    "HostTemplate",
-    "Switch",
-    "bandwidth_levels",
-    "build_cluster",
-    "compress",
-    "default_rates",
-    "dump_graph",
-    "expand",
-    "host_template_from_text",
-    "load_graph",
-    "load_host_template",
-    "node_link_text",
-    "parse_nccl_xml",
-    "parse_topo_matrix",
-    "parse_topology_conf",
-    "parse_topology_yaml",
-    "read_fabric",
-    "read_nccl_xml",
-    "read_nvsmi",
-    "resolve_generation",
-    "summarize",
-    "synthetic_host",
-]
+__all__ = sorted(_LAZY)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import InvalidArgumentError
 
@@ -409,29 +409,8 @@ def load_yaml(text: str | bytes, what: str, field: str = "", *, max_depth: int =
         (named, with its line), a non-decimal integer tag, a number out of range, malformed
         YAML (with its line), several documents.
     """
-    import yaml
-
-    _size_check(text, what, field, max_bytes, "YAML")
-    Loader = _yaml_loader(mark_lines)
-    loader = None
-    try:
-        loader = Loader(text)  # the reader refuses control characters here already
-        loader._rm_max_depth = max_depth
-        return loader.get_single_data()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        if mark is None and isinstance(getattr(exc, "position", None), int) and isinstance(text, str):
-            where = f" line {text.count(chr(10), 0, exc.position) + 1}"  # ReaderError: a control character
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["malformed YAML"])[0]
-        if not isinstance(exc, yaml.constructor.ConstructorError) or problem.startswith(("found", "expected")):
-            problem = f"malformed YAML ({problem})"
-        raise _fail(f"{what}{where}: {problem}", field) from None
-    except RecursionError:  # pragma: no cover - the depth check comes first
-        raise _fail(f"{what}: YAML nested too deeply; the limit is {max_depth}", field) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    return _run_yaml_loader(text, what, field, max_depth, max_bytes, mark_lines,
+                            lambda loader: loader.get_single_data())
 
 
 def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: int = MAX_DEPTH,
@@ -445,20 +424,31 @@ def load_yaml_all(text: str | bytes, what: str, field: str = "", *, max_depth: i
     InvalidArgumentError
         As :func:`load_yaml` (except that several documents are allowed), with the line.
     """
-    import yaml
-
-    _size_check(text, what, field, max_bytes, "YAML")
-    Loader = _yaml_loader(mark_lines)
-    loader = None
-    docs = []
-    try:
-        loader = Loader(text)
-        loader._rm_max_depth = max_depth
+    def documents(loader) -> list:
+        docs = []
         while loader.check_data():
             d = loader.get_data()
             if d is not None:
                 docs.append(d)
         return docs
+
+    return _run_yaml_loader(text, what, field, max_depth, max_bytes, mark_lines, documents)
+
+
+def _run_yaml_loader(text: str | bytes, what: str, field: str, max_depth: int, max_bytes: int,
+                     mark_lines: str | None, read: Callable[[Any], Any]) -> Any:
+    """``read(loader)`` on a strict loader over ``text`` (the checks of :func:`load_yaml`), the
+    loader disposed of afterwards; a YAML error becomes an :class:`InvalidArgumentError` with its line.
+    """
+    import yaml
+
+    _size_check(text, what, field, max_bytes, "YAML")
+    Loader = _yaml_loader(mark_lines)
+    loader = None
+    try:
+        loader = Loader(text)  # the reader refuses control characters here already
+        loader._rm_max_depth = max_depth
+        return read(loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

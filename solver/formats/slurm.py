@@ -375,19 +375,7 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
     switches: dict[str, Switch] = {}
     sizes: list[int] = []
     if kind == "tree":
-        items = body.get("switches")
-        if not isinstance(items, list) or not items:
-            raise InvalidArgumentError(f"{source} line {body['__line__']}: tree needs a non-empty 'switches' list",
-                                       "fabric")
-        for it in items:
-            if not isinstance(it, dict) or "switch" not in it:
-                ln = it.get("__line__", body["__line__"]) if isinstance(it, dict) else body["__line__"]
-                raise InvalidArgumentError(f"{source} line {ln}: switch entry without 'switch:' name", "fabric")
-            ln = it["__line__"]
-            sname = str(it["switch"])
-            if sname in switches:
-                raise InvalidArgumentError(
-                    f"{source} line {ln}: switch {sname!r} already defined on line {switches[sname].line}", "fabric")
+        for it, ln, sname in _yaml_entries(body, "tree", "switches", "switch", source, switches):
             unknown = set(it) - {"switch", "children", "nodes", "link_speed", "__line__"}
             if unknown:
                 raise InvalidArgumentError(f"{source} line {ln}: unknown key(s) {', '.join(sorted(unknown))} "
@@ -405,10 +393,7 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
                                                "positive number", "fabric")
             switches[sname] = sw
     else:  # block
-        items = body.get("blocks")
-        if not isinstance(items, list) or not items:
-            raise InvalidArgumentError(f"{source} line {body['__line__']}: block needs a non-empty 'blocks' list",
-                                       "fabric")
+        entries = _yaml_entries(body, "block", "blocks", "block", source, switches)
         raw = body.get("block_sizes")
         if raw is not None:
             try:
@@ -416,20 +401,43 @@ def parse_topology_yaml(text: str, source: str = "topology.yaml", topology_name:
             except (TypeError, InvalidArgumentError):
                 raise InvalidArgumentError(f"{source} line {body['__line__']}: block_sizes {raw!r} is not a list "
                                            "of integers", "fabric") from None
-        for it in items:
-            if not isinstance(it, dict) or "block" not in it:
-                ln = it.get("__line__", body["__line__"]) if isinstance(it, dict) else body["__line__"]
-                raise InvalidArgumentError(f"{source} line {ln}: block entry without 'block:' name", "fabric")
-            ln = it["__line__"]
-            bname = str(it["block"])
-            if bname in switches:
-                raise InvalidArgumentError(
-                    f"{source} line {ln}: block {bname!r} already defined on line {switches[bname].line}", "fabric")
+        for it, ln, bname in entries:
             switches[bname] = Switch(name=bname, line=ln, role="block",
                                      nodes=_hostlist_value(it.get("nodes"), source, ln, "nodes"))
     fab = Fabric(kind=kind, switches=switches, block_sizes=sizes, name=name, source=source)
     return _finish(fab, label)
 
+
+
+def _yaml_entries(body: dict, kind: str, list_key: str, name_key: str, source: str, defined: dict):
+    """The entries of a ``topology.yaml`` tree / block body, as ``(entry, line, name)``.
+
+    ``body[list_key]`` must be a non-empty list (checked now); each entry, as it is reached, a
+    mapping with ``name_key`` whose name is not yet in ``defined`` (the caller adds each one).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Field ``fabric``, with the line: no list, an entry without a name, a name defined twice.
+    """
+    items = body.get(list_key)
+    if not isinstance(items, list) or not items:
+        raise InvalidArgumentError(f"{source} line {body['__line__']}: {kind} needs a non-empty '{list_key}' list",
+                                   "fabric")
+
+    def entries():
+        for it in items:
+            if not isinstance(it, dict) or name_key not in it:
+                ln = it.get("__line__", body["__line__"]) if isinstance(it, dict) else body["__line__"]
+                raise InvalidArgumentError(f"{source} line {ln}: {name_key} entry without '{name_key}:' name", "fabric")
+            ln = it["__line__"]
+            name = str(it[name_key])
+            if name in defined:
+                raise InvalidArgumentError(
+                    f"{source} line {ln}: {name_key} {name!r} already defined on line {defined[name].line}", "fabric")
+            yield it, ln, name
+
+    return entries()
 
 # ---------------------------------------------------------------- any
 

@@ -182,22 +182,9 @@ def check_model_fits(model: ModelSpec, cfg) -> None:
         raise InvalidArgumentError(
             f"pp={pp} exceeds the model's num_layers={model.num_layers} (every stage needs a layer)", "pp"
         )
-    if model.seq_length % cp:
-        raise InvalidArgumentError(
-            f"cp={cp} does not divide the model's seq_length={model.seq_length}", "cp"
-        )
-    if model.num_attention_heads % tp:
-        raise InvalidArgumentError(
-            f"tp={tp} does not divide the model's num_attention_heads={model.num_attention_heads}", "tp"
-        )
-    if model.num_query_groups % tp:
-        raise InvalidArgumentError(
-            f"tp={tp} does not divide the model's num_query_groups={model.num_query_groups}", "tp"
-        )
-    if model.ffn_hidden_size % tp:
-        raise InvalidArgumentError(
-            f"tp={tp} does not divide the model's ffn_hidden_size={model.ffn_hidden_size}", "tp"
-        )
+    for size, attr in (("cp", "seq_length"), ("tp", "num_attention_heads"), ("tp", "num_query_groups"),
+                       ("tp", "ffn_hidden_size")):
+        _check_divides(model, attr, cfg, size)
     v = model.virtual_pipeline_model_parallel_size or 1
     if v > 1:
         if pp == 1:
@@ -226,14 +213,15 @@ def check_model_fits(model: ModelSpec, cfg) -> None:
             "model.moe_token_dispatcher_type",
         )
     if model.is_moe:
-        if model.num_experts % ep:
-            raise InvalidArgumentError(
-                f"ep={ep} does not divide the model's num_experts={model.num_experts}", "ep"
-            )
-        if model.moe_ffn_hidden_size % etp:
-            raise InvalidArgumentError(
-                f"etp={etp} does not divide the model's moe_ffn_hidden_size={model.moe_ffn_hidden_size}", "etp"
-            )
+        _check_divides(model, "num_experts", cfg, "ep")
+        _check_divides(model, "moe_ffn_hidden_size", cfg, "etp")
+
+
+def _check_divides(model: ModelSpec, attr: str, cfg, size: str) -> None:
+    """Raise InvalidArgumentError (field ``size``) unless the parallel size ``cfg.<size>`` divides ``model.<attr>``."""
+    n, value = getattr(cfg, size), getattr(model, attr)
+    if value % n:
+        raise InvalidArgumentError(f"{size}={n} does not divide the model's {attr}={value}", size)
 
 
 def params_per_rank(model: ModelSpec, cfg) -> tuple[float, float]:
