@@ -120,7 +120,8 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
             left -= 1
             out.append(Candidate(best_now.cfg, vdev, score(best_now.cfg, vdev, grp), best_now.rank))
     pool = candidates + out
-    top = top_by_order(pool, baseline_dev, 3)
+    active = frozenset(c for c, v in surrogate.items() if v > 0)
+    top = top_by_order(pool, baseline_dev, 3, active)
     starts = [(cand, cand.dev_of_rank) for cand in top]
     if W <= POLISH_MAX_RANKS:
         if W <= FAQ_MAX_RANKS:
@@ -151,7 +152,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     # descent on the real objective from the best layout of each of the best orders
     if W > LOCAL_SEARCH_MAX_RANKS:
         return out
-    tops = top_by_order(pool, baseline_dev, 3)
+    tops = top_by_order(pool, baseline_dev, 3, active)
     evals = max(1, eval_budget(W, T * DESCENT_SHARE) // len(tops))
     for cand in tops:
         if deadline.check():
@@ -165,14 +166,51 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     return out
 
 
-def top_by_order(pool, baseline_dev, k):
-    """The best candidate of each of the ``k`` best orders (cost, then tie-break key)."""
+def top_by_order(pool, baseline_dev, k, active=None):
+    """The best candidate of each of the ``k`` best orders (cost, then tie-break key).
+
+    With ``active`` (the classes that move bytes), orders whose groups of
+    those classes are the same sets (e.g. ``tp-cp-ep-pp-dp`` and
+    ``cp-pp-tp-ep-dp`` when cp = 1) count as one: they score every device
+    assignment alike, so a second start from them would repeat the first.
+    Only up to ``LOCAL_SEARCH_MAX_RANKS`` ranks (the structure key costs a
+    sort of every active group array).
+    """
     seen: set = set()
+    keys: dict = {}
     top = []
     for cand in sorted(pool, key=lambda c: (c.cost.total_seconds, c.key(baseline_dev))):
-        if cand.cfg.order not in seen:
-            seen.add(cand.cfg.order)
+        key = cand.cfg.order
+        if active and cand.cfg.world_size <= LOCAL_SEARCH_MAX_RANKS:
+            key = structure_key(cand.cfg, active, keys)
+        if key not in seen:
+            seen.add(key)
             top.append(cand)
         if len(top) == k:
             break
     return top
+
+
+def structure_key(cfg: ParallelConfig, active, cache: dict | None = None) -> bytes:
+    """A digest of the groups of the ``active`` classes of ``cfg``'s order, as sets (rows and members sorted).
+
+    Two orders with the same key have the same flows for every class that
+    moves bytes, hence the same cost for every device assignment.
+    """
+    import hashlib
+
+    from .traffic import CLASS_GROUP
+
+    if cache is not None and cfg.order in cache:
+        return cache[cfg.order]
+    groups = megatron_groups(cfg)
+    h = hashlib.blake2b(digest_size=16)
+    for c in sorted(active):
+        arr = np.sort(np.asarray(groups[CLASS_GROUP[c]]) - cfg.rank_offset, axis=1)
+        arr = arr[np.lexsort(arr.T[::-1])] if arr.size else arr
+        h.update(c.encode())
+        h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
+    key = h.digest()
+    if cache is not None:
+        cache[cfg.order] = key
+    return key

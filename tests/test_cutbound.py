@@ -136,3 +136,19 @@ def test_never_above_sampled_layouts_on_a_two_level_fabric():
             costs += [layout_cost(cluster, cfg, rng.permutation(64), traffic).total_seconds for _ in range(4)]
             assert lb <= min(costs) * (1 + 1e-9), (sizes, lb, min(costs))
             assert math.isfinite(lb) and lb > 0
+
+
+def test_descent_starts_are_distinct_group_structures():
+    """refine.top_by_order: orders with the same groups of the classes that move bytes are one start."""
+    from rankmap.solver.refine import structure_key
+    from rankmap.solver.orders import candidate_orders as orders_of
+
+    cfg = parallel_config(32, tp=4, pp=2, ep=4, etp=1)
+    active = frozenset({"tp", "dp", "pp"})
+    keys = {o.order: structure_key(o, active) for o in orders_of(cfg, "all")}
+    # cp = 1: where its token sits changes nothing; ep only moves expert groups, which carry no bytes here
+    assert keys["tp-cp-ep-dp-pp"] == keys["tp-cp-dp-ep-pp"]
+    assert keys["cp-pp-tp-ep-dp"] == keys["cp-pp-tp-dp-ep"]
+    assert keys["tp-cp-ep-dp-pp"] != keys["tp-cp-ep-pp-dp"]  # dp inside pp, or pp inside dp: other groups
+    # the 10 order strings are the 3! arrangements of tp, dp and pp
+    assert len(set(keys.values())) == 6 < len(keys) == 10
