@@ -65,8 +65,10 @@ from .cluster import Cluster
 
 __all__ = ["joint_cut_bound", "grid_classes"]
 
-#: Multipliers λ tried per convex problem (log-spaced, then refined once around the best).
-LAMBDA_GRID = 64
+#: Multipliers tried per coordinate of the dual (log-spaced, plus 0).
+LAMBDA_GRID = 40
+#: Coordinate-ascent sweeps over the dual's multipliers.
+DUAL_ROUNDS = 3
 
 
 def grid_classes(cfg: ParallelConfig) -> list[tuple[dict[str, int], dict[str, frozenset]]]:
@@ -116,26 +118,26 @@ class _Term:
         self.c0, self.c1, self.g = float(c0), float(c1), float(g)
 
 
-def _pieces(terms: list[_Term], k: int, m: int):
-    """Σ_terms max(max(c0, c1), g·max(1, u)) with u = (k·e^y − m)/(k − 1), as pieces (e^y lo, e^y hi, α, β).
+def _pieces(terms: list[_Term], a: float, b: float):
+    """Σ_terms max(c0, c1, g, g·u) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
 
-    On each piece the sum is ``α + β·e^y`` (``β ≥ 0``); pieces are in
-    increasing ``e^y`` and cover ``[0, ∞)``.
+    The cost of a class with at least one split group when ``s ≥ u``: ``s ≥
+    max(1, u)`` makes each term ``max(c0, c1, g·max(1, u)) = max(c', g·u)``.  On
+    each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces are in increasing
+    ``P`` and cover ``[0, ∞)``.
     """
-    # u = (k·P − m)/(k − 1) with P = e^y; the term is max(c, g·max(1, u)) = max(c', g·u), c' = max(c0, c1, g)
     cs = [max(t.c0, t.c1, t.g) for t in terms]
     gs = [t.g for t in terms]
-    # breakpoint of term i in P: g·(kP − m)/(k − 1) = c'  ->  P = (c'(k − 1)/g + m)/k
-    bps = sorted({(c * (k - 1) / g + m) / k for c, g in zip(cs, gs) if g > 0})
+    bps = sorted({(c / g - b) / a for c, g in zip(cs, gs) if g > 0})  # g·(aP + b) = c'
     edges = [0.0] + bps + [np.inf]
     out = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         mid = lo + 1.0 if hi == np.inf else 0.5 * (lo + hi)
         alpha = beta = 0.0
         for c, g in zip(cs, gs):
-            if g > 0 and g * (k * mid - m) / (k - 1) > c:
-                alpha -= g * m / (k - 1)
-                beta += g * k / (k - 1)
+            if g > 0 and g * (a * mid + b) > c:
+                alpha += g * b
+                beta += g * a
             else:
                 alpha += c
         out.append((lo, hi, alpha, beta))
@@ -143,7 +145,7 @@ def _pieces(terms: list[_Term], k: int, m: int):
 
 
 def _inner_min(pieces, ylo: float, yhi: float, lw: np.ndarray) -> np.ndarray:
-    """``min over y in [ylo, yhi] of f(y) − lw·y`` for each ``lw`` (λ·w, shape (L,)), exact per piece."""
+    """``min over y in [ylo, yhi] of f(y) − lw·y`` for each ``lw`` (μ, shape (L,)), exact per piece."""
     best = np.full(lw.shape, np.inf)
     for plo, phi, alpha, beta in pieces:
         a = max(ylo, np.log(plo) if plo > 0 else -np.inf)
@@ -162,82 +164,112 @@ def _inner_min(pieces, ylo: float, yhi: float, lw: np.ndarray) -> np.ndarray:
     return best
 
 
-def _domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class_groups) -> float:
-    """Least Σ over the grid's classes of their parts' times for one domain of ``m`` ranks (module doc)."""
-    logm = float(np.log(m))
-    costed = [c for c in classes if class_terms.get(c)]
-    if not costed:
-        return 0.0
-    info = {}
-    for c in classes:
-        k, ng = class_k[c], class_groups[c]
-        terms = class_terms.get(c, [])
-        hi = float(np.log(min(m, ng)))
-        zero_ok = m % k == 0 and m // k <= ng
-        zero_cost = sum(t.c0 for t in terms)
-        lo1 = float(np.log(m // k + 1))  # s ≥ 1 needs p > m/k
-        lo0 = float(np.log(-(-m // k)))  # p ≥ ⌈m/k⌉ always
-        pcs = _pieces(terms, k, m) if terms else [(0.0, np.inf, 0.0, 0.0)]
-        info[c] = (k, terms, hi, zero_ok, zero_cost, lo0 if not terms else lo1, pcs)
-    best = 0.0
-    for w in covers:
-        q = [c for c in w]
-        # classes outside the cover: their own least cost (s = 0 if possible)
-        outside = 0.0
-        for c in costed:
-            if c in w:
-                continue
-            k, terms, hi, zero_ok, zero_cost, lo1, pcs = info[c]
-            outside += zero_cost if zero_ok else sum(max(t.c0, t.c1, t.g) for t in terms)
-        value = np.inf
-        choices = [c for c in q if info[c][1]]
-        for nz in range(len(choices) + 1):
-            for zset in combinations(choices, nz):
-                v = _case_bound(logm, w, info, set(zset), q)
-                value = min(value, v)
-                if value <= best - outside:
-                    break
-            if value <= best - outside:
-                break
-        best = max(best, value + outside)
+def _dual_bound(logm: float, wmat: np.ndarray, boxes, pieces) -> float:
+    """A lower bound on ``min Σ_c f_c(y_c)`` over ``y_c ∈ boxes[c]`` with ``wmat @ y ≥ log m`` (every row).
+
+    The Lagrangian dual ``max over λ ≥ 0 of λ·1·log m + Σ_c min_{y ∈ box} (f_c(y)
+    − (λ·wmat)_c·y)`` is separable and each inner minimum exact
+    (:func:`_inner_min`), so every λ gives a valid value; λ is improved by
+    coordinate ascent over log-spaced grids (``DUAL_ROUNDS`` sweeps).
+    ``inf`` when no ``y`` in the boxes meets a row.
+    """
+    lo = np.array([b[0] for b in boxes])
+    hi = np.array([b[1] for b in boxes])
+    if np.any(lo > hi + 1e-12) or np.any(wmat @ hi < logm - 1e-12):
+        return np.inf
+    J, C = wmat.shape
+
+    def value(lam: np.ndarray) -> np.ndarray:  # lam (N, J)
+        mu = lam @ wmat
+        v = lam.sum(axis=1) * logm
+        for c in range(C):
+            v = v + _inner_min(pieces[c], lo[c], hi[c], mu[:, c])
+        return v
+
+    lam = np.zeros(J)
+    best = float(value(lam[None])[0])
+    if J == 0 or np.all(wmat @ lo >= logm - 1e-12):
+        return best  # the lower ends meet every row: each f_c is least there
+    slope = max(max(b for _l, _h, _a, b in pcs) * float(np.exp(h)) for pcs, h in zip(pieces, hi))
+    top = max(slope / max(float(wmat[wmat > 0].min()), 1e-12), 1e-300)
+    grid = np.concatenate([[0.0], np.geomspace(top * 1e-9, top * 4.0, LAMBDA_GRID)])
+    for _sweep in range(DUAL_ROUNDS):
+        for j in range(J):
+            trial = np.repeat(lam[None], grid.size, axis=0)
+            trial[:, j] = grid
+            v = value(trial)
+            i = int(np.argmax(v))
+            if v[i] > best:
+                best, lam = float(v[i]), trial[i]
     return best
 
 
-def _case_bound(logm: float, w, info, zset: set, q) -> float:
-    """Dual bound of one zero pattern: classes in ``zset`` split nothing (``p = m/k``), the others ≥ 1 split."""
-    need = logm
-    const = 0.0
-    free = []
-    for c in q:
-        k, terms, hi, zero_ok, zero_cost, lo1, pcs = info[c]
-        if c in zset:
-            if not zero_ok:
-                return np.inf
-            need -= w[c] * (logm - float(np.log(k)))
-            const += zero_cost
-        else:  # at least one split group (or, moving no bytes, any p at no cost)
-            if lo1 > hi:
-                return np.inf
-            free.append((w[c], pcs, lo1, hi))
-    if sum(wc * yhi for wc, _p, _lo, yhi in free) < need - 1e-12:
-        return np.inf  # no p vector meets Shearer's inequality
-    if need <= sum(wc * ylo for wc, _p, ylo, _hi in free) + 1e-12:
-        return const + sum(float(_inner_min(p, ylo, yhi, np.zeros(1))[0]) for _w, p, ylo, yhi in free)
-    # λ range: the largest slope any term can have at its upper end, over its weight
-    top = 1e-300
-    for wc, pcs, ylo, yhi in free:
-        beta = max(b for _lo, _hi, _a, b in pcs)
-        top = max(top, beta * float(np.exp(yhi)) / wc)
-    lam = np.geomspace(top * 1e-12, top * 4.0, LAMBDA_GRID)
-    for _round in range(2):
-        val = const + lam * need
-        for wc, pcs, ylo, yhi in free:
-            val = val + _inner_min(pcs, ylo, yhi, lam * wc)
-        i = int(np.argmax(val))
-        lo_i, hi_i = max(i - 1, 0), min(i + 1, lam.size - 1)
-        best = float(val[i])
-        lam = np.geomspace(lam[lo_i], lam[hi_i], LAMBDA_GRID)
-    return max(best, const)
+def _domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class_groups) -> float:
+    """Least Σ over the grid's classes of their parts' times for one domain of ``m`` ranks (module doc).
+
+    Each class with bytes is in one of three cases, and the bound is the least
+    over the combinations: **Z** no split group (``p = m/k``), **F** some split
+    and some whole group, **N** no whole group (``s = p``, ``p ≥ m/(k−1)``).  A
+    whole group of ``c`` has its ``k_c`` ranks on ``k_c`` distinct groups of every
+    class ``c'`` whose groups cross it in one rank (disjoint axes), so Z and F
+    need ``p_{c'} ≥ k_c``.  All of it is linear in ``y = log p`` next to the
+    Shearer rows of every weight vector in ``covers``.
+    """
+    logm = float(np.log(m))
+    names = sorted(classes)
+    costed = [c for c in names if class_terms.get(c)]
+    if not costed:
+        return 0.0
+    wmat = np.array([[w.get(c, 0.0) for c in names] for w in covers]).reshape(len(covers), len(names))
+    base_lo = {c: float(np.log(-(-m // class_k[c]))) for c in names}
+    his = {c: float(np.log(min(m, class_groups[c]))) for c in names}
+    crossing = {c: [d for d in names if d != c and not (classes[c] & classes[d])] for c in names}
+    options = {}
+    for c in names:
+        k, terms = class_k[c], class_terms.get(c, [])
+        if not terms:
+            options[c] = [("N", None)]
+            continue
+        opts = []
+        if m % k == 0 and m // k <= class_groups[c]:
+            opts.append(("Z", [(0.0, np.inf, sum(t.c0 for t in terms), 0.0)]))
+        if m >= k:
+            opts.append(("F", _pieces(terms, k / (k - 1), -m / (k - 1))))
+        if k > 1:
+            opts.append(("N", _pieces(terms, 1.0, 0.0)))
+        options[c] = opts
+    best = np.inf
+    combos = [[]]
+    for c in names:
+        combos = [cb + [(c, o)] for cb in combos for o in options[c]]
+    scored = []
+    for cb in combos:
+        lo = dict(base_lo)
+        hi = dict(his)
+        pcs = {}
+        for c, (case, pieces) in cb:
+            k = class_k[c]
+            if case == "Z":
+                z = float(np.log(m // k))
+                lo[c], hi[c] = max(lo[c], z), min(hi[c], z)
+            elif case == "F":
+                lo[c] = max(lo[c], float(np.log(m // k + 1)))
+            elif pieces is not None:  # N with bytes: every touched group holds at most k − 1 ranks
+                lo[c] = max(lo[c], float(np.log(m / (k - 1))))
+            if case in ("Z", "F"):
+                for d in crossing[c]:
+                    lo[d] = max(lo[d], float(np.log(k)))
+            pcs[c] = pieces if pieces is not None else [(0.0, np.inf, 0.0, 0.0)]
+        boxes = [(lo[c], hi[c]) for c in names]
+        if any(a > b + 1e-12 for a, b in boxes):
+            continue
+        floor = sum(float(_inner_min(pcs[c], lo[c], hi[c], np.zeros(1))[0]) for c in names)
+        scored.append((floor, boxes, [pcs[c] for c in names]))
+    for floor, boxes, pieces in sorted(scored, key=lambda t: t[0]):
+        if floor >= best:
+            break  # this combination's dual is at least its floor: it cannot lower the least
+        best = min(best, _dual_bound(logm, wmat, boxes, pieces))
+    return 0.0 if not np.isfinite(best) else best
 
 
 def _hierarchies(cluster: Cluster):
