@@ -39,7 +39,8 @@ from .catalogue import ParallelConfig
 from .cluster import Cluster
 from .objective import active_families, ordered_pairs
 
-__all__ = ["tree_partition_host_order", "tree_partition_layout", "item_graph", "PARTITION_MAX_ITEMS", "available"]
+__all__ = ["tree_partition_host_order", "tree_partition_layout", "item_graph", "PARTITION_MAX_ITEMS", "available",
+           "PAIR_MODELS", "CLIQUE_MAX_RANKS"]
 
 #: Largest number of items (blocks in launcher mode, ranks in free mode) partitioned.
 PARTITION_MAX_ITEMS = 16384
@@ -101,9 +102,37 @@ def item_graph(
     return m
 
 
-def _rank_graph(cfg: ParallelConfig, traffic: Mapping[str, float], groups, block: int) -> csr_matrix | None:
-    """Symmetric item graph (bytes between items of ``block`` consecutive ranks), CSR, no diagonal."""
-    flows = ((*ordered_pairs(arr, kind), fb) for _c, kind, arr, fb in active_families(cfg, traffic, groups))
+#: Edge sets of the rank graph: ``ring`` the flows themselves (ring neighbours, pipeline
+#: neighbours, all-to-all pairs); ``clique`` every pair of a group's members, each ring
+#: collective's bytes spread evenly over its peers (the classic process-mapping input, Σ bytes
+#: between ranks whatever the ring; what the METIS tree-mapping peer of bench_quality.py reads).
+PAIR_MODELS = ("ring", "clique")
+#: The ``clique`` model has n(n−1)/2 edges per group of n: only up to this many ranks.
+CLIQUE_MAX_RANKS = 2048
+
+
+def _clique_flows(arr: np.ndarray, kind: str, fb: float):
+    """(senders, receivers, bytes) of the ``clique`` model: every member pair, both directions."""
+    if kind in ("p2p_chain", "all_to_all"):
+        yield (*ordered_pairs(arr, kind), fb)
+        return
+    n = arr.shape[1]
+    iu, ju = np.nonzero(np.triu(~np.eye(n, dtype=bool)))
+    a, b = arr[:, iu].ravel(), arr[:, ju].ravel()
+    yield np.concatenate([a, b]), np.concatenate([b, a]), fb / (n - 1)
+
+
+def _rank_graph(cfg: ParallelConfig, traffic: Mapping[str, float], groups, block: int,
+                pairs: str = "ring") -> csr_matrix | None:
+    """Symmetric item graph (bytes between items of ``block`` consecutive ranks), CSR, no diagonal.
+
+    ``pairs``: one of :data:`PAIR_MODELS`.
+    """
+    fams = active_families(cfg, traffic, groups)
+    if pairs == "clique":
+        flows = (f for _c, kind, arr, fb in fams for f in _clique_flows(arr, kind, fb))
+    else:
+        flows = ((*ordered_pairs(arr, kind), fb) for _c, kind, arr, fb in fams)
     return item_graph(flows, cfg.world_size // block, block)
 
 
@@ -245,17 +274,18 @@ def tree_partition_host_order(
 
 def tree_partition_layout(
     cluster: Cluster, cfg: ParallelConfig, groups, traffic: Mapping[str, float], seed: int = 0, bisect: bool = False,
-    deadline=None,
+    deadline=None, pairs: str = "ring",
 ) -> np.ndarray | None:
     """Free mode: the device of each rank, shape (W,), or None (pymetis missing, too large, no traffic).
 
     ``bisect``: recursive bisection of each tree node's children instead of one k-way cut;
-    ``deadline``: as for :func:`tree_partition_host_order`.
+    ``deadline``: as for :func:`tree_partition_host_order`; ``pairs``: the rank graph's edges
+    (:data:`PAIR_MODELS`).
     """
     W = cfg.world_size
-    if W < 2 or W > PARTITION_MAX_ITEMS or not available():
+    if W < 2 or W > PARTITION_MAX_ITEMS or not available() or (pairs == "clique" and W > CLIQUE_MAX_RANKS):
         return None
-    A = _rank_graph(cfg, traffic, groups, 1)
+    A = _rank_graph(cfg, traffic, groups, 1, pairs)
     if A is None:
         return None
     levels = _levels_coarse_first(cluster, per_host=False)

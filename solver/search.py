@@ -400,8 +400,8 @@ def _free_partitions(cluster, orders, surrogate, options, constraints, deadline,
         if deadline.check():
             break
         groups = megatron_groups(ocfg)
-        for bisect in (False, True):
-            lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline)
+        for bisect, pairs in ((False, "ring"), (True, "ring"), (True, "clique")):
+            lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline, pairs)
             if lay is not None and satisfies(cluster, ocfg, groups, lay, constraints):
                 out.append(Candidate(ocfg, lay, score(ocfg, lay, groups), idx))
     return out

@@ -104,3 +104,24 @@ def test_bisection_variant_is_a_valid_layout_with_the_same_leaf_local_pipeline()
     lay = tree_partition_layout(cl, cfg, groups, traffic, bisect=True)
     assert sorted(lay.tolist()) == list(range(32))
     assert layout_cost(cl, cfg, lay, traffic).by_class["pp"] == pytest.approx(4e9 / 450e9, rel=1e-9)
+
+
+def test_clique_rank_graph_spreads_ring_bytes_over_every_peer():
+    """pairs="clique": a ring all-reduce's flow bytes (2(n−1)/n·S) spread over the n−1 peers of each rank."""
+    from rankmap.solver.partition import _rank_graph
+
+    cfg = parallel_config(8, tp=4, pp=2)  # tp groups {0..3}, {4..7}; pp pairs (0,4), (1,5), ...
+    S_tp, S_pp = 4e9, 1e9
+    groups = megatron_groups(cfg)
+    ring = _rank_graph(cfg, {"tp": S_tp, "pp": S_pp}, groups, 1, "ring").toarray()
+    clique = _rank_graph(cfg, {"tp": S_tp, "pp": S_pp}, groups, 1, "clique").toarray()
+    fb = 2 * 3 / 4 * S_tp
+    # ring: neighbours 0 -> 1 carry one flow (fb), 0-2 none
+    assert ring[0, 1] == pytest.approx(fb) and ring[0, 2] == 0
+    # clique: every pair of a tp group, fb/3 each way
+    assert clique[0, 1] == pytest.approx(2 * fb / 3) and clique[0, 2] == pytest.approx(2 * fb / 3)
+    assert clique[0, 5] == 0  # no class joins them
+    # pipeline neighbours are a chain in both models: S each way
+    assert ring[0, 4] == pytest.approx(2 * S_pp) and clique[0, 4] == pytest.approx(2 * S_pp)
+    # the same total bytes
+    assert clique.sum() == pytest.approx(ring.sum())
