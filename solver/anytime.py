@@ -11,7 +11,12 @@ wall-clock deadline passes (a safety stop, recorded as ``stopped_by``):
    each laid out (local GPU orders by :func:`~rankmap.solver.decompose.local_orders`
    in launcher mode) and scored with the real objective;
 2. **descent** on the real objective (:func:`~rankmap.solver.localsearch.descend`)
-   from the best layout, with the evaluations left.
+   from the best layout (up to ``LOCAL_SEARCH_MAX_RANKS`` ranks only when a
+   partition improved it: refine has descended from it already), with the
+   evaluations left (half of them up to ``LOCAL_SEARCH_MAX_RANKS`` ranks);
+3. **more group structures** (up to ``LOCAL_SEARCH_MAX_RANKS`` ranks): descents
+   from the best layouts of the next ``ANYTIME_STRUCTURES`` group structures
+   after refine's, in equal shares of what is left.
 
 The budget is a count of real-objective evaluations sized from the time limit
 (:func:`~rankmap.solver.refine.eval_budget` of ``ANYTIME_SHARE`` of it): same
@@ -27,7 +32,7 @@ from .constraints import constraint_check, satisfies
 from .decompose import local_orders
 from .localsearch import descend
 from .partition import tree_partition_host_order, tree_partition_layout
-from .refine import LOCAL_SEARCH_MAX_RANKS, Candidate, eval_budget, phase_idle
+from .refine import LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, Candidate, eval_budget, top_by_order, phase_idle
 
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 
@@ -35,6 +40,9 @@ __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 ANYTIME_SHARE = 1 / 10
 #: At most this many extra partition seeds (then the descent takes the rest of the budget).
 ANYTIME_MAX_STARTS = 16
+#: Group structures beyond refine's whose best layouts the phase descends from (up to
+#: ``LOCAL_SEARCH_MAX_RANKS`` ranks).
+ANYTIME_STRUCTURES = 4
 _REL = 1e-9
 
 
@@ -42,22 +50,9 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
                    deadline, score, bound: float) -> list[Candidate]:
     """Candidates from the anytime phase (module doc); empty when there is nothing to improve.
 
-    Parameters
-    ----------
-    candidates : list of Candidate
-        Everything scored so far (the best one is improved).
-    surrogate, traffic : mapping class -> bytes
-        Exposure-weighted bytes (partition weights); the real traffic.
-    bound : float
-        The solve's lower bound, seconds: the phase stops once a layout meets it.
-    deadline : Deadline
-        Wall-clock safety stop (checked before every evaluation).
-    score : callable(cfg, dev, groups) -> CostBreakdown
-
-    Raises
-    ------
-    SolveCancelled
-        If ``deadline.cancel`` is set.
+    The arguments are those of :func:`~rankmap.solver.refine.refine` (``candidates``: everything
+    scored so far, the best one is improved), plus ``bound``, the solve's lower bound in
+    seconds: the phase stops once a layout meets it.
     """
     if phase_idle(candidates, options, deadline):
         return []
@@ -98,11 +93,46 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
             out.append(cand)
             if cand.cost.total_seconds < cur.cost.total_seconds * (1 - _REL):
                 cur = cand
+    check = constraint_check(cluster, cfg, grp, constraints)
     if left > 1 and not deadline.check() and cur.cost.total_seconds > bound * (1 + _REL) and (
             W > LOCAL_SEARCH_MAX_RANKS or cur is not best):
-        check = constraint_check(cluster, cfg, grp, constraints)
-        dev, _c, _used = descend(cluster, cfg, traffic, cur.dev_of_rank, options.mode, left, grp, exposure,
-                                 deadline, deadline.cancel, check, stop_at=bound * (1 + _REL))
+        share = left // 2 if W <= LOCAL_SEARCH_MAX_RANKS else left
+        dev, _c, used = descend(cluster, cfg, traffic, cur.dev_of_rank, options.mode, share, grp, exposure,
+                                deadline, deadline.cancel, check, stop_at=bound * (1 + _REL))
+        left -= used
         if not np.array_equal(dev, cur.dev_of_rank):
             out.append(Candidate(cfg, dev, score(cfg, dev, grp), cur.rank))
+    if W <= LOCAL_SEARCH_MAX_RANKS:
+        out += _more_structures(cluster, candidates + out, surrogate, traffic, exposure, options, constraints,
+                                baseline_dev, deadline, score, bound, left)
+    return out
+
+
+def _more_structures(cluster, pool, surrogate, traffic, exposure, options, constraints, baseline_dev, deadline,
+                     score, bound, left) -> list[Candidate]:
+    """Descents from the best layouts of the next ``ANYTIME_STRUCTURES`` group structures (after refine's 3).
+
+    :func:`~rankmap.solver.refine.refine` descends from the best layout of
+    the 3 best group structures (orders with the same groups are one,
+    :func:`~rankmap.solver.refine.top_by_order`); an order whose proposals
+    scored worse can still descend lower (its groups sit differently on the
+    hosts' NICs), so what is left of the budget goes, in equal shares, to the
+    next ones.  Stops when a layout meets the bound.
+    """
+    active = frozenset(c for c, v in surrogate.items() if v > 0)
+    tops = top_by_order(pool, baseline_dev, REFINE_STARTS + ANYTIME_STRUCTURES, active)[REFINE_STARTS:]
+    out: list[Candidate] = []
+    best = min(c.cost.total_seconds for c in pool)
+    for i, cand in enumerate(tops):
+        if left <= 1 or deadline.check() or best <= bound * (1 + _REL):
+            break
+        grp = megatron_groups(cand.cfg)
+        check = constraint_check(cluster, cand.cfg, grp, constraints)
+        share = left // (len(tops) - i)
+        dev, c, used = descend(cluster, cand.cfg, traffic, cand.dev_of_rank, options.mode, share, grp, exposure,
+                               deadline, deadline.cancel, check, stop_at=bound * (1 + _REL))
+        left -= used
+        if not np.array_equal(dev, cand.dev_of_rank):
+            out.append(Candidate(cand.cfg, dev, score(cand.cfg, dev, grp), cand.rank))
+            best = min(best, c)
     return out

@@ -40,6 +40,8 @@ POLISH_SHARE = 1 / 8
 VIRTUAL_SHARE = 1 / 8
 #: Share of the time limit for the descent on the real objective (real-objective evaluations).
 DESCENT_SHARE = 1 / 5
+#: The descent starts from the best layout of this many group structures (:func:`top_by_order`).
+REFINE_STARTS = 3
 #: Work model of one evaluation of the real objective, seconds: fixed part + per rank.
 #: (Measured, issue 15: 5 ms per evaluation at 128 ranks on this project's 2-core machine.)
 EVAL_SECONDS_FIXED = 1.5e-3
@@ -121,7 +123,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
             out.append(Candidate(best_now.cfg, vdev, score(best_now.cfg, vdev, grp), best_now.rank))
     pool = candidates + out
     active = frozenset(c for c, v in surrogate.items() if v > 0)
-    top = top_by_order(pool, baseline_dev, 3, active)
+    top = top_by_order(pool, baseline_dev, REFINE_STARTS, active)
     starts = [(cand, cand.dev_of_rank) for cand in top]
     if W <= POLISH_MAX_RANKS:
         if W <= FAQ_MAX_RANKS:
@@ -152,7 +154,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     # descent on the real objective from the best layout of each of the best orders
     if W > LOCAL_SEARCH_MAX_RANKS:
         return out
-    tops = top_by_order(pool, baseline_dev, 3, active)
+    tops = top_by_order(pool, baseline_dev, REFINE_STARTS, active)
     evals = max(1, eval_budget(W, T * DESCENT_SHARE) // len(tops))
     for cand in tops:
         if deadline.check():
