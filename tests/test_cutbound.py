@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -152,3 +153,31 @@ def test_descent_starts_are_distinct_group_structures():
     assert keys["tp-cp-ep-dp-pp"] != keys["tp-cp-ep-pp-dp"]  # dp inside pp, or pp inside dp: other groups
     # the 10 order strings are the 3! arrangements of tp, dp and pp
     assert len(set(keys.values())) == 6 < len(keys) == 10
+
+
+def test_ring_rate_on_a_dgx1_hybrid_cube_mesh():
+    """DGX-1 (examples/clusters): double NVLinks (50 GB/s) form one 8-cycle and no shorter one.
+
+    So a ring of 3-7 GPUs has a 25 GB/s edge, a ring of all 8 can run at 50 (NCCL's ring
+    there); the bound's per-flow term uses it, and stays below the exhaustive optimum
+    over all 8! layouts and every order.
+    """
+    import json
+
+    from rankmap.solver.bound import ring_rate_gbps
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "dgx1-v100-hybridcube.json"
+    cluster = cluster_from_graph(nx.node_link_graph(json.loads(path.read_text()), edges="edges"))
+    assert [ring_rate_gbps(cluster, n) for n in range(3, 9)] == [25.0] * 5 + [50.0]
+    routes, layouts = PairRoutes(cluster), enumerate_layouts(cluster, "free")
+    traffic = {"tp": 4e9, "cp": 1e9, "dp": 2e9, "pp": 1e9}
+    for sizes in (dict(tp=4), dict(tp=8), dict(tp=2, cp=2, pp=2)):
+        cfg = parallel_config(8, **sizes)
+        orders = candidate_orders(cfg, "all")
+        opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min()) for o in orders)
+        lb = search_lower_bound(cluster, orders, traffic, None, "free")
+        assert lb <= opt * (1 + 1e-9), (sizes, lb, opt)
+    # tp4 alone: its ring all-reduce (2·3/4·4 GB) over a 25 GB/s edge is the optimum, and the bound meets it
+    cfg = parallel_config(8, tp=4)
+    assert search_lower_bound(cluster, candidate_orders(cfg, "all"), {"tp": 4e9}, None, "free") == pytest.approx(
+        2 * 3 / 4 * 4e9 / 25e9)
