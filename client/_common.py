@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import grpc
 
@@ -175,6 +175,16 @@ class BatchChunk:
             return None
         self._seen.add(pos)
         return self._indices[pos], wire.batch_outcome(msg)
+
+    def answers(self, stream) -> Iterator[tuple[int, Any]]:
+        """:meth:`answer` of every message of a (blocking) response stream, skipping the None ones.
+
+        A ``grpc.RpcError`` the stream raises passes through (the caller's :meth:`failed`).
+        """
+        for msg in stream:
+            out = self.answer(msg)
+            if out is not None:
+                yield out
 
     def failed(self, err: grpc.RpcError) -> float | None:
         """The stream raised ``err``: seconds to wait before the retry, or None (no retry: the

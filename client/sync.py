@@ -129,10 +129,8 @@ class RankmapClient(ClientBase):
             started, delay = state.start(), None
             if started is not None:
                 try:
-                    for msg in self._stub.BatchSolve(started[0], timeout=started[1], metadata=self._metadata):
-                        out = state.answer(msg)
-                        if out is not None:
-                            yield out
+                    yield from state.answers(self._stub.BatchSolve(started[0], timeout=started[1],
+                                                                   metadata=self._metadata))
                 except grpc.RpcError as err:
                     delay = state.failed(err)
             if delay is not None:
