@@ -26,6 +26,10 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   (Σ_D ⌊|D|/k⌋ ≥ groups), some group is split over level-``(j*−1)`` domains;
   its flows connect all its members, so one of its flows joins GPUs first
   joined at level ≥ ``j*``: ``T ≥ fb / R_{≥j*}``.
+* **per ring edge**: a ring collective of ``n ≥ 3`` members is as fast as its
+  slowest edge, and no ring of ``n`` GPUs has a slowest edge faster than
+  :func:`~rankmap.solver.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
+  inter-host edge): ``T ≥ fb / ring_rate``.
 * **per GPU**: a rank's bytes per rank leave its GPU over that GPU's links:
   ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``.
 * **aggregate cut** (unchanged from before): at a level, at least
@@ -71,7 +75,10 @@ flows between them; its connected components have sizes ``c_1, c_2, …``.
 
 The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
-the size terms (order-independent).  Nothing here is n×n: group arrays, block
+the size terms (order-independent).  Both take the larger of that and the joint
+domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
+a host that keeps its tp groups whole must split its dp and pp groups), whose
+per-part floors are these terms.  Nothing here is n×n: group arrays, block
 graphs of at most W/G blocks, per-domain vectors.
 """
 
@@ -86,6 +93,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster
+from .ringrate import RING_KINDS, ring_rate_gbps
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "ecmp_parts",
            "level_rates_gbps", "suffix_rates", "ring_rate_gbps", "EXACT_CUT_MAX_BLOCKS"]
@@ -170,113 +178,6 @@ def _pair_rates(cluster: Cluster):
     return p, R
 
 
-#: Hosts' internal pair rates are read up to this many GPU pairs in all (Σ over hosts of G(G−1)).
-RING_MAX_PAIRS = 1 << 17
-#: The best ring inside a host is searched exactly (subset DP) on hosts of at most this many GPUs.
-RING_MAX_HOST_GPUS = 8
-_RING_KINDS = ("all_reduce", "all_gather", "ring_p2p")
-_RINGS: "weakref.WeakKeyDictionary[Cluster, dict]" = weakref.WeakKeyDictionary()
-
-
-def _has_cycle(adj: list[int], n: int) -> bool:
-    """Whether the graph (bitset adjacency over G ≤ RING_MAX_HOST_GPUS vertices) has a simple n-cycle."""
-    G = len(adj)
-    for s in range(G):
-        reach = {1 << s: 1 << s}  # visited set -> end vertices of paths from s through exactly that set
-        for _step in range(n - 1):
-            nxt: dict = {}
-            for mask, ends in reach.items():
-                e = ends
-                while e:
-                    v = (e & -e).bit_length() - 1
-                    e &= e - 1
-                    cand = adj[v] & ~mask & ~((1 << (s + 1)) - 1)  # unvisited, above s (s is the cycle's least)
-                    while cand:
-                        u = (cand & -cand).bit_length() - 1
-                        cand &= cand - 1
-                        m2 = mask | (1 << u)
-                        nxt[m2] = nxt.get(m2, 0) | (1 << u)
-            reach = nxt
-        if any(ends & adj[s] for ends in reach.values()):
-            return True
-    return False
-
-
-def ring_rate_gbps(cluster: Cluster, n: int) -> float | None:
-    """The most the slowest flow of any ring of ``n ≥ 3`` GPUs can get, GB/s (``p·B``, as the time model); or None.
-
-    A ring inside one host is as fast as its slowest edge: the best is the
-    bottleneck ``n``-cycle of the host's pair rates (each pair routed as the
-    time model routes it, ECMP parts counted), found by threshold search with
-    an exact cycle test (hosts of at most ``RING_MAX_HOST_GPUS`` GPUs).  A ring
-    through several hosts has an edge between two hosts: at most the
-    inter-host rate ``R_{≥h}``.  The answer is the larger of the two, over all
-    hosts (None when some host is too large or there are more than
-    ``RING_MAX_PAIRS`` pairs to read): e.g. 25 GB/s for a ring of 4 on a
-    DGX-1 (hybrid cube mesh: no 4-cycle of double NVLinks), where the widest
-    pair has 50.
-    """
-    cache = _RINGS.setdefault(cluster, {})
-    if n in cache:
-        return cache[n]
-    out = _ring_rate(cluster, n)
-    cache[n] = out
-    return out
-
-
-def _ring_rate(cluster: Cluster, n: int) -> float | None:
-    gph = cluster.gpus_per_host
-    if n < 3 or gph.size == 0:
-        return None
-    big = gph >= n
-    if np.any(gph[big] > RING_MAX_HOST_GPUS) or int((gph * (gph - 1)).sum()) > RING_MAX_PAIRS:
-        return None
-    wl = suffix_rates(cluster)
-    wd = cluster.widest_domains
-    inter = 0.0
-    for k in range(wd.shape[0]):  # the widest level where two hosts first share a domain
-        if np.unique(wd[k] * gph.size + cluster.host_of).size > np.unique(wd[k]).size:
-            inter = float(wl[k])
-            break
-    best = inter
-    fab = cluster.fabric
-    for G in np.unique(gph[big]).tolist():
-        hosts = np.flatnonzero(gph == G)
-        devs = np.stack([cluster.host_devices[h] for h in hosts])  # (H_G, G)
-        ii, jj = np.nonzero(~np.eye(G, dtype=bool))
-        s_all, d_all = devs[:, ii].ravel(), devs[:, jj].ravel()
-        rate_all = np.empty(s_all.size)
-        for lo in range(0, s_all.size, 1 << 16):
-            bw, hops, *_ = fab._options(s_all[lo:lo + (1 << 16)], d_all[lo:lo + (1 << 16)])
-            top = bw.max(axis=1)
-            wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
-            hh = np.where(wide, hops, np.iinfo(np.int64).max)
-            rate_all[lo:lo + top.size] = (wide & (hh == hh.min(axis=1)[:, None])).sum(axis=1) * top
-        mats = np.zeros((hosts.size, G, G))
-        mats[:, ii, jj] = rate_all.reshape(hosts.size, -1)
-        mats = np.maximum(mats, mats.transpose(0, 2, 1))  # either direction may be the ring's (valid: larger)
-        for rate in np.unique(mats.reshape(hosts.size, -1), axis=0).reshape(-1, G, G):
-            best = max(best, _best_ring(rate, n))
-    return best
-
-
-def _best_ring(rate: np.ndarray, n: int) -> float:
-    """The largest t such that the pairs of rate >= t hold an n-cycle (0 if none), by bisection on t."""
-    G = rate.shape[0]
-    vals = np.unique(rate[rate > 0])[::-1]
-    got = 0.0
-    lo, hi = 0, vals.size - 1
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        adj = [int(sum(1 << int(j) for j in np.flatnonzero(rate[i] >= vals[mid]))) for i in range(G)]
-        if _has_cycle(adj, n):
-            got = float(vals[mid])
-            hi = mid - 1
-        else:
-            lo = mid + 1
-    return got
-
-
 def _out_cap_per_gpu(cluster: Cluster) -> np.ndarray:
     fab = cluster.fabric
     out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
@@ -319,7 +220,7 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
             kstar = k
             break
     per_flow = fb / b[kstar]
-    if kind in _RING_KINDS and n >= 3:
+    if kind in RING_KINDS and n >= 3:
         rr = ring_rate_gbps(cluster, n)
         if rr:
             per_flow = max(per_flow, fb / (rr * 1e9))
