@@ -127,7 +127,9 @@ def level_rates_gbps(cluster: Cluster) -> np.ndarray:
     """``R[j]``, GB/s, shape (K',): the most a single flow between GPUs first joined at widest level j gets.
 
     A flow split in ``p`` ECMP parts over routes of bottleneck ``B`` has
-    per-flow time ``bytes / (p·B)``, so ``R[j] = max over such pairs of p·B``
+    per-flow time ``bytes / (p·B)``, and its parts leaving over one attachment
+    of its GPU share that link, so ``R[j]`` is the largest
+    :meth:`~rankmap.solver.fabric.Fabric.lone_rates_gbps` over such pairs
     (exact up to ``ECMP_EXACT_MAX_DEVICES`` GPUs; above, ``P·b_j``).  A flow
     between GPUs first joined at level ≥ j takes at least
     ``bytes / max_{i≥j} R[i]`` (:func:`suffix_rates`).
@@ -169,7 +171,7 @@ def _pair_rates(cluster: Cluster):
             parts = (wide & (h == h.min(axis=1)[:, None])).sum(axis=1)
             p = max(p, int(parts.max()))
             lvl = np.argmax(wd[:, s] == wd[:, d], axis=0)  # first level joining the pair
-            np.maximum.at(R, lvl, parts * top)
+            np.maximum.at(R, lvl, fab.lone_rates_gbps(s, d))
         R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
     else:
         p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1

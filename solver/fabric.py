@@ -225,6 +225,35 @@ class Fabric:
             l_opt[:, -1] = np.where(hit, posc, -1)  # direct edge index
         return bw, hops, lat, a_opt, b_opt, l_opt
 
+    def lone_rates_gbps(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The fastest a single flow from ``s[f]`` to ``t[f]`` can go alone, GB/s, shape (F,) (lower bounds).
+
+        The time model gives a flow split into ``p`` equal ECMP parts over
+        routes of bottleneck ``B`` the time ``bytes / (p·B)``, and every link
+        its load / capacity; the parts leaving over the same attachment of the
+        sender (or arriving over one of the receiver) share that link, so the
+        flow alone takes at least ``bytes · (parts on it / p) / capacity`` there.
+        The rate is ``min(p·B, capacity / share)`` over both ends' attachments
+        (e.g. a GPU with two 12.5 GB/s NICs and four routes: 25 GB/s, not 50).
+        Links higher up are left out (a larger rate: still a valid bound).
+        """
+        bw, hops, *_ = self._options(s, t)
+        top = bw.max(axis=1)
+        wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
+        h = np.where(wide, hops, np.iinfo(np.int64).max)
+        chosen = wide & (h == h.min(axis=1)[:, None])
+        parts = chosen.sum(axis=1)
+        rate = parts * top
+        n, A = self.att_node.shape
+        if A and self.parent.size:
+            tree = chosen[:, :A * A].reshape(-1, A, A)  # (F, i, j)
+            for ends, counts in ((s, tree.sum(axis=2)), (t, tree.sum(axis=1))):  # (F, A) parts per attachment
+                cap = self.att_gbps[ends]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    lim = np.where(counts > 0, cap * parts[:, None] / np.maximum(counts, 1), np.inf)
+                rate = np.minimum(rate, lim.min(axis=1))
+        return np.where(parts > 0, rate, 0.0)
+
     def route_loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> LinkLoads:
         """Route flows and add up the bytes on every directed link.
 

@@ -98,11 +98,8 @@ def _ring_rate(cluster: Cluster, n: int) -> float | None:
         s_all, d_all = devs[:, ii].ravel(), devs[:, jj].ravel()
         rate_all = np.empty(s_all.size)
         for lo in range(0, s_all.size, 1 << 16):
-            bw, hops, *_ = fab._options(s_all[lo:lo + (1 << 16)], d_all[lo:lo + (1 << 16)])
-            top = bw.max(axis=1)
-            wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
-            hh = np.where(wide, hops, np.iinfo(np.int64).max)
-            rate_all[lo:lo + top.size] = (wide & (hh == hh.min(axis=1)[:, None])).sum(axis=1) * top
+            sl = slice(lo, lo + (1 << 16))
+            rate_all[sl] = fab.lone_rates_gbps(s_all[sl], d_all[sl])
         mats = np.zeros((hosts.size, G, G))
         mats[:, ii, jj] = rate_all.reshape(hosts.size, -1)
         mats = np.maximum(mats, mats.transpose(0, 2, 1))  # either direction may be the ring's (valid: larger)

@@ -181,3 +181,25 @@ def test_ring_rate_on_a_dgx1_hybrid_cube_mesh():
     cfg = parallel_config(8, tp=4)
     assert search_lower_bound(cluster, candidate_orders(cfg, "all"), {"tp": 4e9}, None, "free") == pytest.approx(
         2 * 3 / 4 * 4e9 / 25e9)
+
+
+def test_lone_flow_rate_counts_the_parts_sharing_an_attachment():
+    """Two GPUs, each with two 12.5 GB/s NICs into one leaf: 4 equal routes (p·B = 50 GB/s), but the
+    two parts leaving over each NIC share it, so one flow alone gets 25 GB/s (the time model agrees)."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        d = f"h{h}/gpu0"
+        g.add_node(d, kind="gpu", host=f"h{h}", local_index=0)
+        for r in range(2):
+            nic = f"h{h}/nic{r}"
+            g.add_node(nic, kind="nic", host=f"h{h}")
+            g.add_edge(d, nic, bandwidth=12.5)
+            g.add_edge(nic, "leaf", bandwidth=12.5)
+    cluster = cluster_from_graph(g)
+    fab = cluster.fabric
+    assert fab.lone_rates_gbps(np.array([0]), np.array([1])).tolist() == [25.0]
+    loads = fab.route_loads(np.array([0]), np.array([1]), 1e9)
+    cap = fab.capacities_gbps()
+    t = max(loads.max_flow_seconds, float(np.max(np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0))))
+    assert t == pytest.approx(1e9 / 25e9)
