@@ -189,7 +189,8 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
     """
     from .deadline import Deadline
     from .launch import launcher_device_order, launcher_host_order
-    from .search import SEARCH_FRACTION, solve
+    from .deadline import search_seconds
+    from .search import solve
 
     t0 = time.perf_counter()
     W = cfg.world_size
@@ -233,7 +234,7 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
             exclude_devices=tuple(options.exclude_devices) + drop_devs,
             time_limit_seconds=share,
         )
-        deadline = Deadline(share * SEARCH_FRACTION, cancel)
+        deadline = Deadline(search_seconds(share, cfg.world_size), cancel)
         results.append((name, solve(graph, cfg, traffic, sub, cancel, progress, deadline=deadline)))
     best = results[0][1]
     for _, r in results[1:]:  # strictly cheaper than an earlier candidate (ties: the launcher's hosts)

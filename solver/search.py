@@ -59,7 +59,7 @@ from .bound import search_lower_bound
 from .catalogue import ParallelConfig, megatron_groups
 from .cluster import Cluster, cluster_from_graph
 from .constraints import check_capacity, satisfies, satisfies_batch
-from .deadline import Deadline
+from .deadline import Deadline, search_seconds
 from .decompose import (
     EXACT_MAX_DEVICES,
     HOST_MODEL_MAX_HOSTS,
@@ -85,9 +85,6 @@ __all__ = ["solve", "evaluate", "candidate_orders", "host_placements", "EXACT_MA
            "EXHAUSTIVE_MAX_DEVICES", "MEGATRON_CLI_ORDERS"]
 
 _REL_TOL = 1e-9
-#: The search stops at this fraction of the time limit; the step running then and the result
-#: (about 10 us per rank) take the rest, so a solve ends close to the limit.
-SEARCH_FRACTION = 0.95
 #: Free mode on equal hosts: the share of the time limit sizing the free-layout search that follows the
 #: launcher-mode search (whose budgets are those of a launcher solve).
 FREE_AFTER_LAUNCHER_SHARE = 0.25
@@ -148,7 +145,7 @@ def solve(
     t0 = time.perf_counter()
     options = options or SolveOptions()
     if deadline is None:
-        deadline = Deadline(options.time_limit_seconds * SEARCH_FRACTION, cancel)
+        deadline = Deadline(search_seconds(options.time_limit_seconds, cfg.world_size), cancel)
     elif deadline.cancel is None:
         deadline.cancel = cancel
     report = _progress_reporter(progress)

@@ -132,3 +132,13 @@ def test_host_blocks_tells_launchable_layouts():
     assert _host_blocks(cl, np.array([0, 1, 2, 3, 4, 5, 6, 7]))
     assert _host_blocks(cl, np.array([2, 3, 0, 1, 5, 4, 6, 7]))  # order of hosts and GPUs free
     assert not _host_blocks(cl, np.array([0, 2, 1, 3, 4, 5, 6, 7]))
+
+
+def test_search_seconds_reserves_the_last_step_and_the_result():
+    """deadline.search_seconds: 95% of the limit less 45 µs per rank (one evaluation + the result), capped at 40%."""
+    from rankmap.solver.deadline import search_seconds
+
+    assert search_seconds(30.0, 131072) == pytest.approx(28.5 - 4.5e-5 * 131072)  # 22.6 s
+    assert search_seconds(6.0, 512) == pytest.approx(5.7 - 4.5e-5 * 512)
+    assert search_seconds(1.0, 131072) == pytest.approx(0.95 - 0.4)  # the reserve's cap
+    assert search_seconds(0.0, 8) == 0.0
