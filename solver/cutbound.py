@@ -49,7 +49,8 @@ valid value and the best of a log-spaced grid of them is kept.  Every domain,
 every weight vector (classes subsets of equal weight) and both grids give a
 valid bound; the bound is the largest over domains and weights of the dense
 grid's plus the expert grid's, plus each remaining part's own bound (parts on
-subgroups, the embedding group).  Nothing here is per rank pair: the work is
+subgroups, the embedding group; with two pipeline stages the embedding group is the
+pipeline group, and its parts count with the pp class).  Nothing here is per rank pair: the work is
 per level and distinct ``(m, C_D)``.
 """
 
@@ -330,6 +331,9 @@ def joint_cut_bound(
             full = k == n  # the part runs over the class's whole groups (not subgroups)
             if x > 0 and full and c != "embedding":
                 grid_parts.setdefault(c, []).append((p, g, k, x, f0))
+            elif x > 0 and full and c == "embedding" and cfg.pp == 2:
+                # with two stages the embedding group (first and last stage) is the pipeline group
+                grid_parts.setdefault("pp", []).append((p, g, k, x, f0))
             else:
                 total_f0 += f0
     if cluster.num_devices != cfg.world_size or not grid_parts:

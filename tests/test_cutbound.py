@@ -203,3 +203,18 @@ def test_lone_flow_rate_counts_the_parts_sharing_an_attachment():
     cap = fab.capacities_gbps()
     t = max(loads.max_flow_seconds, float(np.max(np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0))))
     assert t == pytest.approx(1e9 / 25e9)
+
+
+def test_two_stage_embedding_group_is_the_pipeline_group(eight_gpus):
+    """pp = 2: the embedding all-reduce runs on the pipeline pairs, so a host that keeps its tp4 group
+    whole splits its 4 embedding pairs: 4 flows of S out over 4 x 50 GB/s (hand-derived; = the optimum)."""
+    cluster, routes, layouts = eight_gpus
+    cfg = parallel_config(8, tp=4, pp=2)
+    traffic = {"tp": 4e9, "embedding": 1e8}
+    orders = candidate_orders(cfg, "all")
+    f0_tp = 2 * 3 / 4 * 4e9 / 450e9
+    expect = f0_tp + 4 * 1e8 / (4 * 50e9)
+    lb = search_lower_bound(cluster, orders, traffic, None, "free")
+    assert lb == pytest.approx(expect, rel=1e-9)
+    opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min()) for o in orders)
+    assert opt == pytest.approx(expect, rel=1e-9)
