@@ -175,7 +175,10 @@ def _pair_rates(cluster: Cluster):
         R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
     else:
         p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1
-        R = p * b
+        # merged ECMP twins (node "a|b|…") carry k × the narrowest twin's link: a route's
+        # bottleneck is at most k_max × the graph's widest path
+        k_max = max((name.count("|") + 1 for name in fab.node_names), default=1)
+        R = p * k_max * b
     _ECMP[cluster] = (p, R)
     return p, R
 
@@ -240,7 +243,9 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
                 touched = max(2, -(-n // int(sizes.max())))
                 out_flows = split * (2 * (n - 1) if kind == "all_to_all" else touched)
                 cut = max(cut, fb * out_flows / (boundary[k] * 1e9))
-            if k < len(outs) and outs[k].size == sizes.size:
+            # (only when the part's groups hold every rank: the embedding groups of pp >= 3 hold 2/pp
+            # of them, and a domain may then hold none of their members)
+            if k < len(outs) and outs[k].size == sizes.size and num_groups * n >= cluster.num_devices:
                 r = np.where(n > sizes, sizes, sizes % n)
                 s = -(-r // max(n - 1, 1))
                 cap = outs[k] * 1e9

@@ -169,3 +169,52 @@ def test_per_domain_cut_two_hosts_pp_pairs():
     assert lower_bound(cl, cfg, traffic) == pytest.approx(1e9 / 450e9, rel=1e-12)
     assert search_lower_bound(cl, [cfg], traffic, {}, "launcher") == pytest.approx(8e9 / 400e9, rel=1e-12)
     assert layout_cost(cl, cfg, np.arange(16), traffic).total_seconds == pytest.approx(0.02, rel=1e-12)
+
+
+def test_embedding_groups_of_three_stages_need_not_meet_an_odd_host():
+    """pp = 3: the embedding groups (first and last stage) hold 2/3 of the ranks, so a host of 7 GPUs
+    may hold only middle-stage ranks and split no embedding pair; the per-domain cut must not assume
+    every rank of a domain is in a group (adversarial finding: the bound was 1e9 B / 350 GB/s, above
+    this 1e9 / 450 GB/s layout)."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h, G in enumerate([8, 7]):
+        g.add_node(f"h{h}/sw", kind="nvswitch", host=f"h{h}")
+        for i in range(G):
+            d = f"h{h}/gpu{i}"
+            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_edge(d, f"h{h}/sw", bandwidth=450.0)
+            g.add_node(f"h{h}/nic{i}", kind="nic", host=f"h{h}")
+            g.add_edge(d, f"h{h}/nic{i}", bandwidth=50.0)
+            g.add_edge(f"h{h}/nic{i}", "leaf", bandwidth=50.0)
+    cluster = cluster_from_graph(g)
+    cfg = parallel_config(15, pp=3)  # embedding groups {r, r + 10}, r = 0..4
+    traffic = {"embedding": 1e9}
+    dev = np.empty(15, dtype=np.int64)
+    dev[[0, 10, 1, 11, 2, 12, 3, 13]] = range(8)  # four pairs on host 0
+    dev[[4, 14]] = [8, 9]  # one on host 1
+    dev[[5, 6, 7, 8, 9]] = range(10, 15)
+    cost = layout_cost(cluster, cfg, dev, traffic).total_seconds
+    assert cost == pytest.approx(1e9 / 450e9)
+    assert search_lower_bound(cluster, candidate_orders(cfg, "all"), traffic, None, "free") <= cost * (1 + 1e-9)
+
+
+def test_level_rates_above_512_gpus_count_merged_ecmp_spines():
+    """520 GPUs (no exact pair routing): two 10 GB/s spines per leaf merge into one 20 GB/s link in the
+    fabric, so a cross-leaf flow gets 20 GB/s, more than the graph's widest path (adversarial finding:
+    the bound was twice the cost of the default layout)."""
+    g = nx.Graph()
+    for leaf in range(2):
+        g.add_node(f"leaf{leaf}", kind="switch")
+        for s in range(2):
+            g.add_node(f"spine{s}", kind="switch")
+            g.add_edge(f"leaf{leaf}", f"spine{s}", bandwidth=10.0)
+        for i in range(260):
+            d = f"l{leaf}h{i}/gpu0"
+            g.add_node(d, kind="gpu", host=f"l{leaf}h{i}", local_index=0)
+            g.add_edge(d, f"leaf{leaf}", bandwidth=100.0)
+    cluster = cluster_from_graph(g)
+    cfg = parallel_config(520, tp=520)
+    traffic = {"tp": 1e9}
+    cost = layout_cost(cluster, cfg, np.arange(520), traffic).total_seconds
+    assert search_lower_bound(cluster, candidate_orders(cfg, "all"), traffic, None, "free") <= cost * (1 + 1e-9)
