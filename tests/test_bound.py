@@ -176,17 +176,9 @@ def test_embedding_groups_of_three_stages_need_not_meet_an_odd_host():
     may hold only middle-stage ranks and split no embedding pair; the per-domain cut must not assume
     every rank of a domain is in a group (adversarial finding: the bound was 1e9 B / 350 GB/s, above
     this 1e9 / 450 GB/s layout)."""
-    g = nx.Graph()
-    g.add_node("leaf", kind="switch")
-    for h, G in enumerate([8, 7]):
-        g.add_node(f"h{h}/sw", kind="nvswitch", host=f"h{h}")
-        for i in range(G):
-            d = f"h{h}/gpu{i}"
-            g.add_node(d, kind="gpu", host=f"h{h}", local_index=i)
-            g.add_edge(d, f"h{h}/sw", bandwidth=450.0)
-            g.add_node(f"h{h}/nic{i}", kind="nic", host=f"h{h}")
-            g.add_edge(d, f"h{h}/nic{i}", bandwidth=50.0)
-            g.add_edge(f"h{h}/nic{i}", "leaf", bandwidth=50.0)
+    from test_cutbound import rail_hosts
+
+    g = rail_hosts(2, [8, 7])
     cluster = cluster_from_graph(g)
     cfg = parallel_config(15, pp=3)  # embedding groups {r, r + 10}, r = 0..4
     traffic = {"embedding": 1e9}

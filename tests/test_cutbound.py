@@ -22,11 +22,12 @@ from rankmap.solver.traffic import TRAFFIC_CLASSES
 CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
 
 
-def rail_hosts(hosts: int, gpus: int, nvswitch_gbps: float = 450.0, nic_gbps: float = 50.0) -> nx.Graph:
-    """``hosts`` hosts of ``gpus`` GPUs on an NVSwitch, one NIC per GPU into one leaf switch."""
+def rail_hosts(hosts: int, gpus: int | list, nvswitch_gbps: float = 450.0, nic_gbps: float = 50.0) -> nx.Graph:
+    """``hosts`` hosts of ``gpus`` GPUs (or ``gpus[h]`` on host h) on an NVSwitch, one NIC per GPU into one leaf."""
+    sizes = list(gpus) if isinstance(gpus, (list, tuple)) else [gpus] * hosts
     g = nx.Graph()
     g.add_node("leaf", kind="switch")
-    for h in range(hosts):
+    for h, gpus in enumerate(sizes):
         g.add_node(f"h{h}/sw", kind="nvswitch", host=f"h{h}")
         for i in range(gpus):
             d = f"h{h}/gpu{i}"
