@@ -96,7 +96,7 @@ from .cluster import Cluster
 from .ringrate import RING_KINDS, ring_rate_gbps
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "ecmp_parts",
-           "level_rates_gbps", "suffix_rates", "ring_rate_gbps", "EXACT_CUT_MAX_BLOCKS"]
+           "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "ring_rate_gbps", "EXACT_CUT_MAX_BLOCKS"]
 
 #: Components of the block graph up to this many blocks get their exact minimum cut (2^c subsets).
 EXACT_CUT_MAX_BLOCKS = 12
@@ -143,6 +143,18 @@ def suffix_rates(cluster: Cluster) -> np.ndarray:
     return np.maximum.accumulate(R[::-1])[::-1]
 
 
+def inter_host_rate_gbps(cluster: Cluster) -> float:
+    """``R_{≥h}``, GB/s: the most a flow between two hosts can get (h: the widest level where two hosts
+    first share a domain); 0 with one host."""
+    wl = suffix_rates(cluster)
+    wd = cluster.widest_domains
+    H = len(cluster.hosts)
+    for k in range(wd.shape[0]):
+        if np.unique(wd[k] * H + cluster.host_of).size > np.unique(wd[k]).size:
+            return float(wl[k])
+    return 0.0
+
+
 def _pair_rates(cluster: Cluster):
     got = _ECMP.get(cluster)
     if got is not None:
@@ -164,14 +176,10 @@ def _pair_rates(cluster: Cluster):
         step = 1 << 16
         for lo in range(0, s_all.size, step):
             s, d = s_all[lo:lo + step], d_all[lo:lo + step]
-            bw, hops, *_ = fab._options(s, d)
-            top = bw.max(axis=1)
-            wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
-            h = np.where(wide, hops, np.iinfo(np.int64).max)
-            parts = (wide & (h == h.min(axis=1)[:, None])).sum(axis=1)
+            parts, rate = fab.route_parts_and_lone_rates(s, d)
             p = max(p, int(parts.max()))
             lvl = np.argmax(wd[:, s] == wd[:, d], axis=0)  # first level joining the pair
-            np.maximum.at(R, lvl, fab.lone_rates_gbps(s, d))
+            np.maximum.at(R, lvl, rate)
         R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
     else:
         p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1
@@ -359,14 +367,12 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     src, dst, fb = src[inter], dst[inter], fb[inter]
     fb_min = float(fb.min())
     best = 0.0
-    # inter-host flow: the widest level where two hosts first share a domain
+    # inter-host flow: at most the rate of the widest level where two hosts first share a domain
     wl = suffix_rates(cluster) * 1e9
     wd = cluster.widest_domains
-    for k in range(wd.shape[0]):
-        pairs = np.unique(wd[k] * H + cluster.host_of)
-        if pairs.size > np.unique(wd[k]).size:
-            best = max(best, float(fb.max()) / wl[k])
-            break
+    inter = inter_host_rate_gbps(cluster)
+    if inter > 0:
+        best = max(best, float(fb.max()) / (inter * 1e9))
     # block graph components
     mat = coo_matrix((np.ones(src.size), (src, dst)), shape=(H, H))
     ncomp, comp = connected_components(mat, directed=False)

@@ -42,6 +42,15 @@ __all__ = ["Fabric", "LinkLoads", "fabric_from_graph"]
 ROUTE_CHUNK = 1 << 20
 
 
+def _choose(bw: np.ndarray, hops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The time model's route choice: ``(widest bandwidth (F,), chosen options (F, O))``, the widest
+    options with the fewest hops (ECMP: the flow splits evenly over them)."""
+    top = bw.max(axis=1)
+    wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
+    h = np.where(wide, hops, np.iinfo(np.int64).max)
+    return top, wide & (h == h.min(axis=1)[:, None])
+
+
 @dataclass(frozen=True)
 class LinkLoads:
     """Bytes and flow counts per directed link for one set of flows.
@@ -237,11 +246,12 @@ class Fabric:
         (e.g. a GPU with two 12.5 GB/s NICs and four routes: 25 GB/s, not 50).
         Links higher up are left out (a larger rate: still a valid bound).
         """
+        return self.route_parts_and_lone_rates(s, t)[1]
+
+    def route_parts_and_lone_rates(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ECMP parts per flow, lone rate GB/s per flow)``, shapes (F,): :meth:`lone_rates_gbps` and its ``p``."""
         bw, hops, *_ = self._options(s, t)
-        top = bw.max(axis=1)
-        wide = (bw >= top[:, None] * (1 - 1e-12)) & (top[:, None] > 0)
-        h = np.where(wide, hops, np.iinfo(np.int64).max)
-        chosen = wide & (h == h.min(axis=1)[:, None])
+        top, chosen = _choose(bw, hops)
         parts = chosen.sum(axis=1)
         rate = parts * top
         n, A = self.att_node.shape
@@ -252,7 +262,7 @@ class Fabric:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     lim = np.where(counts > 0, cap * parts[:, None] / np.maximum(counts, 1), np.inf)
                 rate = np.minimum(rate, lim.min(axis=1))
-        return np.where(parts > 0, rate, 0.0)
+        return parts, np.where(parts > 0, rate, 0.0)
 
     def route_loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> LinkLoads:
         """Route flows and add up the bytes on every directed link.
@@ -298,7 +308,7 @@ class Fabric:
         for lo in range(0, src.size, ROUTE_CHUNK):
             s, t, w = src[lo:lo + ROUTE_CHUNK], dst[lo:lo + ROUTE_CHUNK], nbytes[lo:lo + ROUTE_CHUNK]
             bw, hops, lat, a_opt, b_opt, l_opt = self._options(s, t)
-            top = bw.max(axis=1)
+            top, chosen = _choose(bw, hops)
             if np.any(top <= 0):
                 f = int(np.flatnonzero(top <= 0)[0])
                 raise InvalidArgumentError(
@@ -306,9 +316,6 @@ class Fabric:
                     f"GPU; rankmap routes between GPUs over switches, NICs or a direct link (DESIGN §2)",
                     "cluster.edges",
                 )
-            widest = bw >= top[:, None] * (1 - 1e-12)
-            h = np.where(widest, hops, np.iinfo(np.int64).max)
-            chosen = widest & (h == h.min(axis=1)[:, None])
             parts = chosen.sum(axis=1)
             share = w / parts
             per_flow = share / (top * 1e9)

@@ -80,16 +80,9 @@ def _ring_rate(cluster: Cluster, n: int) -> float | None:
     big = gph >= n
     if np.any(gph[big] > RING_MAX_HOST_GPUS) or int((gph * (gph - 1)).sum()) > RING_MAX_PAIRS:
         return None
-    from .bound import suffix_rates
+    from .bound import inter_host_rate_gbps
 
-    wl = suffix_rates(cluster)
-    wd = cluster.widest_domains
-    inter = 0.0
-    for k in range(wd.shape[0]):  # the widest level where two hosts first share a domain
-        if np.unique(wd[k] * gph.size + cluster.host_of).size > np.unique(wd[k]).size:
-            inter = float(wl[k])
-            break
-    best = inter
+    best = inter_host_rate_gbps(cluster)
     fab = cluster.fabric
     for G in np.unique(gph[big]).tolist():
         hosts = np.flatnonzero(gph == G)
