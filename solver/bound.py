@@ -31,7 +31,9 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   :func:`~rankmap.solver.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
   inter-host edge): ``T ≥ fb / ring_rate``.
 * **per GPU**: a rank's bytes per rank leave its GPU over that GPU's links:
-  ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``.
+  ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``; for an all-to-all,
+  the first-hop split term of :mod:`.splitbound` (the flows a member sends inside
+  its host, rack or leaf and those it sends out start on different links).
 * **aggregate cut** (unchanged from before): at a level, at least
   ``groups − Σ⌊|D|/k⌋`` groups are split; each sends a flow out of every
   domain it touches; the links leaving the level's domains carry those bytes,
@@ -262,6 +264,10 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
                     cut = max(cut, float((s[ok] * w * fb / cap[ok]).max()))
     out_cap = _out_cap_per_gpu(cluster)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
+    if kind == "all_to_all":
+        from .splitbound import all_to_all_split_bound
+
+        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb))
     return max(per_flow, port, cut)
 
 

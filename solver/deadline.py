@@ -27,9 +27,12 @@ TIME_LIMIT = "time_limit"
 
 
 #: The search stops at this fraction of the time limit, less a reserve for the step running
-#: then (at most one real-objective evaluation, ``refine.EVAL_SECONDS_PER_RANK`` per rank) and the
+#: then (at most one real-objective evaluation, ``LAST_STEP_SECONDS_PER_RANK``) and the
 #: result (``RESULT_SECONDS_PER_RANK``), so that a solve ends before the limit at every scale.
 SEARCH_FRACTION = 0.95
+#: The step running at the stop, seconds per rank: one real-objective evaluation on a loaded
+#: machine (twice the descent's work model ``refine.EVAL_SECONDS_PER_RANK``).
+LAST_STEP_SECONDS_PER_RANK = 3e-5
 #: Building the result after the search (groups, costs, launch data), seconds per rank (measured
 #: at 131,072 ranks on this project's 2-core machine, with margin).
 RESULT_SECONDS_PER_RANK = 1.5e-5
@@ -41,14 +44,12 @@ def search_seconds(time_limit_seconds: float, world_size: int) -> float:
     """Wall-clock seconds the search may run in a solve of ``time_limit_seconds`` on ``world_size`` ranks.
 
     ``SEARCH_FRACTION`` of the limit less the reserve for the last step and the result
-    (``(EVAL_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) · world_size``, at most
+    (``(LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) · world_size``, at most
     ``RESERVE_MAX_SHARE`` of the limit): about 5.9 s of a 30 s limit at 131,072 ranks, a few
     milliseconds at 512.
     """
-    from .refine import EVAL_SECONDS_PER_RANK
-
     T = float(time_limit_seconds)
-    reserve = min(RESERVE_MAX_SHARE * T, (EVAL_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * max(int(world_size), 1))
+    reserve = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * max(int(world_size), 1))
     return max(0.0, T * SEARCH_FRACTION - reserve)
 
 

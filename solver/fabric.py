@@ -248,6 +248,23 @@ class Fabric:
         """
         return self.route_parts_and_lone_rates(s, t)[1]
 
+    def first_hops(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sender's links the routes of flows ``s[f] -> t[f]`` start on (the time model's route choice).
+
+        Returns
+        -------
+        (att_used, direct) : numpy.ndarray of bool, shape (F, A), and of int, shape (F,)
+            ``att_used[f, i]``: some chosen route (ECMP part) leaves ``s[f]`` over its
+            attachment ``i``; ``direct[f]``: the direct edge (index into ``direct_key``)
+            the flow takes, -1 if none.  Every byte of a flow crosses one of these links.
+        """
+        bw, hops, _lat, _a, _b, l_opt = self._options(s, t)
+        _top, chosen = _choose(bw, hops)
+        n, A = self.att_node.shape
+        att_used = chosen[:, :A * A].reshape(-1, A, A).any(axis=2) if A else np.zeros((s.size, 0), dtype=bool)
+        direct = np.where(chosen[:, -1] & (l_opt[:, -1] >= 0), l_opt[:, -1], -1)
+        return att_used, direct
+
     def route_parts_and_lone_rates(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(ECMP parts per flow, lone rate GB/s per flow)``, shapes (F,): :meth:`lone_rates_gbps` and its ``p``."""
         bw, hops, *_ = self._options(s, t)

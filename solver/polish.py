@@ -43,18 +43,35 @@ POLISH_MAX_RANKS = 512
 FAQ_MAX_RANKS = 512
 #: Work model of one best-improvement swap step on n items, seconds (an idle core, with margin):
 #: the n×n×n product T·C_pᵀ plus sorting n² gains.  Sizes the deterministic move budgets.
-SWAP_FLOPS_PER_SECOND = 7e8  # measured (issue 15): polish took 2.6x its share at 2e9
+#: (Measured on this project's 2-core machine: 40 ms at n = 512, 7 ms at 256; the model: 93 / 15 ms.)
+SWAP_FLOPS_PER_SECOND = 2e9
 SWAP_SECONDS_PER_GAIN = 1e-7
+#: Work model of one candidate exchange of two hosts' rank blocks in the launcher block scan
+#: (:func:`_best_block_swap`), seconds: fixed + per element of the two blocks' rows (2·G·W).
+#: (Measured: 45 µs per pair at W = 64–288, 91 µs at W = 512 with 8-GPU hosts.)
+BLOCK_PAIR_SECONDS_FIXED = 4e-5
+BLOCK_PAIR_SECONDS_PER_ELEMENT = 6e-9
+
+
+def swap_step_seconds(n: int) -> float:
+    """Nominal seconds of one swap step on ``n`` items: ``n³ / SWAP_FLOPS_PER_SECOND + n² · SWAP_SECONDS_PER_GAIN``."""
+    return n**3 / SWAP_FLOPS_PER_SECOND + n * n * SWAP_SECONDS_PER_GAIN
+
+
+def block_scan_seconds(world_size: int, gpus_per_host: int) -> float:
+    """Nominal seconds of one launcher block scan: ``B(B−1)/2`` exchanges of ``B = W / G`` host blocks."""
+    B = world_size // max(gpus_per_host, 1)
+    per_pair = BLOCK_PAIR_SECONDS_FIXED + BLOCK_PAIR_SECONDS_PER_ELEMENT * 2 * gpus_per_host * world_size
+    return B * (B - 1) / 2 * per_pair
 
 
 def swap_budget(n: int, seconds: float, cap: int) -> int:
     """Swap steps on ``n`` items that fit ``seconds`` of nominal work (at least 4, at most ``cap``).
 
     A deterministic count (same input, same budget, whatever the machine's
-    load), from the work model ``n³ / SWAP_FLOPS_PER_SECOND + n² · SWAP_SECONDS_PER_GAIN``.
+    load), from the work model :func:`swap_step_seconds`.
     """
-    step = n**3 / SWAP_FLOPS_PER_SECOND + n * n * SWAP_SECONDS_PER_GAIN
-    return int(min(cap, max(4, seconds / max(step, 1e-12))))
+    return int(min(cap, max(4, seconds / max(swap_step_seconds(n), 1e-12))))
 
 
 def faq_layout(
@@ -167,8 +184,11 @@ def polish(
     mode : ``"free"`` or ``"launcher"`` (``"fixed"`` returns the input).
     time_limit_seconds : float
         Nominal budget, seconds.  The search is deterministic: best improving
-        swap, ties to the lowest index pair, at most 8 rounds and
-        :func:`swap_budget` swap steps in all (at most 4·W per round).
+        swap, ties to the lowest index pair, at most 8 rounds of at most 4·W
+        swap steps (32·W in all) and, in launcher mode, a block scan after each
+        round, as many as fit the budget by the work models
+        :func:`swap_step_seconds` and :func:`block_scan_seconds` (none when not
+        even one swap step fits: the input is returned).
     check : callable(dev_of_rank) -> bool, optional
         Extra feasibility test (declarative constraints); a swap is applied
         only if the result passes it.
@@ -192,17 +212,22 @@ def polish(
     # The move budget is deterministic (swap count); the wall clock is only a safety stop.
     if deadline is None:
         deadline = Deadline(3.0 * max(0.0, time_limit_seconds), cancel)
-    left = swap_budget(W, time_limit_seconds, 32 * W)
+    step_s = swap_step_seconds(W)
+    left = int(min(32 * W, max(0.0, time_limit_seconds) / max(step_s, 1e-12)))  # swap steps
     G = int(cluster.gpus_per_host[0])
+    scan_steps = block_scan_seconds(W, G) / max(step_s, 1e-12)  # one block scan, in swap steps
     host_of_rank_block = None
     if mode == "launcher":
         host_of_rank_block = np.arange(W) // G  # rank block = node rank
     for _round in range(8):
+        if left < 1:
+            break
         before = p
         p, used = _swap_descent(T, C, p, host_of_rank_block, deadline, cancel, check, max_iter=min(4 * W, left))
         left -= used
-        if mode != "launcher" or left <= 0 or deadline.check():
+        if mode != "launcher" or left < scan_steps or deadline.check():
             break
+        left -= int(np.ceil(scan_steps))
         q = _best_block_swap(T, C, p, W, G, 1e-12 * (float(np.abs(T * C[p][:, p]).sum()) or 1.0), check,
                              deadline)
         if q is None:

@@ -43,9 +43,10 @@ DESCENT_SHARE = 1 / 5
 #: The descent starts from the best layout of this many group structures (:func:`top_by_order`).
 REFINE_STARTS = 3
 #: Work model of one evaluation of the real objective, seconds: fixed part + per rank.
-#: (Measured, issue 15: 5 ms per evaluation at 128 ranks on this project's 2-core machine.)
+#: (Measured on this project's 2-core machine, idle: 2.0-2.3 ms at 32 ranks, 1.9 at 64, 2.7 at 128,
+#: 3.0 at 288, 4.7-7.1 ms at 512 depending on the traffic classes; the model is 1.3-2x that.)
 EVAL_SECONDS_FIXED = 1.5e-3
-EVAL_SECONDS_PER_RANK = 3e-5
+EVAL_SECONDS_PER_RANK = 1.5e-5
 #: The descent on the real objective runs up to this many ranks (beyond this the budget buys
 #: too few moves to matter and the decomposition's proposals stand).
 LOCAL_SEARCH_MAX_RANKS = 4096

@@ -1,0 +1,91 @@
+"""The first-hop bound of split all-to-all groups (solver/splitbound.py), hand-derived and exhaustive.
+
+Cluster of the hand-derived cases: 2 hosts x 3 GPUs, every GPU on its host's
+PCIe switch by 32 GB/s and on its own NIC by 25 GB/s (fat_tree_cluster, intra
+"pcie").  A GPU reaches a GPU of its host over PCIe only and the other host
+over its NIC only, so C_in = 32 GB/s and C_out = 25 GB/s per GPU; the per-GPU
+term divides by both together (57 GB/s).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
+from rankmap.solver.bound import search_lower_bound
+from rankmap.solver.orders import candidate_orders
+from rankmap.solver.splitbound import all_to_all_split_bound, first_hop_capacities
+from rankmap.solver.timemodel import flow_bytes, lower_bound
+
+from test_bound import optimum, tree_cluster  # noqa: E402  (tests/ is on sys.path)
+from test_solve import random_cluster  # noqa: E402
+
+S = 3e9  # bytes per rank of the ep class
+
+
+def pcie_pair():
+    return cluster_from_graph(fat_tree_cluster(2, 3, intra="pcie", intra_bandwidth_gbps=32.0,
+                                               nic_bandwidth_gbps=25.0))
+
+
+def test_first_hop_capacities_of_pcie_hosts():
+    cl = pcie_pair()
+    caps = {tuple(lab.tolist()): (ci, co) for lab, ci, co in first_hop_capacities(cl)}
+    assert caps[(0, 0, 0, 1, 1, 1)] == (32.0, 25.0)  # hosts: PCIe inside, the NIC out
+    assert caps[(0, 0, 0, 0, 0, 0)] == (57.0, 0.0)  # the whole cluster: every link, nothing out
+
+
+def test_whole_groups_fit_the_hosts():
+    """ep3, 2 groups: each group whole in a host sends 2 flows over PCIe, 2·fb/32; split 2+1, the lone
+    member sends 2 flows over its NIC, 2·fb/25.  Bound 2·fb/32 (the per-GPU term: 2·fb/57), and it is
+    the exhaustive optimum."""
+    cl = pcie_pair()
+    cfg = parallel_config(6, ep=3)
+    fb = flow_bytes("all_to_all", S, 3)
+    assert all_to_all_split_bound(cl, 2, 3, fb) == pytest.approx(2 * fb / 32e9, rel=1e-12)
+    lb = lower_bound(cl, cfg, {"ep": S})
+    assert lb == pytest.approx(2 * fb / 32e9, rel=1e-12)
+    opt = optimum(cl, candidate_orders(cfg, "all"), {"ep": S}, {}, "free")
+    assert opt == pytest.approx(lb, rel=1e-9)
+
+
+def test_a_forced_split_sends_over_the_nic():
+    """ep2, 3 groups on hosts of 3 GPUs: a host holds one whole group, so one group is split 1+1 and its
+    flow crosses a 25 GB/s NIC: fb/25 (the per-GPU term: fb/57), the exhaustive optimum."""
+    cl = pcie_pair()
+    cfg = parallel_config(6, ep=2)
+    fb = flow_bytes("all_to_all", S, 2)
+    assert all_to_all_split_bound(cl, 3, 2, fb) == pytest.approx(fb / 25e9, rel=1e-12)
+    lb = search_lower_bound(cl, candidate_orders(cfg, "all"), {"ep": S}, {}, "free")
+    assert lb == pytest.approx(fb / 25e9, rel=1e-12)
+    assert optimum(cl, candidate_orders(cfg, "all"), {"ep": S}, {}, "free") == pytest.approx(lb, rel=1e-9)
+
+
+def test_large_clusters_skip_the_term():
+    cl = cluster_from_graph(fat_tree_cluster(65, 8, intra="pcie", intra_bandwidth_gbps=32.0))
+    assert first_hop_capacities(cl) == []
+    assert all_to_all_split_bound(cl, 65, 8, 1e9) == 0.0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10**6), kind=st.sampled_from(["random", "tree"]),
+       payload=st.sampled_from([1e7, 1e9, 4e9]), tp_payload=st.sampled_from([0.0, 1e9]))
+def test_never_above_the_optimum(seed, kind, payload, tp_payload):
+    """ep (and tp) traffic on small random clusters: the bound with this term <= the exhaustive free optimum."""
+    rng = random.Random(seed)
+    g = random_cluster(rng, max_gpus=6) if kind == "random" else tree_cluster(rng)
+    cl = cluster_from_graph(g)
+    W = cl.num_devices
+    if W > 6 or W < 2:
+        return
+    eps = [e for e in range(2, W + 1) if W % e == 0]
+    ep = rng.choice(eps)
+    cfg = parallel_config(W, ep=ep)
+    traffic = {"ep": payload, "tp": tp_payload}
+    orders = candidate_orders(cfg, "all")
+    lb = search_lower_bound(cl, orders, traffic, {}, "free")
+    assert lb <= optimum(cl, orders, traffic, {}, "free") * (1 + 1e-9) + 1e-15
