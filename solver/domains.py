@@ -96,7 +96,7 @@ def _domain_out_capacity(comp, lab, gpu_idx, src, dst, capacity) -> np.ndarray:
         np.maximum.at(hi, y[ob >= 0], ob[ob >= 0])
         to_dom = np.bincount(y[ob >= 0], weights=c[ob >= 0], minlength=owner.size)
         to_rest = np.bincount(y[ob < 0], weights=c[ob < 0], minlength=owner.size)
-        take = (owner < 0) & (lo == hi) & (to_dom > to_rest)
+        take = (owner < 0) & (lo == hi) & (to_dom >= to_rest) & (to_dom > 0)
         if not take.any():
             break
         owner[take] = lo[take]
