@@ -60,7 +60,7 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
     if best.cost.total_seconds <= bound * (1 + _REL):
         return []
     W = best.cfg.world_size
-    left = eval_budget(W, options.time_limit_seconds * ANYTIME_SHARE)
+    left = eval_budget(cluster, best.cfg, traffic, options.time_limit_seconds * ANYTIME_SHARE)
     cfg = best.cfg
     grp = megatron_groups(cfg)
     equal_hosts = np.unique(cluster.gpus_per_host).size == 1

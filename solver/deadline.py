@@ -31,7 +31,7 @@ TIME_LIMIT = "time_limit"
 #: result (``RESULT_SECONDS_PER_RANK``), so that a solve ends before the limit at every scale.
 SEARCH_FRACTION = 0.95
 #: The step running at the stop, seconds per rank: one real-objective evaluation on a loaded
-#: machine (twice the descent's work model ``refine.EVAL_SECONDS_PER_RANK``).
+#: machine at 131,072 ranks (measured about 15 µs per rank; twice that).
 LAST_STEP_SECONDS_PER_RANK = 3e-5
 #: Building the result after the search (groups, costs, launch data), seconds per rank (measured
 #: at 131,072 ranks on this project's 2-core machine, with margin).

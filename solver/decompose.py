@@ -19,6 +19,7 @@ objective (:mod:`.localsearch`) handles that.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Mapping
 
 import numpy as np
@@ -129,6 +130,12 @@ def surrogate_exact(cluster, cfg, groups, traffic, options, launcher, constraint
     return res
 
 
+#: Local orders found per cluster: (host type, block pattern, CP-SAT budget, seed) -> local order.
+#: CP-SAT runs with one worker and a deterministic-time budget, so an answer is the same
+#: whenever it is asked for again (answers cut short by the wall clock are not kept).
+_LOCAL_MEMO: "weakref.WeakKeyDictionary[Cluster, dict]" = weakref.WeakKeyDictionary()
+
+
 def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit, cancel, constraints,
                  deadline=None):
     """Best local GPU order for each host given which block it runs; returns dev_of_rank.
@@ -179,12 +186,24 @@ def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit,
         extra = tuple(tuple(_canon(cluster.level_labels(c.level)[d])) for c in constraints) if constraints else ()
         irregular = cluster.host_extra[h].tobytes() if h in cluster.host_extra else b""
         host_key.append((int(host_type[h]), extra, irregular))
+    # one CP-SAT model per (host type, block pattern); the answers are kept with the cluster
+    # (:data:`_LOCAL_MEMO`): every host order of a solve, and the anytime phase's seeds, reuse them
+    memo = _LOCAL_MEMO.setdefault(cluster, {})
     cache: dict = {}
+    pat_key = {}
     dev_of_rank = np.empty(W, dtype=np.int64)
     for node_rank, h in enumerate(host_order.tolist()):
         d = hdev[h]
         key = (host_key[h], int(pat_id[node_rank]))
         if key not in cache:
+            pk = pat_key.get(int(pat_id[node_rank]))
+            if pk is None:
+                pk = pat_key[int(pat_id[node_rank])] = pat_bytes[node_rank].tobytes()
+            mkey = (host_key[h], pk, float(time_limit), int(options.seed))
+            if mkey in memo:
+                cache[key] = memo[mkey]
+                dev_of_rank[node_rank * G : (node_rank + 1) * G] = d[cache[key]]
+                continue
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
             if deadline is not None and deadline.check():
@@ -218,6 +237,8 @@ def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit,
                 res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
                                        deadline=deadline)
                 cache[key] = res.slot_of_item if res.slot_of_item is not None else np.arange(G)
+                if deadline is None or not deadline.stopped_by:  # its deterministic budget ran out, not the clock
+                    memo[mkey] = cache[key]
         dev_of_rank[node_rank * G : (node_rank + 1) * G] = d[cache[key]]
     return dev_of_rank
 

@@ -181,6 +181,32 @@ class Fabric:
         a, b = str(self.gpu_names[lo]), str(self.gpu_names[hi])
         return (a, b) if link < E else (b, a)
 
+    def devices_behind(self, link: tuple[str, str]) -> np.ndarray:
+        """Devices on the far side of a directed link from the rest of the forest, shape (k,), sorted.
+
+        For a tree link, the devices attached below its lower node (an uplink
+        carries what they send, a downlink what they receive); for a GPU's
+        attachment or direct link, that GPU (the sender's for an outgoing one).
+        Empty for a name this fabric does not know.
+        """
+        gpu = self.__dict__.get("_gpu_pos")
+        if gpu is None:
+            gpu = {str(g): i for i, g in enumerate(self.gpu_names)}
+            self.__dict__["_gpu_pos"] = gpu
+            self.__dict__["_node_pos"] = {str(x): i for i, x in enumerate(self.node_names)}
+        node = self.__dict__["_node_pos"]
+        a, b = (str(x) for x in link)
+        if a in gpu:
+            return np.array([gpu[a]], dtype=np.int64)
+        if b in gpu:
+            return np.array([gpu[b]], dtype=np.int64)
+        if a not in node or b not in node:
+            return np.zeros(0, dtype=np.int64)
+        x = max(node[a], node[b], key=lambda i: int(self.depth[i]))
+        att = np.maximum(self.att_node, 0)
+        below = (self.anc[att, int(self.depth[x])] == x) & (self.att_node >= 0)
+        return np.flatnonzero(below.any(axis=1))
+
     # ----------------------------------------------------------------- routing
 
     def _options(self, s: np.ndarray, t: np.ndarray):

@@ -9,16 +9,20 @@ under most single moves, so a move that keeps the time and lowers the sum of
 squared link times (``pressure``) also counts: the order (time, pressure)
 strictly decreases, so the descent never cycles.  Moves keep the mode's structure:
 
-* host swaps: exchange the rank blocks of two hosts (launcher and free mode);
+* host swaps: exchange the rank blocks of two hosts (launcher and free mode); the
+  hosts behind the link that sets the costliest class's time (:func:`hot_hosts`)
+  are tried first, each with the nearest hosts first (a rack whose pipeline
+  stage boundary leaves over one leaf's uplink moves half of it to the other
+  leaf), then every other pair;
 * uniform local swaps: exchange two local GPU positions on every host at once
   (launcher mode; keeps identical hosts identical);
-* single-host local swaps (launcher mode, up to ``SINGLE_HOST_SWAP_MAX_HOSTS`` hosts);
 * uniform 3-cycles and uniform double swaps of local GPU positions (hosts of up to
-  ``COMPOUND_MOVE_MAX_GPUS`` GPUs), tried only when no swap improves.  A host's
+  ``COMPOUND_MOVE_MAX_GPUS`` GPUs), tried when no uniform swap improves.  A host's
   time is often set by two constraints at once (a tp ring that must stay on NVLink
   and the inter-host senders that must use different NICs): no single swap keeps
   the first while easing the second, a 3-cycle or two swaps together do (DGX-1,
   tp4 pp2: 999 ms → 798 ms);
+* single-host local swaps (launcher mode, up to ``SINGLE_HOST_SWAP_MAX_HOSTS`` hosts);
 * rank swaps between any two devices (free mode, up to ``RANK_SWAP_MAX_RANKS`` ranks).
 
 The budget is a number of evaluations (deterministic: same input, same
@@ -38,7 +42,7 @@ from .catalogue import ParallelConfig
 from .cluster import Cluster
 from .deadline import Deadline
 from .timemodel import layout_cost
-from .types import SolveCancelled
+from .types import CostBreakdown, SolveCancelled
 
 __all__ = ["descend", "SINGLE_HOST_SWAP_MAX_HOSTS", "RANK_SWAP_MAX_RANKS", "COMPOUND_MOVE_MAX_GPUS"]
 
@@ -71,16 +75,55 @@ def _compound_moves(G: int) -> list[tuple[tuple[int, ...], ...]]:
     return out
 
 
-def _moves(cluster: Cluster, dev: np.ndarray, mode: str) -> Iterator[np.ndarray]:
+def hot_hosts(cluster: Cluster, cost: CostBreakdown) -> np.ndarray | None:
+    """Hosts behind the shared link that sets the time of the costliest link-bound class, or None.
+
+    The class with the largest ``x_c·T_c`` whose bottleneck is a link (not a
+    lone flow); its link's far side (:meth:`~rankmap.solver.fabric.Fabric.devices_behind`):
+    the hosts whose GPUs send (uplink) or receive (downlink) over it.
+    """
+    best = None
+    for cc in cost.classes.values():
+        b = cc.bottleneck
+        if b is None or b.kind != "link" or b.link is None:
+            continue
+        v = cc.seconds * cc.exposure
+        if v > 0 and (best is None or v > best[0]):
+            best = (v, b.link)
+    if best is None:
+        return None
+    devs = cluster.fabric.devices_behind(best[1])
+    return np.unique(cluster.host_of[devs]) if devs.size else None
+
+
+def _host_pairs(cluster: Cluster, dev: np.ndarray, blocks: list, hot: np.ndarray | None) -> Iterator[tuple[int, int]]:
+    """Block pairs to exchange: each hot host's block with the others, nearest first, then every other pair."""
+    H = len(blocks)
+    first = dev[np.array([b[0] for b in blocks], dtype=np.int64)] if H else np.zeros(0, dtype=np.int64)
+    is_hot = np.isin(cluster.host_of[first], hot) if hot is not None and H > 2 else np.zeros(H, dtype=bool)
+    done: set = set()
+    if is_hot.any() and not is_hot.all():
+        others = np.flatnonzero(~is_hot)
+        for i in np.flatnonzero(is_hot).tolist():
+            lv = cluster.pair_level(np.full(others.size, first[i]), first[others])
+            for j in others[np.argsort(lv, kind="stable")].tolist():
+                key = (min(i, j), max(i, j))
+                done.add(key)
+                yield key
+    for key in itertools.combinations(range(H), 2):
+        if key not in done:
+            yield key
+
+
+def _moves(cluster: Cluster, dev: np.ndarray, mode: str, hot: np.ndarray | None = None) -> Iterator[np.ndarray]:
     blocks = _host_blocks(cluster, dev)
     H = len(blocks)
     sizes = {b.size for b in blocks}
     if len(sizes) == 1:
-        for i in range(H):
-            for j in range(i + 1, H):
-                new = dev.copy()
-                new[blocks[i]], new[blocks[j]] = dev[blocks[j]], dev[blocks[i]]
-                yield new
+        for i, j in _host_pairs(cluster, dev, blocks, hot):
+            new = dev.copy()
+            new[blocks[i]], new[blocks[j]] = dev[blocks[j]], dev[blocks[i]]
+            yield new
     G = blocks[0].size if blocks else 0
     if len(sizes) == 1 and G > 1:
         B = np.stack(blocks)  # (H, G) ranks
@@ -88,6 +131,13 @@ def _moves(cluster: Cluster, dev: np.ndarray, mode: str) -> Iterator[np.ndarray]
             for q in range(p + 1, G):
                 new = dev.copy()
                 new[B[:, p]], new[B[:, q]] = dev[B[:, q]], dev[B[:, p]]
+                yield new
+        if G <= COMPOUND_MOVE_MAX_GPUS:
+            for cycles in _compound_moves(G):
+                new = dev.copy()
+                for cyc in cycles:  # position cyc[i] takes the ranks' GPUs of position cyc[i - 1]
+                    for src, dst in zip(cyc, cyc[1:] + cyc[:1]):
+                        new[B[:, dst]] = dev[B[:, src]]
                 yield new
         if H <= SINGLE_HOST_SWAP_MAX_HOSTS and H > 1:
             for h in range(H):
@@ -97,13 +147,6 @@ def _moves(cluster: Cluster, dev: np.ndarray, mode: str) -> Iterator[np.ndarray]
                         a, b = blocks[h][p], blocks[h][q]
                         new[a], new[b] = dev[b], dev[a]
                         yield new
-        if G <= COMPOUND_MOVE_MAX_GPUS:
-            for cycles in _compound_moves(G):
-                new = dev.copy()
-                for cyc in cycles:  # position cyc[i] takes the ranks' GPUs of position cyc[i - 1]
-                    for src, dst in zip(cyc, cyc[1:] + cyc[:1]):
-                        new[B[:, dst]] = dev[B[:, src]]
-                yield new
     if mode == "free" and dev.size <= RANK_SWAP_MAX_RANKS:
         W = dev.size
         host = cluster.host_of[dev]
@@ -157,28 +200,29 @@ def descend(
     """
     def score(dev):
         st: dict = {}
-        return layout_cost(cluster, cfg, dev, traffic, groups, exposure, st).total_seconds, st.get("pressure", 0.0)
+        bd = layout_cost(cluster, cfg, dev, traffic, groups, exposure, st)
+        return bd.total_seconds, st.get("pressure", 0.0), bd
 
     cur = np.asarray(start, dtype=np.int64).copy()
-    cur_cost, cur_p = score(cur)
+    cur_cost, cur_p, cur_bd = score(cur)
     evals = 1
     if mode == "fixed":
         return cur, cur_cost, evals
     improved = True
     while improved and evals < max_evals and cur_cost > stop_at:
         improved = False
-        for new in _moves(cluster, cur, mode):
+        for new in _moves(cluster, cur, mode, hot_hosts(cluster, cur_bd)):
             if cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
             if evals >= max_evals or (deadline is not None and deadline.check()):
                 return cur, cur_cost, evals
             if check is not None and not check(new):
                 continue
-            c, pr = score(new)
+            c, pr, bd = score(new)
             evals += 1
             # strictly better time, or the same time with less squared link load (plateau move)
             if c < cur_cost * (1 - _REL) or (c <= cur_cost * (1 + 1e-12) and pr < cur_p * (1 - _REL)):
-                cur, cur_cost, cur_p = new, c, pr
+                cur, cur_cost, cur_p, cur_bd = new, c, pr, bd
                 improved = True
                 break
     return cur, cur_cost, evals

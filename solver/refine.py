@@ -16,10 +16,12 @@ is only a safety stop (a solve it stops says ``stopped_by = "time_limit"``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
 from .catalogue import ParallelConfig, megatron_groups
+from .cluster import Cluster
 from .constraints import constraint_check, satisfies
 from .decompose import VIRTUAL_ORDER_MAX_RANKS, virtual_layouts
 from .localsearch import descend
@@ -28,7 +30,7 @@ from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, launcher_projec
 from .types import CostBreakdown
 
 __all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT_SHARE", "LOCAL_SEARCH_MAX_RANKS",
-           "eval_budget", "phase_idle", "refine"]
+           "eval_budget", "eval_seconds", "phase_idle", "refine"]
 
 #: Share of the time limit for the CP-SAT proposals of all orders (CP-SAT deterministic seconds).
 CPSAT_SHARE = 0.2
@@ -39,25 +41,50 @@ POLISH_SHARE = 1 / 8
 #: Share of the time limit for the free-mode digit-order layouts (real-objective evaluations).
 VIRTUAL_SHARE = 1 / 8
 #: Share of the time limit for the descent on the real objective (real-objective evaluations).
-DESCENT_SHARE = 1 / 5
+DESCENT_SHARE = 0.4
 #: The descent starts from the best layout of this many group structures (:func:`top_by_order`).
 REFINE_STARTS = 3
-#: Work model of one evaluation of the real objective, seconds: fixed part + per rank.
-#: (Measured on this project's 2-core machine, idle: 2.0-2.3 ms at 32 ranks, 1.9 at 64, 2.7 at 128,
-#: 3.0 at 288, 4.7-7.1 ms at 512 depending on the traffic classes; the model is 1.3-2x that.)
-EVAL_SECONDS_FIXED = 1.5e-3
-EVAL_SECONDS_PER_RANK = 1.5e-5
+#: Work model of one evaluation of the real objective (:func:`eval_seconds`), seconds: per
+#: routed part (a class, or one part of it, with bytes), per route option of that part
+#: (``A² + 1`` options for GPUs of ``A`` attachments, looped over in Python), and per flow
+#: and route option (vectorised).  Measured on this project's 2-core machine, idle, over the
+#: benchmark's clusters (16–512 GPUs, A = 1–4): 1.6–8.2 ms per evaluation, the model 0.8–1.5×.
+EVAL_SECONDS_PER_PART = 4.5e-4
+EVAL_SECONDS_PER_PART_OPTION = 4e-5
+EVAL_SECONDS_PER_FLOW_OPTION = 2e-7
 #: The descent on the real objective runs up to this many ranks (beyond this the budget buys
 #: too few moves to matter and the decomposition's proposals stand).
 LOCAL_SEARCH_MAX_RANKS = 4096
 
 
-def eval_budget(world_size: int, seconds: float) -> int:
-    """Real-objective evaluations that fit ``seconds`` of nominal work on ``world_size`` ranks (at least 1).
+def eval_seconds(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]) -> float:
+    """Nominal seconds of one real-objective evaluation of a layout of ``cfg`` (the work model above).
 
-    A deterministic count from the work model ``EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK · W``.
+    Parts with bytes and groups of more than one rank; a part of ``g`` groups of ``k``
+    ranks routes ``g·k·(k − 1)`` flows if it is an all-to-all, else ``g·k``.
     """
-    return max(1, int(seconds / (EVAL_SECONDS_FIXED + EVAL_SECONDS_PER_RANK * max(world_size, 1))))
+    from .bound import _part_sizes
+    from .traffic import TRAFFIC_CLASSES
+
+    A = int(cluster.fabric.att_node.shape[1])
+    options = A * A + 1
+    parts = flows = 0
+    for c in TRAFFIC_CLASSES:
+        if float(traffic.get(c, 0.0)) <= 0:
+            continue
+        for p, g, k in _part_sizes(cfg, traffic, c):
+            parts += 1
+            flows += g * k * ((k - 1) if p.kind == "all_to_all" else 1)
+    return (parts * (EVAL_SECONDS_PER_PART + EVAL_SECONDS_PER_PART_OPTION * options)
+            + flows * options * EVAL_SECONDS_PER_FLOW_OPTION) or EVAL_SECONDS_PER_PART
+
+
+def eval_budget(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seconds: float) -> int:
+    """Real-objective evaluations that fit ``seconds`` of nominal work (at least 1).
+
+    A deterministic count from the work model :func:`eval_seconds`.
+    """
+    return max(1, int(seconds / eval_seconds(cluster, cfg, traffic)))
 
 
 def phase_idle(candidates, options, deadline) -> bool:
@@ -114,7 +141,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
         keys = [np.arange(W)] + [cluster.domains[k] for k in range(cluster.domains.shape[0])]
         dev_seq = np.lexsort(keys)
         grp = megatron_groups(best_now.cfg)
-        left = eval_budget(W, T * VIRTUAL_SHARE)
+        left = eval_budget(cluster, best_now.cfg, traffic, T * VIRTUAL_SHARE)
         for vdev in virtual_layouts(best_now.cfg, dev_seq):
             if left <= 0 or deadline.check():
                 break
@@ -156,7 +183,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     if W > LOCAL_SEARCH_MAX_RANKS:
         return out
     tops = top_by_order(pool, baseline_dev, REFINE_STARTS, active)
-    evals = max(1, eval_budget(W, T * DESCENT_SHARE) // len(tops))
+    evals = max(1, eval_budget(cluster, tops[0].cfg, traffic, T * DESCENT_SHARE) // len(tops))
     for cand in tops:
         if deadline.check():
             break
