@@ -1,0 +1,114 @@
+"""The descent on the real objective (solver/localsearch.py): its moves, and layouts only they reach.
+
+Hand-derived cases:
+
+* DGX-1 hosts (examples/clusters/dgx1-v100-hybridcube.json: hybrid cube mesh of
+  25/50 GB/s NVLinks, four 12.5 GB/s NICs each shared by two GPUs on a PCIe
+  switch), 4 hosts, two per leaf, leaves at 2:1 on a spine, tp4 pp2 in order tp-dp-pp: every host holds
+  two tp groups and two members of each of four dp rings (ranks t, t+4 | t+8,
+  t+12), so each host sends 4 dp flows out.  The tp ring has a 25 GB/s edge
+  whatever the 4 GPUs (:func:`ring_rate_gbps`): ``T_tp = fb_tp / 25 GB/s``.
+  With the 4 senders on 4 different NICs ``T_dp = fb_dp / 12.5 GB/s``; in the
+  launcher's device order they are GPUs 4-7, two per NIC: twice that.  Getting
+  there moves three GPUs of both tp groups at once while both stay NVLink rings:
+  no single swap does (each breaks a ring or keeps two senders on a NIC).
+* NVL72-style racks (:func:`nvl72_cluster`: 18 trays x 4 GPUs per rack, a rack's
+  two leaves of 9 trays each with a 900 GB/s uplink), 2 racks, tp4 pp4 in order
+  tp-dp-pp: a stage is 36 GPUs = 9 trays = one leaf, so the boundary between the
+  racks (stage 1 -> 2 and back) sends all 36 flows of each direction over one leaf's
+  uplink.  Trays of stages 0 and 1 exchanged between the two leaves of rack 0 (and
+  of stages 2 and 3 in rack 1) split them 5 + 4 trays: 20 flows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from rankmap.solver import cluster_from_graph, layout_cost, parallel_config
+from rankmap.solver.builders import nvl72_cluster
+from rankmap.solver import localsearch
+from rankmap.solver.catalogue import megatron_groups
+from rankmap.solver.localsearch import _compound_moves, descend, hot_hosts
+from rankmap.solver.timemodel import flow_bytes
+from rankmap.solver.traffic import Collective, Traffic
+
+DGX1 = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "dgx1-v100-hybridcube.json"
+
+
+def dgx1_hosts(num_hosts: int) -> nx.Graph:
+    """``num_hosts`` copies of the DGX-1 example host, two per leaf switch (every fabric NIC on it at its
+    port rate), leaves on one spine at half their NICs' capacity."""
+    template = nx.node_link_graph(json.loads(DGX1.read_text()), edges="edges")
+    g = nx.Graph()
+    for h in range(num_hosts):
+        ren = {n: f"n{h:02d}/{str(n).split('/', 1)[-1]}" for n in template.nodes}
+        for n, d in template.nodes(data=True):
+            g.add_node(ren[n], **{**d, "host": f"n{h:02d}"})
+        for u, v, d in template.edges(data=True):
+            g.add_edge(ren[u], ren[v], **d)
+        for n, d in template.nodes(data=True):
+            if d.get("kind") == "nic" and d.get("fabric_port", True):
+                g.add_edge(ren[n], f"switch:leaf{h // 2}", bandwidth=float(d.get("port_bandwidth", 12.5)))
+    for leaf in range((num_hosts + 1) // 2):
+        name = f"switch:leaf{leaf}"
+        g.nodes[name]["kind"] = "switch"
+        g.add_edge(name, "switch:spine", bandwidth=sum(d["bandwidth"] for _, d in g[name].items()) / 2)
+    g.nodes["switch:spine"]["kind"] = "switch"
+    return g
+
+
+def test_compound_moves_are_the_3_cycles_and_double_swaps():
+    assert len(_compound_moves(4)) == 2 * 4 + 3
+    moves = _compound_moves(8)
+    assert len(moves) == 2 * 56 + 210
+    for cycles in moves:
+        touched = [i for cyc in cycles for i in cyc]
+        assert len(touched) == len(set(touched)) and len(touched) in (3, 4)
+
+
+def test_devices_behind_a_leaf_uplink_and_a_gpu_link():
+    cl = cluster_from_graph(nvl72_cluster(2))
+    fab = cl.fabric
+    behind = fab.devices_behind(("switch:leaf1", "switch:spine"))
+    assert sorted(cl.devices[d] for d in behind) == sorted(f"r0t{t:02d}/gpu{i}" for t in range(9, 18) for i in range(4))
+    assert [cl.devices[d] for d in fab.devices_behind(("r1t03/gpu2", "nvlink:rack1"))] == ["r1t03/gpu2"]
+    assert fab.devices_behind(("no-such-node", "switch:spine")).size == 0
+
+
+def test_descent_balances_dgx1_senders_over_the_nics(monkeypatch):
+    cl = cluster_from_graph(dgx1_hosts(4))
+    cfg = parallel_config(32, tp=4, pp=2).with_order("tp-dp-pp")
+    # dp as the gradient all-reduce of a model's traffic (traffic_from_model); tp an all-reduce by default
+    traffic = Traffic({"tp": 4e9, "dp": 2e9}, collectives={"dp": (Collective("all_reduce", 2e9),)})
+    t_tp = flow_bytes("all_reduce", 4e9, 4) / 25e9
+    t_dp = flow_bytes("all_reduce", 2e9, 4) / 12.5e9
+    start = np.arange(32)  # the launcher's device order
+    assert layout_cost(cl, cfg, start, traffic).total_seconds == pytest.approx(t_tp + 2 * t_dp, rel=1e-9)
+    dev, cost, _used = descend(cl, cfg, traffic, start, "launcher", 2000, megatron_groups(cfg))
+    assert cost == pytest.approx(t_tp + t_dp, rel=1e-9)
+    assert layout_cost(cl, cfg, dev, traffic).total_seconds == pytest.approx(cost, rel=1e-12)
+    # swaps alone stop above it
+    monkeypatch.setattr(localsearch, "COMPOUND_MOVE_MAX_GPUS", 0)
+    _dev, swaps_only, _used = descend(cl, cfg, traffic, start, "launcher", 2000, megatron_groups(cfg))
+    assert swaps_only > (t_tp + t_dp) * 1.01
+
+
+def test_hot_hosts_and_the_descent_split_a_stage_boundary_over_two_leaves():
+    cl = cluster_from_graph(nvl72_cluster(2))
+    cfg = parallel_config(144, tp=4, pp=4).with_order("tp-dp-pp")
+    traffic = {"pp": 1e9}
+    start = np.arange(144)
+    before = layout_cost(cl, cfg, start, traffic)
+    # the busiest link is the uplink of the leaf holding stage 1 (or the downlink of stage 2's): 36 flows
+    fb = flow_bytes("p2p_chain", 1e9, 4)
+    assert before.by_class["pp"] == pytest.approx(36 * fb / 900e9, rel=1e-9)
+    hot = hot_hosts(cl, before)
+    assert hot is not None and hot.size == 9
+    dev, cost, _used = descend(cl, cfg, traffic, start, "launcher", 400, megatron_groups(cfg))
+    # 9 trays per stage over two leaves: at best 5 on one, 20 flows on its uplink
+    assert cost == pytest.approx(20 * fb / 900e9, rel=1e-9)
