@@ -33,7 +33,15 @@ Each split group sends at least one flow out of ``D`` (a ring or chain with
 members inside and outside crosses the boundary both ways; an all-to-all with
 ``a`` of ``k`` members inside sends ``a(k − a) ≥ k − 1``), all of it over the
 links leaving ``D``, so a part with flows of ``fb`` bytes takes at least
-``s·w·fb / C_D`` (``w`` = 1 or ``k − 1``); and when ``s ≥ 1`` one of its flows
+``s·w·fb / C_D`` (``w`` = 1 or ``k − 1``).  A pipeline chain sends both ways
+on every edge, so a split chain sends one flow out of ``D`` per edge crossing
+its boundary, and at least two unless its members in ``D`` are a prefix or a
+suffix of it, which holds a chain end (a first- or last-stage rank).  With
+``e_D`` the chain ends in ``D``, ``out ≥ 2s − e_D``; the ends number two per
+chain, so some domain of a level of ``n_D`` domains has ``e_D ≤ ē = 2G/n_D``
+(``G`` chains): the least over the level's domain shapes of the bound with
+``max(s, 2s − ē)`` in place of ``s`` holds too (NVL72 racks holding two middle
+stages of 36 chains send 72 flows out, not 36); and when ``s ≥ 1`` one of its flows
 joins GPUs first joined above ``D``'s widest level: at least ``fb / R_{>k}``
 (:func:`~rankmap.solver.bound.suffix_rates`).  With ``F0`` the part's own
 bound (any layout), the part's time is at least
@@ -111,33 +119,43 @@ def _covers(axes: dict[str, int], classes: dict[str, frozenset]) -> list[dict[st
 
 
 class _Term:
-    """One part's time as a function of the split count ``s`` of its class: ``max(c0, [s≥1]·c1, g·s)``."""
+    """One part's time as a function of the split count ``s`` of its class:
+    ``max(c0, [s≥1]·c1, max over lines (g·s + h))`` (the cut term: ``g·s``; a chain's also ``2g·s − g·ē``)."""
 
-    __slots__ = ("c0", "c1", "g")
+    __slots__ = ("c0", "c1", "lines")
 
-    def __init__(self, c0: float, c1: float, g: float):
-        self.c0, self.c1, self.g = float(c0), float(c1), float(g)
+    def __init__(self, c0: float, c1: float, g: float, lines: tuple = ()):
+        self.c0, self.c1 = float(c0), float(c1)
+        self.lines = tuple((float(a), float(b)) for a, b in lines) or ((float(g), 0.0),)
 
 
 def _pieces(terms: list[_Term], a: float, b: float):
-    """Σ_terms max(c0, c1, g, g·u) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
+    """Σ_terms max(c', max over lines (g·u + h)) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
 
     The cost of a class with at least one split group when ``s ≥ u``: ``s ≥
-    max(1, u)`` makes each term ``max(c0, c1, g·max(1, u)) = max(c', g·u)``.  On
-    each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces are in increasing
-    ``P`` and cover ``[0, ∞)``.
+    max(1, u)`` makes each term ``max(c0, c1, g·max(1, u) + h, …) = max(c', g·u + h, …)``
+    (slopes ``g ≥ 0``).  On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces
+    are in increasing ``P`` and cover ``[0, ∞)``.
     """
-    cs = [max(t.c0, t.c1, t.g) for t in terms]
-    gs = [t.g for t in terms]
-    bps = sorted({(c / g - b) / a for c, g in zip(cs, gs) if g > 0})  # g·(aP + b) = c'
-    edges = [0.0] + bps + [np.inf]
+    cs = [max([t.c0, t.c1] + [g + h for g, h in t.lines]) for t in terms]
+    bps = set()
+    for c, t in zip(cs, terms):
+        for i, (g, h) in enumerate(t.lines):
+            if g > 0:
+                bps.add(((c - h) / g - b) / a)  # g·(aP + b) + h = c'
+            for g2, h2 in t.lines[i + 1:]:
+                if g != g2:
+                    bps.add(((h2 - h) / (g - g2) - b) / a)  # two lines cross
+    edges = [0.0] + sorted(x for x in bps if x > 0 and np.isfinite(x)) + [np.inf]
     out = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         mid = lo + 1.0 if hi == np.inf else 0.5 * (lo + hi)
+        u = a * mid + b
         alpha = beta = 0.0
-        for c, g in zip(cs, gs):
-            if g > 0 and g * (a * mid + b) > c:
-                alpha += g * b
+        for c, t in zip(cs, terms):
+            g, h = max(t.lines, key=lambda gh: gh[0] * u + gh[1])
+            if g > 0 and g * u + h > c:
+                alpha += g * b + h
                 beta += g * a
             else:
                 alpha += c
@@ -273,6 +291,21 @@ def _domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, clas
     return 0.0 if not np.isfinite(best) else best
 
 
+def _rate_out_of(cluster: Cluster, labels: np.ndarray, rates: np.ndarray) -> float:
+    """The most a flow leaving a domain of ``labels`` can get alone, bytes/s (inf: not known).
+
+    When every domain of the coarsest possible widest level ``j`` lies inside one
+    domain of ``labels``, a flow out of a domain joins GPUs first joined at a widest
+    level above ``j``: at most ``R_{≥j+1}`` (:func:`~rankmap.solver.bound.suffix_rates`).
+    """
+    wd = cluster.widest_domains
+    K = int(labels.max()) + 1
+    for j in range(wd.shape[0] - 1, -1, -1):
+        if np.unique(wd[j] * K + labels).size == np.unique(wd[j]).size:  # level j refines the labels
+            return float(rates[j + 1]) if j + 1 < rates.size else np.inf
+    return np.inf
+
+
 def _hierarchies(cluster: Cluster):
     """``(domains (K, n), out capacities per level, widest?)`` of the cluster's two level hierarchies.
 
@@ -361,23 +394,36 @@ def joint_cut_bound(
                 caps = np.asarray(outs[lvl], dtype=float)
                 if caps.size != sizes.size:
                     continue
-                r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else np.inf
+                r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else (
+                    np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
+                least_strong = np.inf  # the chain-crossing bound holds for one domain of the level: the least
                 for m, cap in set(zip(sizes.tolist(), caps.tolist())):
                     if cap <= 0 or m < 1 or m >= cfg.world_size:
+                        least_strong = 0.0  # that domain may be the one
                         continue
-                    terms = {}
+                    terms, strong, chains = {}, {}, False
                     for c in classes:
                         if c not in grid_parts:
                             continue
-                        k = class_k[c]
-                        lst = []
-                        for p, _g, kp, x, f0 in grid_parts[c]:
+                        lst, slst = [], []
+                        for p, g_p, kp, x, f0 in grid_parts[c]:
                             fb = flow_bytes(p.kind, p.payload_bytes, kp)
                             w = (kp - 1) if p.kind == "all_to_all" else 1
-                            lst.append(_Term(f0, x * fb / r_above, x * w * fb / (cap * 1e9)))
-                        terms[c] = lst
-                    best = max(best, _domain_grid_bound(int(m), axes, classes, covers, terms, class_k,
-                                                        class_groups))
+                            g = x * w * fb / (cap * 1e9)
+                            lst.append(_Term(f0, x * fb / r_above, g))
+                            if p.kind == "p2p_chain" and kp >= 2:
+                                ebar = 2.0 * g_p / sizes.size  # mean chain ends per domain
+                                slst.append(_Term(f0, x * fb / r_above, g, ((g, 0.0), (2 * g, -g * ebar))))
+                                chains = True
+                            else:
+                                slst.append(lst[-1])
+                        terms[c], strong[c] = lst, slst
+                    weak = _domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
+                    best = max(best, weak)
+                    least_strong = min(least_strong, weak if not chains else _domain_grid_bound(
+                        int(m), axes, classes, covers, strong, class_k, class_groups))
+                if np.isfinite(least_strong):
+                    best = max(best, least_strong)
         extra += best
     # parts of grid classes that no grid holds (cannot happen for the registry's classes): their F0
     held = {c for _a, classes in grids for c in classes}

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rankmap.solver import cluster_from_graph, parallel_config
+from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
 from rankmap.solver.bound import _part_sizes, class_lower_bound, search_lower_bound
 from rankmap.solver.catalogue import megatron_groups
 from rankmap.solver.cutbound import grid_classes, joint_cut_bound
 from rankmap.solver.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
 from rankmap.solver.orders import candidate_orders
-from rankmap.solver.timemodel import layout_cost, lower_bound
+from rankmap.solver.timemodel import flow_bytes, layout_cost, lower_bound
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
 CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
@@ -53,8 +53,10 @@ def test_tp8_dp4_pp4_on_8_gpu_hosts_hand_derived():
 
     Shearer (weights ½): p_tp·p_dp·p_pp ≥ 8² = 64 with each p ≤ 8, so p_tp = 1 forces
     p_dp = p_pp = 8, and s ≥ (4·8 − 8)/3 = 8 split groups each.  Splitting tp instead costs at
-    least one tp flow, 2·7/8·S_tp bytes, over the host's 400 GB/s: far more.  So the bound is
-    F0_tp + 8·fb_dp / 400 GB/s + 8·fb_pp / 400 GB/s, with fb_dp = 3/4·S_dp (dp bytes given
+    least one tp flow, 2·7/8·S_tp bytes, over the host's 400 GB/s: far more.  A pipeline chain
+    sends both ways on each edge: some host holds at most ē = 2·32 chains / 16 hosts = 4 chain
+    ends, so it sends at least 2·8 − 4 = 12 pp flows out.  So the bound is
+    F0_tp + 8·fb_dp / 400 GB/s + 12·fb_pp / 400 GB/s, with fb_dp = 3/4·S_dp (dp bytes given
     explicitly move as a ring all-gather, DESIGN §3) and fb_pp = S_pp (p2p chain).
     """
     cluster = cluster_from_graph(rail_hosts(16, 8))
@@ -64,16 +66,16 @@ def test_tp8_dp4_pp4_on_8_gpu_hosts_hand_derived():
     c_host = 8 * 50e9
     f0_tp = class_lower_bound(cluster, "all_reduce", 16, 8, S_tp)
     assert f0_tp == pytest.approx(2 * 7 / 8 * S_tp / 450e9)  # one NVSwitch port per GPU
-    expect = f0_tp + 8 * (3 / 4 * S_dp) / c_host + 8 * S_pp / c_host
+    expect = f0_tp + 8 * (3 / 4 * S_dp) / c_host + 12 * S_pp / c_host
     assert lower_bound(cluster, cfg, traffic) == pytest.approx(expect, rel=1e-6)
     # the classes alone say much less: dp and pp groups could each sit inside one host
     alone = sum(class_lower_bound(cluster, p.kind, g, k, p.payload_bytes)
                 for c in TRAFFIC_CLASSES for p, g, k in _part_sizes(cfg, traffic, c))
     assert alone < 0.6 * expect
     # Megatron's default layout (tp inside a host, dp and pp across) meets the tp and dp terms; its inner
-    # pipeline stages send both ways (16 flows out of their host), twice the one flow per split chain counted
+    # pipeline stages send both ways (16 flows out of their host), 4 more than the 12 counted
     megatron = layout_cost(cluster, cfg, np.arange(128), traffic).total_seconds
-    assert megatron == pytest.approx(expect + 8 * S_pp / c_host, rel=1e-6)
+    assert megatron == pytest.approx(expect + 4 * S_pp / c_host, rel=1e-6)
 
 
 def test_joint_bound_without_costed_grid_classes_is_the_parts_own():
@@ -219,3 +221,26 @@ def test_two_stage_embedding_group_is_the_pipeline_group(eight_gpus):
     assert lb == pytest.approx(expect, rel=1e-9)
     opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min()) for o in orders)
     assert opt == pytest.approx(expect, rel=1e-9)
+
+
+def test_pipeline_middle_stages_cross_a_domain_twice():
+    """3 hosts x 2 GPUs (450 GB/s switch inside, a 25 GB/s NIC per GPU: 50 GB/s out of a host), tp2 pp3.
+
+    Splitting tp over hosts costs fb_tp / 25 GB/s alone, so a host keeps its tp group whole
+    and holds one rank of each of the 2 pipeline chains.  A chain sends both ways on every edge:
+    a host holding a middle stage sends 2 flows per chain out.  Per host the bound only knows
+    ``s = 2`` split chains (``2·fb_pp / 50``); the chain ends are 2 per chain, 4 in all, so some
+    host holds at most ē = 4/3 of them and sends at least ``2s − ē = 8/3`` flows: the bound is
+    ``fb_tp / 450 + (8/3)·fb_pp / 50`` GB/s (weak: ``+ fb_pp / 25``).  The exhaustive optimum
+    (free mode, every order) puts the middle stage on one host: ``fb_tp / 450 + 2·fb_pp / 25``.
+    """
+    cl = cluster_from_graph(fat_tree_cluster(3, 2, nic_bandwidth_gbps=25.0))
+    cfg = parallel_config(6, tp=2, pp=3)
+    traffic = {"tp": 4e9, "pp": 1e9}
+    fbt, fbp = flow_bytes("all_reduce", 4e9, 2), flow_bytes("p2p_chain", 1e9, 3)
+    lb = lower_bound(cl, cfg, traffic)
+    assert lb == pytest.approx(fbt / 450e9 + 8 / 3 * fbp / 50e9, rel=1e-9)
+    routes, layouts = PairRoutes(cl), enumerate_layouts(cl, "free")
+    opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min())
+              for o in candidate_orders(cfg, "all"))
+    assert opt == pytest.approx(fbt / 450e9 + 2 * fbp / 25e9, rel=1e-9)
