@@ -47,11 +47,14 @@ REFINE_STARTS = 3
 #: Work model of one evaluation of the real objective (:func:`eval_seconds`), seconds: per
 #: routed part (a class, or one part of it, with bytes), per route option of that part
 #: (``A² + 1`` options for GPUs of ``A`` attachments, looped over in Python), and per flow
-#: and route option (vectorised).  Measured on this project's 2-core machine, idle, over the
-#: benchmark's clusters (16–512 GPUs, A = 1–4): 1.6–8.2 ms per evaluation, the model 0.8–1.5×.
+#: and route option (vectorised), plus per rank (per-node sums over the fabric).  Measured on this
+#: project's 2-core machine, idle, over the benchmark's clusters (16–512 GPUs, A = 1–4): 1.6–8.2 ms
+#: per evaluation, the model 0.8–1.5×; bench_solve's 8-part traffic: 9.3 ms at 1,024 GPUs (model
+#: 18), 240 ms at 16,384 for a random layout (model 233).
 EVAL_SECONDS_PER_PART = 4.5e-4
 EVAL_SECONDS_PER_PART_OPTION = 4e-5
 EVAL_SECONDS_PER_FLOW_OPTION = 2e-7
+EVAL_SECONDS_PER_RANK = 6e-6
 #: The descent on the real objective runs up to this many ranks (beyond this the budget buys
 #: too few moves to matter and the decomposition's proposals stand).
 LOCAL_SEARCH_MAX_RANKS = 4096
@@ -59,6 +62,8 @@ LOCAL_SEARCH_MAX_RANKS = 4096
 
 def eval_seconds(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float]) -> float:
     """Nominal seconds of one real-objective evaluation of a layout of ``cfg`` (the work model above).
+
+    Raises nothing; a traffic without bytes costs one part's fixed time.
 
     Parts with bytes and groups of more than one rank; a part of ``g`` groups of ``k``
     ranks routes ``g·k·(k − 1)`` flows if it is an all-to-all, else ``g·k``.
@@ -76,7 +81,8 @@ def eval_seconds(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, fl
             parts += 1
             flows += g * k * ((k - 1) if p.kind == "all_to_all" else 1)
     return (parts * (EVAL_SECONDS_PER_PART + EVAL_SECONDS_PER_PART_OPTION * options)
-            + flows * options * EVAL_SECONDS_PER_FLOW_OPTION) or EVAL_SECONDS_PER_PART
+            + flows * options * EVAL_SECONDS_PER_FLOW_OPTION + cfg.world_size * EVAL_SECONDS_PER_RANK
+            ) or EVAL_SECONDS_PER_PART
 
 
 def eval_budget(cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], seconds: float) -> int:
