@@ -77,6 +77,7 @@ from .partition import tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, refine
+from .tiling import tiling_host_orders
 from .timemodel import layout_cost
 from .traffic import TRAFFIC_CLASSES, Traffic
 from .types import CostBreakdown, HostPlacement, Layout, SolveOptions, SolveResult
@@ -449,6 +450,7 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
                                                                           options.seed, bisect, deadline)
             if ho is not None:
                 host_orders.append(ho)
+        host_orders += tiling_host_orders(cluster, ocfg)  # nested grid boxes along the fabric tree
         seen = set()
         for ho in host_orders:
             k = ho.tobytes()
