@@ -76,7 +76,7 @@ from .orders import MEGATRON_CLI_ORDERS, candidate_orders
 from .partition import tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
-from .refine import CPSAT_SHARE, Candidate, refine
+from .refine import CPSAT_SHARE, Candidate, eval_seconds, refine
 from .tiling import tiling_host_orders
 from .timemodel import layout_cost
 from .traffic import TRAFFIC_CLASSES, Traffic
@@ -450,7 +450,10 @@ def _proposals(cluster, ocfg, groups, surrogate, options, launcher, constraints,
                                                                           options.seed, bisect, deadline)
             if ho is not None:
                 host_orders.append(ho)
-        host_orders += tiling_host_orders(cluster, ocfg)  # nested grid boxes along the fabric tree
+        # nested grid boxes along the fabric tree: as many as half the order's model budget evaluates
+        tilings = int(time_limit / 2 / eval_seconds(cluster, ocfg, surrogate))
+        if tilings > 0 and not deadline.check():
+            host_orders += tiling_host_orders(cluster, ocfg)[:tilings]
         seen = set()
         for ho in host_orders:
             k = ho.tobytes()
