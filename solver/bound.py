@@ -160,12 +160,13 @@ def inter_host_rate_gbps(cluster: Cluster) -> float:
 def _pair_rates(cluster: Cluster):
     got = _ECMP.get(cluster)
     if got is not None:
-        return got
+        return got[:2]
     fab = cluster.fabric
     n = cluster.num_devices
     wd = cluster.widest_domains
     b = np.asarray(cluster.widest_levels_gbps, dtype=float)
     A = int((fab.att_node >= 0).sum(axis=1).max()) if fab.att_node.size else 0
+    hops = None
     if n <= 1:
         p, R = 1, b.copy()
     elif n <= ECMP_EXACT_MAX_DEVICES:
@@ -175,22 +176,32 @@ def _pair_rates(cluster: Cluster):
         d_all = np.tile(np.arange(n), n)
         keep = s_all != d_all
         s_all, d_all = s_all[keep], d_all[keep]
+        att_used = np.zeros((s_all.size, fab.att_node.shape[1]), dtype=bool)
+        direct = np.full(s_all.size, -1, dtype=np.int64)
         step = 1 << 16
         for lo in range(0, s_all.size, step):
             s, d = s_all[lo:lo + step], d_all[lo:lo + step]
-            parts, rate = fab.route_parts_and_lone_rates(s, d)
+            parts, rate, att_used[lo:lo + step], direct[lo:lo + step] = fab.route_summary(s, d)
             p = max(p, int(parts.max()))
             lvl = np.argmax(wd[:, s] == wd[:, d], axis=0)  # first level joining the pair
             np.maximum.at(R, lvl, rate)
         R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
+        hops = (s_all, d_all, att_used, direct)
     else:
         p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1
         # merged ECMP twins (node "a|b|…") carry k × the narrowest twin's link: a route's
         # bottleneck is at most k_max × the graph's widest path
         k_max = max((name.count("|") + 1 for name in fab.node_names), default=1)
         R = p * k_max * b
-    _ECMP[cluster] = (p, R)
+    _ECMP[cluster] = (p, R, hops)
     return p, R
+
+
+def all_pair_first_hops(cluster: Cluster):
+    """``(src, dst, att_used, direct)`` of every ordered GPU pair's routes (:meth:`Fabric.route_summary`),
+    from the same routing pass as the exact ECMP rates; None above ``ECMP_EXACT_MAX_DEVICES`` GPUs."""
+    _pair_rates(cluster)
+    return _ECMP[cluster][2]
 
 
 def _out_cap_per_gpu(cluster: Cluster) -> np.ndarray:

@@ -189,56 +189,50 @@ def local_orders(cluster, cfg, groups, traffic, host_order, options, time_limit,
     # one CP-SAT model per (host type, block pattern); the answers are kept with the cluster
     # (:data:`_LOCAL_MEMO`): every host order of a solve, and the anytime phase's seeds, reuse them
     memo = _LOCAL_MEMO.setdefault(cluster, {})
+    budget = (float(time_limit), int(options.seed))
     cache: dict = {}
-    pat_key = {}
     dev_of_rank = np.empty(W, dtype=np.int64)
     for node_rank, h in enumerate(host_order.tolist()):
         d = hdev[h]
         key = (host_key[h], int(pat_id[node_rank]))
         if key not in cache:
-            pk = pat_key.get(int(pat_id[node_rank]))
-            if pk is None:
-                pk = pat_key[int(pat_id[node_rank])] = pat_bytes[node_rank].tobytes()
-            mkey = (host_key[h], pk, float(time_limit), int(options.seed))
+            mkey = (host_key[h], pat_bytes[node_rank].tobytes()) + budget
             if mkey in memo:
                 cache[key] = memo[mkey]
-                dev_of_rank[node_rank * G : (node_rank + 1) * G] = d[cache[key]]
-                continue
-            if cancel is not None and cancel.is_set():
+            elif cancel is not None and cancel.is_set():
                 raise SolveCancelled("solve cancelled")
-            if deadline is not None and deadline.check():
-                cache[key] = np.arange(G)
-                dev_of_rank[node_rank * G : (node_rank + 1) * G] = d
-                continue
-            pat = block_pat[node_rank]
-            iu, ju = np.triu_indices(G, 1)
-            wts = pat[iu, ju]
-            sel = wts > 0
-            doms = cluster.domains[:, d]
-            # keep only levels that distinguish devices inside the host
-            together = []
-            for ci, c in enumerate(constraints):
-                cp = (cons_pat[node_rank] >> ci) & 1
-                ii, jj = np.nonzero(np.triu(cp, 1))
-                if ii.size:
-                    together.append((np.stack([ii, jj], axis=1), cluster.level_labels(c.level)[d]))
-            prob = AssignmentProblem(
-                domains=doms,
-                levels_bps=_levels_bps(cluster),
-                pairs=np.stack([iu[sel], ju[sel]], axis=1),
-                weights=wts[sel],
-                together=together,
-                hint=np.arange(G),
-                extra=cluster.host_extra.get(h),
-            )
-            if G <= 1 or (not sel.any() and not together and h not in cluster.host_extra):
+            elif deadline is not None and deadline.check():
                 cache[key] = np.arange(G)
             else:
-                res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
-                                       deadline=deadline)
-                cache[key] = res.slot_of_item if res.slot_of_item is not None else np.arange(G)
-                if deadline is None or not deadline.stopped_by:  # its deterministic budget ran out, not the clock
-                    memo[mkey] = cache[key]
+                pat = block_pat[node_rank]
+                iu, ju = np.triu_indices(G, 1)
+                wts = pat[iu, ju]
+                sel = wts > 0
+                doms = cluster.domains[:, d]
+                # keep only levels that distinguish devices inside the host
+                together = []
+                for ci, c in enumerate(constraints):
+                    cp = (cons_pat[node_rank] >> ci) & 1
+                    ii, jj = np.nonzero(np.triu(cp, 1))
+                    if ii.size:
+                        together.append((np.stack([ii, jj], axis=1), cluster.level_labels(c.level)[d]))
+                prob = AssignmentProblem(
+                    domains=doms,
+                    levels_bps=_levels_bps(cluster),
+                    pairs=np.stack([iu[sel], ju[sel]], axis=1),
+                    weights=wts[sel],
+                    together=together,
+                    hint=np.arange(G),
+                    extra=cluster.host_extra.get(h),
+                )
+                if G <= 1 or (not sel.any() and not together and h not in cluster.host_extra):
+                    cache[key] = np.arange(G)
+                else:
+                    res = solve_assignment(prob, time_limit_seconds=time_limit, seed=options.seed, cancel=cancel,
+                                           deadline=deadline)
+                    cache[key] = res.slot_of_item if res.slot_of_item is not None else np.arange(G)
+                    if deadline is None or not deadline.stopped_by:  # its deterministic budget ran out, not the clock
+                        memo[mkey] = cache[key]
         dev_of_rank[node_rank * G : (node_rank + 1) * G] = d[cache[key]]
     return dev_of_rank
 

@@ -274,38 +274,35 @@ class Fabric:
         """
         return self.route_parts_and_lone_rates(s, t)[1]
 
-    def first_hops(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The sender's links the routes of flows ``s[f] -> t[f]`` start on (the time model's route choice).
+    def route_parts_and_lone_rates(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ECMP parts per flow, lone rate GB/s per flow)``, shapes (F,): :meth:`lone_rates_gbps` and its ``p``."""
+        return self.route_summary(s, t)[:2]
+
+    def route_summary(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One routing of flows ``s[f] -> t[f]`` (the time model's route choice), summarised.
 
         Returns
         -------
-        (att_used, direct) : numpy.ndarray of bool, shape (F, A), and of int, shape (F,)
-            ``att_used[f, i]``: some chosen route (ECMP part) leaves ``s[f]`` over its
-            attachment ``i``; ``direct[f]``: the direct edge (index into ``direct_key``)
-            the flow takes, -1 if none.  Every byte of a flow crosses one of these links.
+        (parts, rate, att_used, direct) : numpy.ndarray, shapes (F,), (F,), (F, A), (F,)
+            ECMP parts and lone rate (GB/s) per flow (:meth:`lone_rates_gbps`);
+            ``att_used[f, i]``: some chosen route leaves ``s[f]`` over its attachment
+            ``i``; ``direct[f]``: the direct edge (index into ``direct_key``) the flow
+            takes, -1 if none.  Every byte of a flow starts on one of those links.
         """
         bw, hops, _lat, _a, _b, l_opt = self._options(s, t)
-        _top, chosen = _choose(bw, hops)
-        n, A = self.att_node.shape
-        att_used = chosen[:, :A * A].reshape(-1, A, A).any(axis=2) if A else np.zeros((s.size, 0), dtype=bool)
-        direct = np.where(chosen[:, -1] & (l_opt[:, -1] >= 0), l_opt[:, -1], -1)
-        return att_used, direct
-
-    def route_parts_and_lone_rates(self, s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(ECMP parts per flow, lone rate GB/s per flow)``, shapes (F,): :meth:`lone_rates_gbps` and its ``p``."""
-        bw, hops, *_ = self._options(s, t)
         top, chosen = _choose(bw, hops)
         parts = chosen.sum(axis=1)
         rate = parts * top
         n, A = self.att_node.shape
+        tree = chosen[:, :A * A].reshape(-1, A, A) if A else np.zeros((s.size, 0, 0), dtype=bool)  # (F, i, j)
         if A and self.parent.size:
-            tree = chosen[:, :A * A].reshape(-1, A, A)  # (F, i, j)
             for ends, counts in ((s, tree.sum(axis=2)), (t, tree.sum(axis=1))):  # (F, A) parts per attachment
                 cap = self.att_gbps[ends]
                 with np.errstate(divide="ignore", invalid="ignore"):
                     lim = np.where(counts > 0, cap * parts[:, None] / np.maximum(counts, 1), np.inf)
                 rate = np.minimum(rate, lim.min(axis=1))
-        return parts, np.where(parts > 0, rate, 0.0)
+        direct = np.where(chosen[:, -1] & (l_opt[:, -1] >= 0), l_opt[:, -1], -1)
+        return parts, np.where(parts > 0, rate, 0.0), tree.any(axis=2), direct
 
     def route_loads(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> LinkLoads:
         """Route flows and add up the bytes on every directed link.

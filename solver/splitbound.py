@@ -6,7 +6,7 @@ to each of the other ``n − 1``.  Take any partition of the GPUs into parts
 whose group has ``s`` members in its own part sends ``s − 1`` flows to GPUs of
 its part and ``n − s`` to GPUs outside.  Every byte of a flow crosses one of
 the sender's own links first (an attachment or a direct edge), namely one that
-a chosen route of the flow starts on (:meth:`~rankmap.solver.fabric.Fabric.first_hops`).
+a chosen route of the flow starts on (:meth:`~rankmap.solver.fabric.Fabric.route_summary`).
 Let ``C_in(g)`` be the capacity of ``g``'s links that start some route to a GPU
 of its part and ``C_out(g)`` that of the links starting some route out of it
 (the two sets may overlap, or hold every link).  The busiest of those links
@@ -39,7 +39,8 @@ from .cluster import Cluster
 
 __all__ = ["SPLIT_EXACT_MAX_DEVICES", "first_hop_capacities", "all_to_all_split_bound"]
 
-#: The first-hop capacities are computed from all GPU pairs' routes up to this many GPUs.
+#: The first-hop capacities are computed from all GPU pairs' routes up to this many GPUs (the
+#: exact ECMP pass of :mod:`.bound`, ``ECMP_EXACT_MAX_DEVICES``, routes them once for both).
 SPLIT_EXACT_MAX_DEVICES = 512
 #: Groups above this many members skip the term (the split search is O(n · part size)).
 SPLIT_MAX_GROUP = 1024
@@ -71,21 +72,16 @@ def first_hop_capacities(cluster: Cluster) -> list[tuple[np.ndarray, float, floa
     got = _CACHE.get(cluster)
     if got is not None:
         return got
+    from .bound import all_pair_first_hops
+
     n = cluster.num_devices
     out: list[tuple[np.ndarray, float, float]] = []
-    if 1 < n <= SPLIT_EXACT_MAX_DEVICES:
+    routes = all_pair_first_hops(cluster) if 1 < n <= SPLIT_EXACT_MAX_DEVICES else None
+    if routes is not None:
         fab = cluster.fabric
         A = fab.att_node.shape[1]
         att_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0)  # (n, A)
-        s_all = np.repeat(np.arange(n), n)
-        d_all = np.tile(np.arange(n), n)
-        keep = s_all != d_all
-        s_all, d_all = s_all[keep], d_all[keep]
-        att_used = np.zeros((s_all.size, A), dtype=bool)
-        direct = np.full(s_all.size, -1, dtype=np.int64)
-        step = 1 << 16
-        for lo in range(0, s_all.size, step):
-            att_used[lo:lo + step], direct[lo:lo + step] = fab.first_hops(s_all[lo:lo + step], d_all[lo:lo + step])
+        s_all, d_all, att_used, direct = routes
         for lab in _partitions(cluster):
             same = lab[s_all] == lab[d_all]
             caps = []

@@ -17,6 +17,7 @@ number of hosts below it (fat trees, NVL72-style racks); else no orders.
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -29,6 +30,9 @@ __all__ = ["TILINGS_MAX", "fabric_host_levels", "block_grid", "tiling_host_order
 TILINGS_MAX = 24
 
 
+_LEVELS: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
+
+
 def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
     """Switch of each host at each height of the fabric tree, finest first, shape (H,) each; None if not uniform.
 
@@ -37,7 +41,14 @@ def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
     host's first GPU's attachment: its leaf, then pod, and so on.  Levels that hold
     every host, or one host each, are left out; a level is uniform when every switch
     has the same number of hosts below it and every host has the same height.
+    Computed once per cluster (every order of a solve asks).
     """
+    if cluster not in _LEVELS:
+        _LEVELS[cluster] = _host_levels(cluster)
+    return _LEVELS[cluster]
+
+
+def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
     fab = cluster.fabric
     H = len(cluster.hosts)
     N = fab.parent.size
