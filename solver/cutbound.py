@@ -71,14 +71,9 @@ import numpy as np
 
 from .catalogue import ParallelConfig
 from .cluster import Cluster
+from .gridcut import _chain_term, _Term, domain_combos, domain_grid_bound, nested_grid_bound
 
 __all__ = ["joint_cut_bound", "grid_classes"]
-
-#: Multipliers tried per coordinate of the dual (log-spaced, plus 0).
-LAMBDA_GRID = 40
-#: Coordinate-ascent sweeps over the dual's multipliers.
-DUAL_ROUNDS = 3
-
 
 def grid_classes(cfg: ParallelConfig) -> list[tuple[dict[str, int], dict[str, frozenset]]]:
     """The two rank grids of ``cfg``: ``[(axes {name: size}, classes {class: axes its groups span})]``.
@@ -118,179 +113,6 @@ def _covers(axes: dict[str, int], classes: dict[str, frozenset]) -> list[dict[st
     return out
 
 
-class _Term:
-    """One part's time as a function of the split count ``s`` of its class:
-    ``max(c0, [s≥1]·c1, max over lines (g·s + h))`` (the cut term: ``g·s``; a chain's also ``2g·s − g·ē``)."""
-
-    __slots__ = ("c0", "c1", "lines")
-
-    def __init__(self, c0: float, c1: float, g: float, lines: tuple = ()):
-        self.c0, self.c1 = float(c0), float(c1)
-        self.lines = tuple((float(a), float(b)) for a, b in lines) or ((float(g), 0.0),)
-
-
-def _pieces(terms: list[_Term], a: float, b: float):
-    """Σ_terms max(c', max over lines (g·u + h)) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
-
-    The cost of a class with at least one split group when ``s ≥ u``: ``s ≥
-    max(1, u)`` makes each term ``max(c0, c1, g·max(1, u) + h, …) = max(c', g·u + h, …)``
-    (slopes ``g ≥ 0``).  On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces
-    are in increasing ``P`` and cover ``[0, ∞)``.
-    """
-    cs = [max([t.c0, t.c1] + [g + h for g, h in t.lines]) for t in terms]
-    bps = set()
-    for c, t in zip(cs, terms):
-        for i, (g, h) in enumerate(t.lines):
-            if g > 0:
-                bps.add(((c - h) / g - b) / a)  # g·(aP + b) + h = c'
-            for g2, h2 in t.lines[i + 1:]:
-                if g != g2:
-                    bps.add(((h2 - h) / (g - g2) - b) / a)  # two lines cross
-    edges = [0.0] + sorted(x for x in bps if x > 0 and np.isfinite(x)) + [np.inf]
-    out = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        mid = lo + 1.0 if hi == np.inf else 0.5 * (lo + hi)
-        u = a * mid + b
-        alpha = beta = 0.0
-        for c, t in zip(cs, terms):
-            g, h = max(t.lines, key=lambda gh: gh[0] * u + gh[1])
-            if g > 0 and g * u + h > c:
-                alpha += g * b + h
-                beta += g * a
-            else:
-                alpha += c
-        out.append((lo, hi, alpha, beta))
-    return out
-
-
-def _inner_min(pieces, ylo: float, yhi: float, lw: np.ndarray) -> np.ndarray:
-    """``min over y in [ylo, yhi] of f(y) − lw·y`` for each ``lw`` (μ, shape (L,)), exact per piece."""
-    best = np.full(lw.shape, np.inf)
-    for plo, phi, alpha, beta in pieces:
-        a = max(ylo, np.log(plo) if plo > 0 else -np.inf)
-        b = min(yhi, np.log(phi) if np.isfinite(phi) else np.inf)
-        if a > b:
-            continue
-        if beta > 0:
-            with np.errstate(divide="ignore"):
-                ystar = np.log(np.maximum(lw, 1e-300) / beta)
-            y = np.clip(ystar, a, b)
-            val = alpha + beta * np.exp(y) - lw * y
-        else:
-            y = np.full(lw.shape, b)  # −lw·y decreases in y
-            val = alpha - lw * y
-        best = np.minimum(best, val)
-    return best
-
-
-def _dual_bound(logm: float, wmat: np.ndarray, boxes, pieces) -> float:
-    """A lower bound on ``min Σ_c f_c(y_c)`` over ``y_c ∈ boxes[c]`` with ``wmat @ y ≥ log m`` (every row).
-
-    The Lagrangian dual ``max over λ ≥ 0 of λ·1·log m + Σ_c min_{y ∈ box} (f_c(y)
-    − (λ·wmat)_c·y)`` is separable and each inner minimum exact
-    (:func:`_inner_min`), so every λ gives a valid value; λ is improved by
-    coordinate ascent over log-spaced grids (``DUAL_ROUNDS`` sweeps).
-    ``inf`` when no ``y`` in the boxes meets a row.
-    """
-    lo = np.array([b[0] for b in boxes])
-    hi = np.array([b[1] for b in boxes])
-    if np.any(lo > hi + 1e-12) or np.any(wmat @ hi < logm - 1e-12):
-        return np.inf
-    J, C = wmat.shape
-
-    def value(lam: np.ndarray) -> np.ndarray:  # lam (N, J)
-        mu = lam @ wmat
-        v = lam.sum(axis=1) * logm
-        for c in range(C):
-            v = v + _inner_min(pieces[c], lo[c], hi[c], mu[:, c])
-        return v
-
-    lam = np.zeros(J)
-    best = float(value(lam[None])[0])
-    if J == 0 or np.all(wmat @ lo >= logm - 1e-12):
-        return best  # the lower ends meet every row: each f_c is least there
-    slope = max(max(b for _l, _h, _a, b in pcs) * float(np.exp(h)) for pcs, h in zip(pieces, hi))
-    top = max(slope / max(float(wmat[wmat > 0].min()), 1e-12), 1e-300)
-    grid = np.concatenate([[0.0], np.geomspace(top * 1e-9, top * 4.0, LAMBDA_GRID)])
-    for _sweep in range(DUAL_ROUNDS):
-        for j in range(J):
-            trial = np.repeat(lam[None], grid.size, axis=0)
-            trial[:, j] = grid
-            v = value(trial)
-            i = int(np.argmax(v))
-            if v[i] > best:
-                best, lam = float(v[i]), trial[i]
-    return best
-
-
-def _domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class_groups) -> float:
-    """Least Σ over the grid's classes of their parts' times for one domain of ``m`` ranks (module doc).
-
-    Each class with bytes is in one of three cases, and the bound is the least
-    over the combinations: **Z** no split group (``p = m/k``), **F** some split
-    and some whole group, **N** no whole group (``s = p``, ``p ≥ m/(k−1)``).  A
-    whole group of ``c`` has its ``k_c`` ranks on ``k_c`` distinct groups of every
-    class ``c'`` whose groups cross it in one rank (disjoint axes), so Z and F
-    need ``p_{c'} ≥ k_c``.  All of it is linear in ``y = log p`` next to the
-    Shearer rows of every weight vector in ``covers``.
-    """
-    logm = float(np.log(m))
-    names = sorted(classes)
-    costed = [c for c in names if class_terms.get(c)]
-    if not costed:
-        return 0.0
-    wmat = np.array([[w.get(c, 0.0) for c in names] for w in covers]).reshape(len(covers), len(names))
-    base_lo = {c: float(np.log(-(-m // class_k[c]))) for c in names}
-    his = {c: float(np.log(min(m, class_groups[c]))) for c in names}
-    crossing = {c: [d for d in names if d != c and not (classes[c] & classes[d])] for c in names}
-    options = {}
-    for c in names:
-        k, terms = class_k[c], class_terms.get(c, [])
-        if not terms:
-            options[c] = [("N", None)]
-            continue
-        opts = []
-        if m % k == 0 and m // k <= class_groups[c]:
-            opts.append(("Z", [(0.0, np.inf, sum(t.c0 for t in terms), 0.0)]))
-        if m >= k:
-            opts.append(("F", _pieces(terms, k / (k - 1), -m / (k - 1))))
-        if k > 1:
-            opts.append(("N", _pieces(terms, 1.0, 0.0)))
-        options[c] = opts
-    best = np.inf
-    combos = [[]]
-    for c in names:
-        combos = [cb + [(c, o)] for cb in combos for o in options[c]]
-    scored = []
-    for cb in combos:
-        lo = dict(base_lo)
-        hi = dict(his)
-        pcs = {}
-        for c, (case, pieces) in cb:
-            k = class_k[c]
-            if case == "Z":
-                z = float(np.log(m // k))
-                lo[c], hi[c] = max(lo[c], z), min(hi[c], z)
-            elif case == "F":
-                lo[c] = max(lo[c], float(np.log(m // k + 1)))
-            elif pieces is not None:  # N with bytes: every touched group holds at most k − 1 ranks
-                lo[c] = max(lo[c], float(np.log(m / (k - 1))))
-            if case in ("Z", "F"):
-                for d in crossing[c]:
-                    lo[d] = max(lo[d], float(np.log(k)))
-            pcs[c] = pieces if pieces is not None else [(0.0, np.inf, 0.0, 0.0)]
-        boxes = [(lo[c], hi[c]) for c in names]
-        if any(a > b + 1e-12 for a, b in boxes):
-            continue
-        floor = sum(float(_inner_min(pcs[c], lo[c], hi[c], np.zeros(1))[0]) for c in names)
-        scored.append((floor, boxes, [pcs[c] for c in names]))
-    for floor, boxes, pieces in sorted(scored, key=lambda t: t[0]):
-        if floor >= best:
-            break  # this combination's dual is at least its floor: it cannot lower the least
-        best = min(best, _dual_bound(logm, wmat, boxes, pieces))
-    return 0.0 if not np.isfinite(best) else best
-
-
 def _rate_out_of(cluster: Cluster, labels: np.ndarray, rates: np.ndarray) -> float:
     """The most a flow leaving a domain of ``labels`` can get alone, bytes/s (inf: not known).
 
@@ -320,6 +142,45 @@ def _hierarchies(cluster: Cluster):
         return [(cluster.domains, cluster.domain_out_gbps, same)]
     return [(cluster.widest_domains, cluster.widest_domain_out_gbps, True),
             (cluster.domains, cluster.domain_out_gbps, False)]
+
+
+def _nested_best(levels, axes, classes, covers, class_k, class_groups, target: float) -> float:
+    """The largest :func:`~rankmap.solver.gridcut.nested_grid_bound` over nested domain pairs of two levels.
+
+    ``levels``: ``(labels (n,), sizes, capacities, {(m, capacity): class terms})`` per
+    level.  A level's domains nest in another's when every one of its domains
+    lies inside one of the other's (fewer, larger domains); each distinct pair
+    of (inner shape, outer shape) that occurs is bounded once.  ``target``: the
+    bound so far (pairs stop as soon as they cannot raise it).
+    """
+    best = target
+    combos: dict = {}
+
+    def side(ia, shape, terms):
+        if (ia, shape) not in combos:
+            combos[(ia, shape)] = (domain_combos(shape[0], axes, classes, terms, class_k, class_groups), {})
+        return combos[(ia, shape)]
+
+    done = set()
+    for ia, (la, sa, ca, wa) in enumerate(levels):
+        for ib, (lb, sb, cb, wb) in enumerate(levels):
+            if sb.size >= sa.size or not wa or not wb:
+                continue
+            key = int(lb.max()) + 1
+            pairs = np.unique(la.astype(np.int64) * key + lb)
+            if pairs.size != sa.size:
+                continue  # some inner domain straddles two outer ones
+            for code in pairs.tolist():
+                a, b = divmod(code, key)
+                inner, outer = (int(sa[a]), float(ca[a])), (int(sb[b]), float(cb[b]))
+                if inner not in wa or outer not in wb or (ia, ib, inner, outer) in done:
+                    continue
+                done.add((ia, ib, inner, outer))
+                ci, own_i = side(ia, inner, wa[inner])
+                co, own_o = side(ib, outer, wb[outer])
+                best = max(best, nested_grid_bound(inner[0], ci, outer[0], co, classes, covers, best,
+                                                   (own_i, own_o)))
+    return best
 
 
 def joint_cut_bound(
@@ -356,6 +217,7 @@ def joint_cut_bound(
     base = base or (lambda c, i: 0.0)
     total_f0 = 0.0
     grid_parts: dict[str, list] = {}
+    emb_parts: list = []
     for c, plist in parts.items():
         x = float(exposure.get(c, 1.0))
         n = class_group_size(c, cfg)
@@ -367,8 +229,13 @@ def joint_cut_bound(
             elif x > 0 and full and c == "embedding" and cfg.pp == 2:
                 # with two stages the embedding group (first and last stage) is the pipeline group
                 grid_parts.setdefault("pp", []).append((p, g, k, x, f0))
+            elif x > 0 and full and c == "embedding" and p.kind == "all_reduce" and k == 2:
+                emb_parts.append((p, g, k, x, f0))  # on the end ranks of the pipeline chains: see _chain_term
             else:
                 total_f0 += f0
+    if not any(p.kind == "p2p_chain" and k == cfg.pp for p, _g, k, _x, _f in grid_parts.get("pp", [])):
+        total_f0 += sum(f0 for *_r, f0 in emb_parts)
+        emb_parts = []
     if cluster.num_devices != cfg.world_size or not grid_parts:
         return total_f0 + sum(f0 for v in grid_parts.values() for *_r, f0 in v)
     rates = suffix_rates(cluster) * 1e9
@@ -386,8 +253,38 @@ def joint_cut_bound(
             class_k[c] = span
             class_groups[c] = cfg.world_size // span
         f0_here = sum(f0 for c in classes for *_r, f0 in grid_parts.get(c, []))
+        embs_here = emb_parts if "pp" in classes else []
+        f0_here += sum(f0 for *_r, f0 in embs_here)
         grid_sum_f0 += f0_here
         best = f0_here
+
+        def shape_terms(m, cap, r_above, n_domains):
+            """Per class, the parts' terms for one domain shape: (weak, strong, has chains)."""
+            terms, strong, chains = {}, {}, False
+            for c in classes:
+                if c not in grid_parts:
+                    continue
+                lst, slst, chain, ebar = [], [], [], np.inf
+                for p, g_p, kp, x, f0 in grid_parts[c]:
+                    fb = flow_bytes(p.kind, p.payload_bytes, kp)
+                    w = (kp - 1) if p.kind == "all_to_all" else 1
+                    g = x * w * fb / (cap * 1e9)
+                    if c == "pp" and p.kind == "p2p_chain" and kp == cfg.pp and kp >= 2:
+                        chain.append((f0, max(f0, x * fb / r_above), g))
+                        ebar = 2.0 * g_p / n_domains  # mean chain ends per domain
+                        continue
+                    lst.append(_Term(f0, x * fb / r_above, g))
+                    slst.append(lst[-1])
+                if chain:
+                    embs = [(f0, x * flow_bytes(p.kind, p.payload_bytes, kp) / (cap * 1e9))
+                            for p, _g, kp, x, f0 in embs_here]
+                    lst.append(_chain_term(chain, embs))
+                    slst.append(_chain_term(chain, embs, ebar))
+                    chains = True
+                terms[c], strong[c] = lst, slst
+            return terms, strong, chains
+
+        levels = []  # (labels, {label: weak terms or None})
         for doms, outs, widest in _hierarchies(cluster):
             for lvl in range(min(doms.shape[0], len(outs))):
                 sizes = np.bincount(doms[lvl])
@@ -397,33 +294,21 @@ def joint_cut_bound(
                 r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else (
                     np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
                 least_strong = np.inf  # the chain-crossing bound holds for one domain of the level: the least
+                weak_of = {}
                 for m, cap in set(zip(sizes.tolist(), caps.tolist())):
                     if cap <= 0 or m < 1 or m >= cfg.world_size:
                         least_strong = 0.0  # that domain may be the one
                         continue
-                    terms, strong, chains = {}, {}, False
-                    for c in classes:
-                        if c not in grid_parts:
-                            continue
-                        lst, slst = [], []
-                        for p, g_p, kp, x, f0 in grid_parts[c]:
-                            fb = flow_bytes(p.kind, p.payload_bytes, kp)
-                            w = (kp - 1) if p.kind == "all_to_all" else 1
-                            g = x * w * fb / (cap * 1e9)
-                            lst.append(_Term(f0, x * fb / r_above, g))
-                            if p.kind == "p2p_chain" and kp >= 2:
-                                ebar = 2.0 * g_p / sizes.size  # mean chain ends per domain
-                                slst.append(_Term(f0, x * fb / r_above, g, ((g, 0.0), (2 * g, -g * ebar))))
-                                chains = True
-                            else:
-                                slst.append(lst[-1])
-                        terms[c], strong[c] = lst, slst
-                    weak = _domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
+                    terms, strong, chains = shape_terms(m, cap, r_above, sizes.size)
+                    weak_of[(m, cap)] = terms
+                    weak = domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
                     best = max(best, weak)
-                    least_strong = min(least_strong, weak if not chains else _domain_grid_bound(
+                    least_strong = min(least_strong, weak if not chains else domain_grid_bound(
                         int(m), axes, classes, covers, strong, class_k, class_groups))
                 if np.isfinite(least_strong):
                     best = max(best, least_strong)
+                levels.append((doms[lvl], sizes, caps, weak_of))
+        best = max(best, _nested_best(levels, axes, classes, covers, class_k, class_groups, best))
         extra += best
     # parts of grid classes that no grid holds (cannot happen for the registry's classes): their F0
     held = {c for _a, classes in grids for c in classes}

@@ -95,9 +95,10 @@ def eight_gpus():
     return cluster, PairRoutes(cluster), enumerate_layouts(cluster, "free")
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=18, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(sizes=st.sampled_from([dict(tp=2, pp=2), dict(tp=2, cp=2), dict(tp=2, ep=2), dict(tp=4),
-                              dict(pp=2, ep=4, etp=1), dict(cp=2, pp=2), dict(tp=2, cp=2, pp=2)]),
+                              dict(pp=2, ep=4, etp=1), dict(cp=2, pp=2), dict(tp=2, cp=2, pp=2),
+                              dict(tp=2, pp=4), dict(cp=2, pp=4), dict(pp=8)]),
        payloads=st.lists(st.sampled_from([0.0, 1e7, 1e8, 1e9, 4e9]), min_size=8, max_size=8),
        exposed=st.lists(st.sampled_from([1.0, 1.0, 0.5]), min_size=8, max_size=8))
 def test_never_above_the_exhaustive_free_optimum_on_8_gpus(eight_gpus, sizes, payloads, exposed):
@@ -244,3 +245,87 @@ def test_pipeline_middle_stages_cross_a_domain_twice():
     opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min())
               for o in candidate_orders(cfg, "all"))
     assert opt == pytest.approx(fbt / 450e9 + 2 * fbp / 25e9, rel=1e-9)
+
+
+def test_embedding_pairs_tie_the_chain_ends():
+    """4 hosts x 2 GPUs (25 GB/s NIC per GPU: 50 GB/s out of a host), tp2 pp4, tied embeddings.
+
+    A host keeps its tp pair whole (splitting it costs ``fb_tp / 25`` GB/s alone) and so holds one rank
+    of each of the 2 chains.  A split chain crosses the host's boundary on one edge only when the host
+    holds one of its ends, and then the chain's embedding pair (first and last stage) is split too and
+    sends ``fb_emb`` out.  Here a split pair costs more (``fb_emb / 50`` per pair) than the pipeline flow
+    it saves (``fb_pp / 50``), so every host is charged 2 pipeline flows per chain: ``4·fb_pp / 50``
+    (without the pairs: ``2s − ē = 3`` flows).  Bound ``fb_tp/450 + 4·fb_pp/50 + fb_emb/450`` (the
+    embedding's own floor: inside one host); the exhaustive optimum also pays the pairs across hosts
+    (``fb_emb/25``).
+    """
+    cl = cluster_from_graph(fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0))
+    cfg = parallel_config(8, tp=2, pp=4)
+    traffic = {"tp": 4e9, "pp": 1e9, "embedding": 2e9}
+    fbt, fbp = flow_bytes("all_reduce", 4e9, 2), flow_bytes("p2p_chain", 1e9, 4)
+    fbe = flow_bytes("all_reduce", 2e9, 2)
+    lb = lower_bound(cl, cfg, traffic)
+    assert lb == pytest.approx(fbt / 450e9 + 4 * fbp / 50e9 + fbe / 450e9, rel=1e-9)
+    routes, layouts = PairRoutes(cl), enumerate_layouts(cl, "free")
+    opt = min(float(bulk_cost(routes, o, megatron_groups(o), traffic, layouts, None).min())
+              for o in candidate_orders(cfg, "all"))
+    assert opt == pytest.approx(fbt / 450e9 + 4 * fbp / 50e9 + fbe / 25e9, rel=1e-9)
+    assert lb <= opt
+
+
+def test_a_host_inside_its_leaf_pays_each_class_once_at_its_worst():
+    """8 hosts x 2 GPUs, leaves of 2 hosts with a 25 GB/s uplink (4:1), tp2 cp2 pp2, pipeline-heavy.
+
+    Per host (50 GB/s out): a pipeline pair split over hosts costs ``fb_pp / 25`` alone, so a host holds
+    a whole pair and splits its 2 tp groups (``fb_tp / 25``).  Per leaf (25 GB/s out): holding whole tp
+    groups and pairs, it splits its 4 cp rings (``4·fb_cp / 25``).  Either level alone leaves the other
+    class at its floor (host: ``fb_pp/450 + fb_tp/25 + fb_cp/25``; leaf: ``fb_pp/450 + fb_tp/450 +
+    4·fb_cp/25``); the nested bound charges each class the larger of its two terms:
+    ``fb_pp/450 + fb_tp/25 + 4·fb_cp/25``, which the layout pp in a host, tp in a leaf, cp across leaves
+    meets.
+    """
+    cl = cluster_from_graph(fat_tree_cluster(8, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))
+    cfg = parallel_config(16, tp=2, cp=2, pp=2)
+    traffic = {"tp": 1e9, "cp": 2e8, "pp": 4e9}
+    fbt, fbc, fbp = flow_bytes("all_reduce", 1e9, 2), flow_bytes("ring_p2p", 2e8, 2), flow_bytes("p2p_chain", 4e9, 2)
+    expect = fbp / 450e9 + fbt / 25e9 + 4 * fbc / 25e9
+    assert lower_bound(cl, cfg, traffic) == pytest.approx(expect, rel=1e-9)
+    # default order tp-cp-ep-dp-pp: rank = t + 2c + 4d + 8q; host 2(c + 2d) + t (leaf c + 2d), local index q
+    index = {d: i for i, d in enumerate(cl.devices)}
+    dev = np.array([index[f"node{2 * (r // 2 % 2 + 2 * (r // 4 % 2)) + r % 2:03d}/gpu{r // 8}"] for r in range(16)])
+    assert layout_cost(cl, cfg, dev, traffic).total_seconds == pytest.approx(expect, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(chains=st.lists(st.tuples(st.floats(0, 5), st.floats(0, 5), st.floats(0.01, 3)), min_size=1, max_size=2),
+       embs=st.lists(st.tuples(st.floats(0, 5), st.floats(0.01, 3)), max_size=2),
+       emax=st.sampled_from([np.inf, 0.5, 1.0, 3.0, 7.5]),
+       s_values=st.lists(st.floats(1.0, 40.0), min_size=1, max_size=6))
+def test_chain_term_is_below_the_pipeline_and_embedding_minimum(chains, embs, emax, s_values):
+    """The chain term's lines never exceed min over e of the pipeline + embedding time (an LP, scipy)."""
+    from scipy.optimize import linprog
+
+    from rankmap.solver.gridcut import _chain_term
+
+    chains = [(c0, max(c0, c1), g) for c0, c1, g in chains]
+    term = _chain_term(chains, embs, emax)
+    for s in s_values:
+        # variables: e, u_i (chain parts), v_j (embedding parts); minimise Σu + Σv
+        n = 1 + len(chains) + len(embs)
+        cost = np.r_[0.0, np.ones(n - 1)]
+        a_ub, b_ub = [], []
+        for i, (_c0, c, g) in enumerate(chains):
+            row = np.zeros(n); row[1 + i] = -1.0
+            a_ub.append(row.copy()); b_ub.append(-c)              # u ≥ c'
+            row[0] = -g; a_ub.append(row); b_ub.append(-2 * g * s)  # u ≥ g(2s − e)
+        for j, (c, g) in enumerate(embs):
+            k = 1 + len(chains) + j
+            for slope, icpt in ((0.0, c), (max(c, g) - c, c), (g, 0.0)):  # v ≥ icpt + slope·e
+                row = np.zeros(n); row[k] = -1.0; row[0] = slope
+                a_ub.append(row); b_ub.append(-icpt)
+        bounds = [(0.0, min(s, emax))] + [(None, None)] * (n - 1)
+        lp = linprog(cost, A_ub=np.array(a_ub), b_ub=np.array(b_ub), bounds=bounds, method="highs")
+        assert lp.status == 0
+        value = max(g * s + h for g, h in term.lines)
+        assert value <= lp.fun * (1 + 1e-9) + 1e-12
+        assert value >= lp.fun * (1 - 1e-6) - 1e-9  # and exact: the breakpoints are all there
