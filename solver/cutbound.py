@@ -41,7 +41,12 @@ suffix of it, which holds a chain end (a first- or last-stage rank).  With
 chain, so some domain of a level of ``n_D`` domains has ``e_D ≤ ē = 2G/n_D``
 (``G`` chains): the least over the level's domain shapes of the bound with
 ``max(s, 2s − ē)`` in place of ``s`` holds too (NVL72 racks holding two middle
-stages of 36 chains send 72 flows out, not 36); and when ``s ≥ 1`` one of its flows
+stages of 36 chains send 72 flows out, not 36).  A split chain holding
+exactly one end in ``D`` also splits its embedding pair (Megatron's
+``EMBEDDING_GROUP``: the first and last stage of each pipeline group), which
+sends a flow out of ``D``: the pipeline and embedding parts together cost at
+least ``min over e ≤ s of pp(2s − e) + embedding(e)``
+(:func:`~rankmap.solver.gridcut._chain_term`).  And when ``s ≥ 1`` one of its flows
 joins GPUs first joined above ``D``'s widest level: at least ``fb / R_{>k}``
 (:func:`~rankmap.solver.bound.suffix_rates`).  With ``F0`` the part's own
 bound (any layout), the part's time is at least
@@ -50,16 +55,29 @@ bound (any layout), the part's time is at least
 The bound of the domain is the least ``Σ_c x_c Σ_parts`` of those terms over
 every ``(p_c)`` the constraints allow, with ``p`` and ``s`` relaxed to reals
 (only smaller): for each pattern of which classes split none (``s = 0`` forces
-``p = m/k``) the rest is a convex problem in ``y_c = log p_c`` whose
+``p = m/k``; ``S`` is then a union of boxes along those classes' axes, so each
+``p_d`` is a multiple of a box's projection and a whole group of any class
+touches at least its box's projection:
+:func:`~rankmap.solver.gridcut.domain_combos`) the rest is a convex problem in ``y_c = log p_c`` whose
 Lagrangian dual is evaluated exactly (each term is piecewise ``α + β·e^y``, its
 minimum against ``λ·w·y`` closed-form), so every multiplier ``λ ≥ 0`` gives a
 valid value and the best of a log-spaced grid of them is kept.  Every domain,
 every weight vector (classes subsets of equal weight) and both grids give a
 valid bound; the bound is the largest over domains and weights of the dense
-grid's plus the expert grid's, plus each remaining part's own bound (parts on
+grid's plus the expert grid's (the pp class, whose groups both grids share,
+bounded with either: megatron-core's ``initialize_model_parallel`` asserts
+the two generators' pipeline groups are the same), plus each remaining part's own bound (parts on
 subgroups, the embedding group; with two pipeline stages the embedding group is the
-pipeline group, and its parts count with the pp class).  Nothing here is per rank pair: the work is
-per level and distinct ``(m, C_D)``.
+pipeline group, and its parts count with the pp class).
+
+Nested domains.  A class's time is at least its term for every domain, so a
+domain inside another of a coarser level (a host inside its leaf) charges
+each class the larger of its two terms: ``Σ_c max(t_c(inner), t_c(outer))``
+over every pair of patterns (:func:`~rankmap.solver.gridcut.nested_grid_bound`).
+A host that keeps its pipeline chain whole splits its tp groups over hosts;
+a leaf that keeps those tp groups whole splits cp over leaves: each level
+alone sees one of the two.  Nothing here is per rank pair: the work is per
+level (pair) and distinct ``(m, C_D)``.
 """
 
 from __future__ import annotations
@@ -240,9 +258,8 @@ def joint_cut_bound(
         return total_f0 + sum(f0 for v in grid_parts.values() for *_r, f0 in v)
     rates = suffix_rates(cluster) * 1e9
     grids = grid_classes(cfg)
-    extra = 0.0
-    grid_sum_f0 = 0.0
-    for axes, classes in grids:
+    def grid_bound(axes, classes) -> float:
+        """The bound of one rank grid's classes (their parts' F0 at least)."""
         covers = _covers(axes, classes)
         class_k = {}
         class_groups = {}
@@ -255,7 +272,6 @@ def joint_cut_bound(
         f0_here = sum(f0 for c in classes for *_r, f0 in grid_parts.get(c, []))
         embs_here = emb_parts if "pp" in classes else []
         f0_here += sum(f0 for *_r, f0 in embs_here)
-        grid_sum_f0 += f0_here
         best = f0_here
 
         def shape_terms(m, cap, r_above, n_domains):
@@ -309,7 +325,16 @@ def joint_cut_bound(
                     best = max(best, least_strong)
                 levels.append((doms[lvl], sizes, caps, weak_of))
         best = max(best, _nested_best(levels, axes, classes, covers, class_k, class_groups, best))
-        extra += best
+        return best
+
+    extra = sum(grid_bound(axes, classes) for axes, classes in grids)
+    if len(grids) == 2 and "pp" in grids[0][1] and "pp" in grids[1][0] and "pp" in grid_parts:
+        # megatron-core builds the same pipeline groups from both rank generators (initialize_model_parallel
+        # asserts it), so the pp class and its embedding pairs may be bounded with the expert grid instead,
+        # where they compete with ep and edp for the domains
+        (dense_axes, dense), (expert_axes, expert) = grids
+        extra = max(extra, grid_bound(dense_axes, {c: v for c, v in dense.items() if c != "pp"})
+                    + grid_bound(expert_axes, {**expert, "pp": frozenset({"pp"})}))
     # parts of grid classes that no grid holds (cannot happen for the registry's classes): their F0
     held = {c for _a, classes in grids for c in classes}
     rest = sum(f0 for c, v in grid_parts.items() if c not in held for *_r, f0 in v)
