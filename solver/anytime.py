@@ -31,8 +31,9 @@ from .catalogue import megatron_groups
 from .constraints import constraint_check, satisfies
 from .decompose import local_orders
 from .localsearch import descend
-from .partition import tree_partition_host_order, tree_partition_layout
-from .refine import LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, Candidate, eval_budget, top_by_order, phase_idle
+from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
+from .refine import (LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, Candidate, eval_budget, eval_seconds, phase_idle,
+                     top_by_order)
 
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 
@@ -67,6 +68,10 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
     out: list[Candidate] = []
     cur = best
     starts = min(ANYTIME_MAX_STARTS, max(0, left // 2))
+    # a start's partitions cost evaluations too (work model: partition_seconds)
+    per_eval = eval_seconds(cluster, cfg, traffic)
+    host_cost = int(np.ceil(partition_seconds(cluster.gpus_per_host.size) / per_eval)) if equal_hosts else 0
+    free_cost = 0 if launcher else int(np.ceil(partition_seconds(W) / per_eval))
     for k in range(1, starts + 1):
         if left <= 0 or deadline.check() or cur.cost.total_seconds <= bound * (1 + _REL):
             break
@@ -83,6 +88,7 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
                 layouts.append(lay)
         if not layouts:
             break
+        left -= host_cost + free_cost
         for dev in layouts:
             if left <= 0 or deadline.check():
                 break

@@ -443,12 +443,14 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
 
 def search_lower_bound(
     cluster: Cluster, orders: Sequence[ParallelConfig], traffic: Mapping[str, float],
-    exposure: Mapping[str, float] | None = None, mode: str = "launcher",
+    exposure: Mapping[str, float] | None = None, mode: str = "launcher", plain: float | None = None,
 ) -> float:
     """The bound of a solve over its searched space (seconds): every order of ``orders``, layouts of ``mode``.
 
     Launcher mode: ``min over orders of Σ_c x_c Σ_parts max(size terms, launcher terms of the order)``;
     other modes (or too much work: ``LAUNCHER_WORK_MAX``): :func:`lower_bound` (size terms).
+    ``plain``: that size-term bound when already computed (same cluster, sizes, traffic and exposure:
+    a free solve's own bound), not recomputed.
 
     Raises
     ------
@@ -465,8 +467,11 @@ def search_lower_bound(
     for c in TRAFFIC_CLASSES:
         size_terms[c] = [(p, class_lower_bound(cluster, p.kind, g, k, p.payload_bytes))
                          for p, g, k in _part_sizes(cfg0, traffic, c)]
+    known = plain
     plain = sum(float(exposure.get(c, 1.0)) * sum(v for _p, v in size_terms[c]) for c in TRAFFIC_CLASSES)
-    if plain > 0:
+    if known is not None:
+        plain = max(plain, float(known))
+    elif plain > 0:
         from .cutbound import joint_cut_bound
 
         parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}

@@ -73,7 +73,7 @@ from .errors import InfeasibleError, InvalidArgumentError
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
 from .launch import apply_instructions, host_placements, launcher_device_order
 from .orders import MEGATRON_CLI_ORDERS, candidate_orders
-from .partition import tree_partition_host_order, tree_partition_layout
+from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .ranks import DEFAULT_ORDER
 from .refine import CPSAT_SHARE, Candidate, eval_seconds, refine
@@ -89,6 +89,8 @@ _REL_TOL = 1e-9
 #: Free mode on equal hosts: the share of the time limit sizing the free-layout search that follows the
 #: launcher-mode search (whose budgets are those of a launcher solve).
 FREE_AFTER_LAUNCHER_SHARE = 0.25
+#: Share of the time limit for free mode's tree partitions (:func:`_free_partitions`, by its work model).
+FREE_PARTITION_SHARE = 0.1
 
 
 def solve(
@@ -232,7 +234,8 @@ def solve(
             candidates += found
             candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, lopts, True, constraints,
                                          baseline_dev, deadline, score,
-                                         search_lower_bound(cluster, orders, traffic, exposure, "launcher"))
+                                         search_lower_bound(cluster, orders, traffic, exposure, "launcher",
+                                                            plain=bound))
             candidates += free_first
             fopts = replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE)
             # above 16 GPUs the other free proposals are the launcher ones
@@ -392,16 +395,30 @@ def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline
 
 
 def _free_partitions(cluster, orders, surrogate, options, constraints, deadline, score) -> list[Candidate]:
-    """Free-mode tree-partition layouts (:mod:`.partition`) of every order, scored (skipped past the deadline)."""
+    """Free-mode tree-partition layouts (:mod:`.partition`), scored (skipped past the deadline).
+
+    Three variants (recursive bisection on ring pairs, one k-way cut on ring pairs, bisection on
+    all-pairs cliques), each over every order before the next.  In free mode every order reaches
+    the same layouts up to a relabelling of the ranks, so the orders only restart METIS from other
+    numberings, and those differ (512 GPUs, 3-tier tree, tp4 cp2 pp8: 71.3 to 112 ms).  Work model:
+    each costs :func:`~rankmap.solver.partition.partition_seconds` plus one evaluation; taken until
+    ``FREE_PARTITION_SHARE`` of the time limit is spent (at least 3).
+    """
     out = []
-    for idx, ocfg in enumerate(orders):
-        if deadline.check():
-            break
-        groups = megatron_groups(ocfg)
-        for bisect, pairs in ((False, "ring"), (True, "ring"), (True, "clique")):
-            lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline, pairs)
-            if lay is not None and satisfies(cluster, ocfg, groups, lay, constraints):
-                out.append(Candidate(ocfg, lay, score(ocfg, lay, groups), idx))
+    per = partition_seconds(orders[0].world_size) + eval_seconds(cluster, orders[0], surrogate)
+    count = max(3, int(options.time_limit_seconds * FREE_PARTITION_SHARE / per))
+    groups = {}
+    for bisect, pairs in ((True, "ring"), (False, "ring"), (True, "clique")):
+        for idx, ocfg in enumerate(orders):
+            if deadline.check() or count <= 0:
+                return out
+            count -= 1
+            if idx not in groups:
+                groups[idx] = megatron_groups(ocfg)
+            grp = groups[idx]
+            lay = tree_partition_layout(cluster, ocfg, grp, surrogate, options.seed, bisect, deadline, pairs)
+            if lay is not None and satisfies(cluster, ocfg, grp, lay, constraints):
+                out.append(Candidate(ocfg, lay, score(ocfg, lay, grp), idx))
     return out
 
 
