@@ -223,7 +223,8 @@ def sim_summary(outs: list[Outcome]) -> tuple[str, list[dict]]:
              "predicted and simulated winner agree |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     losses, errs = [], []
-    for mode, peers in (("launcher", "Megatron, greedy"), ("free", "random, QAP faq, QAP 2opt")):
+    for mode in ("launcher", "free"):
+        peers = ", ".join(name for name, m in PEERS if m == mode)
         rs, n, wins, agree = [], 0, 0, 0
         for o in outs:
             x = o.sim.get(mode) or {}
@@ -333,7 +334,8 @@ def plot(outs: list[Outcome], solve_rows, path: Path) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 6.2), gridspec_kw=dict(width_ratios=[2.2, 1]))
     x = np.arange(1, len(outs) + 1)
-    markers = {"Megatron": "o", "greedy": "s", "random": "x", "QAP faq": "^", "QAP 2opt": "v"}
+    markers = {"Megatron": "o", "greedy": "s", "random": "x", "QAP faq": "^", "QAP 2opt": "v",
+               "METIS tree": "D", "METIS tree free": "d", "Scotch": "P", "Scotch free": "p"}
     for p, mode in PEERS:
         xs, ys = [], []
         for i, o in zip(x, outs):
@@ -341,7 +343,7 @@ def plot(outs: list[Outcome], solve_rows, path: Path) -> None:
             if r is not None and math.isfinite(r) and r > 0:
                 xs.append(i)
                 ys.append(r)
-        ax1.scatter(xs, ys, marker=markers[p], s=22, label=f"{p} / rankmap {mode}", alpha=0.8)
+        ax1.scatter(xs, ys, marker=markers.get(p, "."), s=22, label=f"{p} / rankmap {mode}", alpha=0.8)
     for mode, mk, col in (("launcher", "_", "k"), ("free", "|", "0.35")):
         xs, ys = [], []
         for i, o in zip(x, outs):

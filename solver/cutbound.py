@@ -165,11 +165,13 @@ def _hierarchies(cluster: Cluster):
 def _nested_best(levels, axes, classes, covers, class_k, class_groups, target: float) -> float:
     """The largest :func:`~rankmap.solver.gridcut.nested_grid_bound` over nested domain pairs of two levels.
 
-    ``levels``: ``(labels (n,), sizes, capacities, {(m, capacity): class terms})`` per
+    ``levels``: ``(labels (n,), sizes, capacities, {(m, capacity): (class terms, own bound)})`` per
     level.  A level's domains nest in another's when every one of its domains
     lies inside one of the other's (fewer, larger domains); each distinct pair
-    of (inner shape, outer shape) that occurs is bounded once.  ``target``: the
-    bound so far (pairs stop as soon as they cannot raise it).
+    of (inner shape, outer shape) that occurs is bounded once, unless the two
+    domains' own bounds sum to at most the bound so far (``target``): a pair's
+    bound is at most that sum (each pair of patterns is at most the sum of
+    their duals), so it could not raise it.
     """
     best = target
     combos: dict = {}
@@ -194,8 +196,10 @@ def _nested_best(levels, axes, classes, covers, class_k, class_groups, target: f
                 if inner not in wa or outer not in wb or (ia, ib, inner, outer) in done:
                     continue
                 done.add((ia, ib, inner, outer))
-                ci, own_i = side(ia, inner, wa[inner])
-                co, own_o = side(ib, outer, wb[outer])
+                if wa[inner][1] + wb[outer][1] <= best:
+                    continue  # the pair's bound is at most the sum of the two domains' own: it cannot raise best
+                ci, own_i = side(ia, inner, wa[inner][0])
+                co, own_o = side(ib, outer, wb[outer][0])
                 best = max(best, nested_grid_bound(inner[0], ci, outer[0], co, classes, covers, best,
                                                    (own_i, own_o)))
     return best
@@ -310,14 +314,14 @@ def joint_cut_bound(
                 r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else (
                     np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
                 least_strong = np.inf  # the chain-crossing bound holds for one domain of the level: the least
-                weak_of = {}
+                weak_of = {}  # shape -> (terms, its own bound)
                 for m, cap in set(zip(sizes.tolist(), caps.tolist())):
                     if cap <= 0 or m < 1 or m >= cfg.world_size:
                         least_strong = 0.0  # that domain may be the one
                         continue
                     terms, strong, chains = shape_terms(m, cap, r_above, sizes.size)
-                    weak_of[(m, cap)] = terms
                     weak = domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
+                    weak_of[(m, cap)] = (terms, weak)
                     best = max(best, weak)
                     least_strong = min(least_strong, weak if not chains else domain_grid_bound(
                         int(m), axes, classes, covers, strong, class_k, class_groups))

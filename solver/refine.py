@@ -33,7 +33,7 @@ __all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT
            "eval_budget", "eval_seconds", "phase_idle", "refine"]
 
 #: Share of the time limit for the CP-SAT proposals of all orders (CP-SAT deterministic seconds).
-CPSAT_SHARE = 0.15
+CPSAT_SHARE = 0.2
 #: Share of the time limit for the FAQ starts (sizes their iteration counts).
 FAQ_SHARE = 1 / 12
 #: Share of the time limit for the swap polish of all starts (sizes their swap counts).
@@ -41,7 +41,7 @@ POLISH_SHARE = 1 / 8
 #: Share of the time limit for the free-mode digit-order layouts (real-objective evaluations).
 VIRTUAL_SHARE = 1 / 8
 #: Share of the time limit for the descent on the real objective (real-objective evaluations).
-DESCENT_SHARE = 0.3
+DESCENT_SHARE = 0.4
 #: The descent starts from the best layout of this many group structures (:func:`top_by_order`).
 REFINE_STARTS = 3
 #: Work model of one evaluation of the real objective (:func:`eval_seconds`), seconds: per
