@@ -264,7 +264,7 @@ def traffic_table(doc: dict) -> str:
         desc = (f"model {model['name']}: {_count(p['total'])} parameters"
                 + (f" ({_count(p['active'])} active, {_count(p['expert'])} in experts)" if p["expert"] else "")
                 + f"; s {spec['seq_length']}, b {spec['micro_batch_size']}, m {model['num_micro_batches']}, "
-                f"{spec['dtype']}")
+                f"{spec['dtype']}" + (f" with FP8 GEMMs ({spec['fp8']})" if spec.get("fp8") else ""))
         lines.append(desc)
         lines.append(f"parameters per rank: {_count(p['dense_per_rank'])} dense, {_count(p['expert_per_rank'])} expert")
         rec = model.get("recipe")
@@ -296,7 +296,9 @@ def traffic_table(doc: dict) -> str:
     lines.append("")
     lines.append("bytes: 1 GB = 1e9 B.  sent/rank/step: the most bytes one rank puts on the wire per training step")
     lines.append("(ring all_reduce 2(n-1)/n S, all_gather and all_to_all (n-1)/n S, ring_p2p S, p2p_chain S to "
-                 "each neighbour; [k] = over subgroups of k).")
+                 "each neighbour; [k] = over subgroups of k;")
+    lines.append("a ring reduce-scatter moves like an all_gather and is listed as one: the distributed optimizer's")
+    lines.append("gradient reduce-scatter + parameter all-gather is one all_gather of both payloads).")
     import textwrap
 
     for c, info in doc["classes"].items():

@@ -192,6 +192,18 @@ def test_cli_table(capsys):
     out, _ = capsys.readouterr()
     assert rc == 0
     assert "3.22 GB" in out and "TENSOR_MODEL_PARALLEL_GROUP" in out and "EMBEDDING_GROUP" in out
+    assert ", bf16\n" in out
+
+
+def test_cli_table_names_fp8_training(capsys):
+    """``--dtype fp8`` trains bf16 parameters with FP8 GEMMs (TransformerEngine, hybrid format): the header
+    says so, and without sequence parallelism the tp all-reduces stay bf16 (the same 3.22 GB)."""
+    from rankmap.cli import main
+
+    rc = main(["traffic", "--world-size", "16", "--tp", "2", "--pp", "4", "--dtype", "fp8", "--format", "table"])
+    out, _ = capsys.readouterr()
+    assert rc == 0
+    assert ", bf16 with FP8 GEMMs (hybrid)\n" in out and "3.22 GB" in out
 
 
 @pytest.mark.parametrize(
