@@ -312,7 +312,9 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
     gap = (f" (gap {100 * (result.cost.total_seconds / result.bound_seconds - 1):.1f}%)"
            if result.bound_seconds > 0 else "")
     lines.append(_clip(
-        f"improvement {100 * result.improvement:.1f}% over the baseline (default order, "
+        f"improvement {100 * result.improvement:.1f}% over the baseline ("
+        + ("default order" if result.baseline.order == "tp-cp-ep-dp-pp" else
+           f"order {result.baseline.order}") + ", "
         f"{_launch_order_text(launch_order)}, GPUs by index);  lower bound "
         f"{_fmt_s(result.bound_seconds)}{gap}"))
     if tuple(result.orders_searched) == ("tp-cp-ep-dp-pp",) and cfg.pp > 1 and cfg.dp > 1:

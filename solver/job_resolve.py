@@ -349,6 +349,7 @@ def job_megatron_sizes(job: Mapping[str, Any], warn: Warn | None = None) -> dict
 
     out = {**job, **megatron_sizes(meg, {k: job.get(k) for k in SIZE_KEYS}, conflict)}
     # --use-tp-pp-dp-mapping: Megatron builds its groups in that order, so search it unless told otherwise
+    # (job_options makes it the baseline's order too)
     if meg.order != "tp-cp-ep-dp-pp" and out.get("orders") is None:
         out["orders"] = meg.order
     for hint in meg.suggestions() if warn is not None else ():
@@ -479,7 +480,8 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
 
 
 def job_options(job: Mapping[str, Any]):
-    """The :class:`~rankmap.solver.types.SolveOptions` of ``job`` (unset keys: :data:`JOB_DEFAULTS`)."""
+    """The :class:`~rankmap.solver.types.SolveOptions` of ``job`` (unset keys: :data:`JOB_DEFAULTS`;
+    ``baseline_order`` from ``megatron_args``: ``--use-tp-pp-dp-mapping`` selects ``tp-cp-ep-pp-dp``)."""
     from .types import SolveOptions, parse_constraint
 
     orders = job.get("orders") if job.get("orders") is not None else JOB_DEFAULTS["orders"]
@@ -505,6 +507,8 @@ def job_options(job: Mapping[str, Any]):
         time_limit_seconds=time_limit,
         seed=seed,
         exposure=exposure_from_value(job.get("exposure")),
+        # without rankmap Megatron builds its groups in the order its arguments select (the baseline)
+        baseline_order=_megatron(job).order if job.get("megatron_args") is not None else "tp-cp-ep-dp-pp",
     )
 
 

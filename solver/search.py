@@ -193,7 +193,7 @@ def solve(
     if not orders:
         raise InvalidArgumentError(f"no order in {options.orders!r} is valid for these sizes", "orders")
     constraints = tuple(options.constraints)
-    base_cfg = cfg.with_order(DEFAULT_ORDER)
+    base_cfg = cfg.with_order(options.baseline_order)
     # DESIGN §5: the baseline is what the launcher does without rankmap (hosts in launch order)
     baseline_dev = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
     base_groups = megatron_groups(base_cfg)

@@ -158,6 +158,12 @@ class SolveOptions:
         torchrun under Slurm), ``"listed"`` (order of first appearance in the
         cluster graph) or the host names in launch order (e.g. the
         scheduler's hostfile), every host of the cluster once.
+    baseline_order : str
+        The order Megatron-LM builds its groups in without rankmap, which with
+        ``launch_order`` makes the baseline: ``tp-cp-ep-dp-pp`` (default) or
+        ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``; megatron-core
+        ``initialize_model_parallel(order=...)``).  Set from the job's Megatron
+        arguments when they are given.
     """
 
     mode: str = "launcher"
@@ -169,8 +175,15 @@ class SolveOptions:
     seed: int = 0
     exposure: Mapping[str, float] = None  # type: ignore[assignment]
     launch_order: str | tuple[str, ...] = "sorted"
+    baseline_order: str = "tp-cp-ep-dp-pp"
 
     def __post_init__(self) -> None:
+        from .orders import MEGATRON_CLI_ORDERS
+
+        if self.baseline_order not in MEGATRON_CLI_ORDERS:
+            raise InvalidArgumentError(
+                f"baseline_order {self.baseline_order!r} is not an order stock Megatron-LM builds "
+                f"({' or '.join(MEGATRON_CLI_ORDERS)})", "baseline_order")
         object.__setattr__(self, "exposure", check_exposure(self.exposure))
         lo = self.launch_order
         if isinstance(lo, str):

@@ -300,3 +300,24 @@ def test_mid_size_solve_is_deterministic_and_never_worse_than_the_launcher():
     assert res.bound_seconds <= res.cost.total_seconds
     again = solve(g, cfg, tr, SolveOptions(orders="default", time_limit_seconds=10))
     assert again.assignment == res.assignment  # deterministic
+
+
+def test_baseline_order_is_the_order_megatron_builds():
+    """``SolveOptions.baseline_order``: the baseline runs in the order Megatron-LM would build (here
+    ``--use-tp-pp-dp-mapping``'s tp-cp-ep-pp-dp); an order stock Megatron does not build is refused."""
+    from rankmap.solver import InvalidArgumentError, SolveOptions, cluster_from_graph, fat_tree_cluster
+    from rankmap.solver import parallel_config, solve
+    from rankmap.solver.timemodel import layout_cost
+
+    cl = cluster_from_graph(fat_tree_cluster(4, 4, tiers=[(2, 2.0)]))
+    cfg = parallel_config(16, tp=2, pp=2)
+    traffic = {"tp": 1e9, "dp": 4e8, "pp": 1e8}
+    res = solve(cl, cfg, traffic, SolveOptions(baseline_order="tp-cp-ep-pp-dp", time_limit_seconds=5))
+    assert res.baseline.order == "tp-cp-ep-pp-dp"
+    # GPUs by local index, hosts in launch order: rank r on device r, groups of the mapping order
+    expect = layout_cost(cl, cfg.with_order("tp-cp-ep-pp-dp"), np.arange(16), traffic).total_seconds
+    assert res.baseline.cost.total_seconds == pytest.approx(expect, rel=1e-12)
+    assert res.baseline.cost.total_seconds != pytest.approx(
+        layout_cost(cl, cfg, np.arange(16), traffic).total_seconds, rel=1e-6)
+    with pytest.raises(InvalidArgumentError, match="baseline_order 'pp-dp-tp'"):
+        SolveOptions(baseline_order="pp-dp-tp")

@@ -331,8 +331,9 @@ def test_megatron_tp_pp_dp_mapping_sets_the_order_and_misspellings_warn(capsys):
                  "--time-limit", "5"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
-    # the order searched is Megatron's; the baseline (default order) stays a candidate (DESIGN §5)
+    # the order searched is Megatron's, and so is the baseline's: without rankmap this job runs in it
     assert doc["orders_searched"] == ["tp-cp-ep-pp-dp"]
+    assert doc["baseline"]["order"] == "tp-cp-ep-pp-dp"
     assert "--sequence-paralel (did you mean --sequence-parallel?)" in err
     with pytest.raises(InvalidArgumentError, match="--seq-length"):
         parse_megatron_args("--num-layers 8 --hidden-size 512 --num-attention-heads 8")
@@ -406,6 +407,9 @@ def test_grpc_traffic_megatron_args():
             # sizes left out of the request come from the arguments (tp 4, pp 2), as on the CLI
             res = c.evaluate(g, devices, model=SMALL_ARGS)
             assert res.classes["tp"].payload_bytes == traffic["tp"]
+            # --use-tp-pp-dp-mapping: searched and baseline order are Megatron's, as on the CLI
+            sol = c.solve(g, model=SMALL_ARGS + " --use-tp-pp-dp-mapping", time_limit_seconds=5)
+            assert sol.order == "tp-cp-ep-pp-dp" and sol.baseline.order == "tp-cp-ep-pp-dp"
     finally:
         srv.stop(grace=None).wait(10)
 

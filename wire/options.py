@@ -191,7 +191,8 @@ def options_to_proto(
         if key not in MODE_TO_PROTO:
             raise InvalidArgumentError(f"mode {mode!r} is not one of {', '.join(MODES)}", "mode")
         req.mode = MODE_TO_PROTO[key]
-    req.orders.CopyFrom(_orders_to_proto(orders))
+    if orders is not None:  # left unset, the server may take the order the Megatron arguments select
+        req.orders.CopyFrom(_orders_to_proto(orders))
     if isinstance(constraints, (str, Constraint)):
         constraints = [constraints]
     for c in constraints or ():
