@@ -318,8 +318,14 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
         f"{_launch_order_text(launch_order)}, GPUs by index);  lower bound "
         f"{_fmt_s(result.bound_seconds)}{gap}"))
     if tuple(result.orders_searched) == ("tp-cp-ep-dp-pp",) and cfg.pp > 1 and cfg.dp > 1:
-        lines.append("only the default order was searched: --orders megatron-cli also tries tp-cp-ep-pp-dp "
-                     "(Megatron-LM --use-tp-pp-dp-mapping), --orders all every order Megatron accepts")
+        from rankmap.solver.orders import candidate_orders
+
+        if len(candidate_orders(cfg, "megatron-cli")) > 1:
+            lines.append("only the default order was searched: --orders megatron-cli also tries tp-cp-ep-pp-dp")
+            lines.append("(Megatron-LM --use-tp-pp-dp-mapping), --orders all every order Megatron accepts")
+        else:  # Megatron refuses the other stock order for these sizes (rankmap groups --order says why)
+            lines.append("tp-cp-ep-pp-dp (--use-tp-pp-dp-mapping) is not valid for these sizes: "
+                         "`rankmap groups --order tp-cp-ep-pp-dp` says why")
     lines.append("")
     lines.extend(_recipe(result, launcher, written or {}))
     lines.append("")

@@ -176,8 +176,12 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
         k = str(key).replace("-", "_")
         k = JOB_KEY_ALIASES.get(k, k)
         if k not in JOB_KEYS:
+            import difflib
+
+            close = difflib.get_close_matches(k, list(extra_known) + list(JOB_KEYS) + list(JOB_KEY_ALIASES), n=1)
+            hint = f" (did you mean {JOB_KEY_ALIASES.get(close[0], close[0])!r}?)" if close else ""
             known = ", ".join(extra_known + JOB_KEYS)
-            raise InvalidArgumentError(f"{where}: unknown key {key!r}; known keys: {known}", str(key))
+            raise InvalidArgumentError(f"{where}: unknown key {key!r}{hint}; known keys: {known}", str(key))
         if k == "launch_order" and isinstance(value, str) and value not in _LAUNCH_POLICIES:
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)  # a host list file
         if k in ("cluster", "host_topology", "fabric", "model_file", *JOB_CLUSTER_FILES) and isinstance(value, str):

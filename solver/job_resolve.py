@@ -572,6 +572,14 @@ def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
         raise InvalidArgumentError("the cluster has no usable GPUs (no node of kind 'gpu', or all excluded)",
                                    "cluster")
     sizes = job_sizes(filled)
-    cfg = sizes.replace(world_size=sizes.world_size if sizes.world_size is not None else gpus).to_config(
-        DEFAULT_ORDER)
+    if sizes.world_size is not None:
+        cfg = sizes.to_config(DEFAULT_ORDER)
+    else:  # the world size is the usable GPUs: say so when they do not fit the sizes
+        try:
+            cfg = sizes.replace(world_size=gpus).to_config(DEFAULT_ORDER)
+        except InvalidArgumentError as exc:
+            excluded = len(options.exclude_devices) + len(options.exclude_hosts)
+            note = (f"world_size defaults to the {gpus} usable GPUs"
+                    + (" (after the exclusions)" if excluded else "") + "; give --world-size to use fewer: ")
+            raise InvalidArgumentError(note + exc.message, exc.field) from None
     return ResolvedJob(graph, cfg, job_traffic(filled, cfg), options, filled)

@@ -269,9 +269,33 @@ def solve(
         best = min(tied, key=lambda c: (not _host_blocks(cluster, c.dev_of_rank), c.key(baseline_dev)))
     else:
         best = min(tied, key=lambda c: c.key(baseline_dev))
+    best = _in_index_order(cluster, best, score, constraints, tol)
     status, bound = _status(best.cost.total_seconds, bound, proved, bool(deadline.stopped_by))
     return _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound, t0, traffic, options,
                    orders[:max(reached, 1)], launcher, deadline.stopped_by)
+
+
+def _in_index_order(cluster: Cluster, best: Candidate, score, constraints, tol: float) -> Candidate:
+    """``best`` with each host's GPUs given to its ranks in index order, when that costs no more.
+
+    Per host, the ranks on it (in global-rank order) take the GPUs they use there by
+    ``local_index``: the same hosts for the same ranks, so the same host pattern, and a
+    launch without a per-rank GPU map (``CUDA_VISIBLE_DEVICES`` in index order) whenever
+    the search's local order was only one of equally good ones.  One evaluation.
+    """
+    dev = np.asarray(best.dev_of_rank, dtype=np.int64)
+    host = cluster.host_of[dev]
+    ranks = np.lexsort((np.arange(dev.size), host))  # ranks by (host, global rank)
+    gpus = np.lexsort((cluster.local_index[dev], host))  # the same positions' GPUs by (host, local index)
+    out = np.empty_like(dev)
+    out[ranks] = dev[gpus]
+    if np.array_equal(out, dev):
+        return best
+    grp = megatron_groups(best.cfg)
+    if not satisfies(cluster, best.cfg, grp, out, constraints):
+        return best
+    cand = Candidate(best.cfg, out, score(best.cfg, out, grp), best.rank)
+    return cand if cand.cost.total_seconds <= best.cost.total_seconds + tol else best
 
 
 def _host_blocks(cluster: Cluster, dev_of_rank: np.ndarray) -> bool:

@@ -314,3 +314,34 @@ def test_groups_table_stays_under_160_columns(capsys, argv):
     assert max(len(line) for line in out.splitlines()) <= 160
     assert len(out.splitlines()) < 80
     assert "more" in out
+
+
+def test_user_slips_get_the_fix_named(capsys, tmp_path):
+    """A misspelt job key names the closest key; a world size defaulted from the usable GPUs says
+    so when an exclusion left a count the sizes do not divide; with megatron-cli asked but the
+    second stock order invalid for the sizes, the table says so instead of suggesting the flag."""
+    hgx = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "hgx-a100-2nodes.json"
+    job = write_job(tmp_path, hgx, "tp: 4\ntime_limt: 5")
+    line = bad_input(capsys, "solve", job, needle="unknown key 'time_limt' (did you mean 'time_limit'?)")
+    assert "known keys:" in line
+    bad_input(capsys, "solve", hgx, "--tp", "4", "--exclude-device", "node1/gpu7",
+              needle="world_size defaults to the 15 usable GPUs (after the exclusions); give --world-size")
+    nvl = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "gb200-nvl72-2racks.json"
+    code, out, err = run(capsys, "solve", nvl, "--tp", "4", "--pp", "4", "--ep", "8", "--etp", "1",
+                         "--world-size", "128", "--traffic", "tp=1e9,ep=1e9,pp=1e8", "--orders", "megatron-cli",
+                         "--time-limit", "3", "--format", "table")
+    assert code == 0, err
+    assert "only the default order was searched" not in out
+    assert "tp-cp-ep-pp-dp (--use-tp-pp-dp-mapping) is not valid for these sizes" in out
+
+
+def test_free_mode_keeps_gpus_in_index_order_when_it_costs_nothing(capsys):
+    """Free mode on 2 HGX hosts, tp4 pp2: the ranks a host runs take its GPUs in index order when
+    another local order is no faster, so the launch needs no per-rank GPU map."""
+    hgx = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "hgx-a100-2nodes.json"
+    code, out, err = run(capsys, "solve", hgx, "--tp", "4", "--pp", "2", "--model", "llama3-8b", "--mode", "free",
+                         "--time-limit", "8")
+    assert code == 0, err
+    doc = json.loads(out)
+    for h in doc["hosts"]:
+        assert h["cuda_visible_devices"] == "0,1,2,3,4,5,6,7", h
