@@ -234,7 +234,7 @@ def register(subparsers) -> None:
     add_size_arguments(s, world_size_required=False)
     add_model_arguments(s)
     s.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
-    s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None,
+    s.add_argument("--mode", choices=("launcher", "free", "fixed"), default=None, type=str.lower,
                    help="launcher (default: contiguous blocks of ranks per host, as torchrun/Slurm), "
                         "free (any bijection) or fixed (only the order is chosen)")
     s.add_argument("--launch-order", default=None, metavar="sorted|listed|FILE",

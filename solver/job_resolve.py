@@ -499,7 +499,7 @@ def job_options(job: Mapping[str, Any]):
         seed = strict_int(seed, "seed", "seed")
     return SolveOptions(
         launch_order=launch_order_from_value(job.get("launch_order")),
-        mode=job.get("mode") or JOB_DEFAULTS["mode"],
+        mode=(lambda m: m.strip().lower() if isinstance(m, str) else m)(job.get("mode") or JOB_DEFAULTS["mode"]),
         orders=orders,
         constraints=tuple(parse_constraint(c) for c in (job.get("constraint") or [])),
         exclude_devices=tuple(str(x) for x in (job.get("exclude_device") or [])),
