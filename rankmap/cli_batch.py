@@ -132,12 +132,13 @@ def load_entries(path: str) -> list[Entry]:
         for i, f in enumerate(files):
             full = os.path.join(path, f)
             stem = os.path.splitext(f)[0]
+            doc = None
             try:
                 doc = _yaml_load(_read_text(full), full)
                 name, job = job_from_entry(doc if doc is not None else {}, os.path.dirname(os.path.abspath(full)), full)
                 entries.append(Entry(i, name or stem, job))
             except RankmapError as exc:
-                entries.append(Entry(i, stem, error=exc))
+                entries.append(Entry(i, _given_name(doc, stem), error=exc))
         return entries
 
     text = _read_text(path)
@@ -151,12 +152,13 @@ def load_entries(path: str) -> list[Entry]:
             if not line.strip():
                 continue
             where = f"{path} line {lineno}"
+            obj = None
             try:
                 obj = load_json(line, where, "input")  # depth, size, duplicate keys, finite numbers
                 name, job = job_from_entry(obj, base, where)
                 entries.append(Entry(index, name or f"{stem}:{lineno}", job))
             except RankmapError as exc:
-                entries.append(Entry(index, f"{stem}:{lineno}", error=exc))
+                entries.append(Entry(index, _given_name(obj, f"{stem}:{lineno}"), error=exc))
             index += 1
         if not entries:
             raise InvalidArgumentError(f"batch input {path!r} has no jobs", "input")
@@ -177,8 +179,14 @@ def load_entries(path: str) -> list[Entry]:
             name, job = job_from_entry(obj, base, where)
             entries.append(Entry(i, name or f"{stem}[{i}]", job))
         except RankmapError as exc:
-            entries.append(Entry(i, f"{stem}[{i}]", error=exc))
+            entries.append(Entry(i, _given_name(obj, f"{stem}[{i}]"), error=exc))
     return entries
+
+
+def _given_name(obj, fallback: str) -> str:
+    """The entry's own ``name`` when it has a usable one (a job that failed to read keeps it), else ``fallback``."""
+    name = obj.get("name") if isinstance(obj, dict) else None
+    return name if isinstance(name, str) and name.strip() and len(name) <= 200 else fallback
 
 
 # --------------------------------------------------------------------------- running jobs (rankmap.batch)

@@ -276,3 +276,17 @@ def test_solve_progress_line_on_stderr_not_in_json(inputs, capsys, monkeypatch):
     assert "solve: search" in err and "best" in err
     rc, out, err = _run(["solve", str(inputs / "jobs" / "a.yaml")], capsys)  # no TTY, no --progress
     assert rc == 0 and err == ""
+
+
+def test_a_job_that_fails_to_read_keeps_its_name(tmp_path, capsys):
+    """An entry with a misspelt key fails alone, under its own ``name`` (not ``list[1]``), with the key named."""
+    (tmp_path / "c8.json").write_text(node_link_text(make_cluster(2, 4)))
+    (tmp_path / "list.yaml").write_text(
+        "- {name: good, cluster: c8.json, tp: 4, traffic: {tp: 1e9}, time_limit: 5}\n"
+        "- {name: typo-job, cluster: c8.json, tp: 4, time_limt: 5}\n"
+    )
+    rc, out, err = _run(["batch", str(tmp_path / "list.yaml")], capsys)
+    assert rc == 1
+    docs = {d["name"]: d for d in _lines(out)}
+    assert docs["good"]["ok"] and not docs["typo-job"]["ok"]
+    assert "unknown key 'time_limt' (did you mean 'time_limit'?)" in docs["typo-job"]["error"]["message"]
