@@ -197,6 +197,14 @@ def evaluate(
     return Call("Evaluate", build, wire.evaluate_cost, timeout)
 
 
+@_call("CostBreakdown")
+def evaluate_config(graph, cfg, assignment, traffic, exposure=None, *, timeout: float | None = None) -> Call:
+    """``rankmap.solver.evaluate(graph, cfg, assignment, traffic, exposure=exposure)`` on the server (same
+    arguments: a ``ParallelConfig`` with its order, payloads or a model-derived ``Traffic``)."""
+    return Call("Evaluate", lambda: wire.evaluate_request_from_config(graph, cfg, assignment, traffic, exposure),
+                wire.evaluate_cost, timeout)
+
+
 @_call("dict[str, np.ndarray]")
 def get_groups(world_size: int | None = None, *, order: str = DEFAULT_ORDER, sizes: ParallelSizes | None = None,
                timeout: float | None = None, **size_kwargs: Any) -> Call:

@@ -200,7 +200,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     traffic = _traffic_from_result(args, result, cfg, args.assignment)
     if traffic is None:
         traffic = job_traffic(vars(args), cfg)
-    cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
+    if getattr(args, "server", None):
+        from rankmap.client import RankmapClient
+        from rankmap.solver.cluster import cluster_from_graph
+
+        cluster_from_graph(graph)  # bad cluster input is exit 2 before anything is sent, as for solve
+        with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
+                           token_file=getattr(args, "token_file", None)) as client:
+            cost = client.evaluate_config(graph, cfg, assignment, traffic, exposure)
+    else:
+        cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
            "cost": cost.to_dict()}
     if args.format == "table":
@@ -282,4 +291,9 @@ def register(subparsers) -> None:
     add_model_arguments(e)
     e.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     e.add_argument("--format", choices=("json", "table"), default="json")
+    e.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
+                   help="evaluate on a rankmap server instead of in process")
+    e.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="--server speaks TLS; FILE is the PEM CA that signed its certificate")
+    e.add_argument("--token-file", default=None, metavar="FILE", help="bearer token for --server (first line of FILE)")
     e.set_defaults(func=_cmd_evaluate)

@@ -437,6 +437,32 @@ def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
     assert remote["assignment"] == local["assignment"] and remote["order"] == local["order"]
 
 
+def test_cli_server_evaluate_equals_in_process_for_model_shapes(capsys, tmp_path):
+    """`rankmap evaluate --server` sends the model too (sequence parallel, interleaved pipeline,
+    exposure): the server's predicted time equals the in-process one, class by class."""
+    from rankmap.server.service import serve
+
+    args = SMALL_ARGS.replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2 "
+                              "--num-layers-per-virtual-pipeline-stage 4")
+    assert main(["solve", HGX2, "--megatron-args", args, "--time-limit", "5", "--mode", "free"]) == 0
+    result = tmp_path / "result.json"
+    result.write_text(capsys.readouterr().out)
+    argv = ["evaluate", HGX2, "--assignment", str(result), "--exposure", "dp=0.5"]
+    assert main(argv) == 0
+    local = json.loads(capsys.readouterr().out)
+    srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
+    try:
+        assert main(argv + ["--server", srv.address]) == 0
+        remote = json.loads(capsys.readouterr().out)
+    finally:
+        srv.stop(grace=None).wait(10)
+    assert remote["order"] == local["order"]
+    assert remote["cost"]["total_seconds"] == pytest.approx(local["cost"]["total_seconds"], rel=1e-12)
+    for c, v in local["cost"]["by_class"].items():
+        assert remote["cost"]["by_class"][c] == pytest.approx(v, rel=1e-12, abs=1e-15), c
+    assert remote["cost"]["classes"]["dp"]["exposure"] == 0.5
+
+
 def test_evaluate_a_result_file_uses_its_sizes_and_traffic(capsys, tmp_path):
     """`rankmap evaluate --assignment result.json` with no size or traffic flags evaluates the job
     the result was solved for (its sizes, its model's payloads and shapes): the same predicted

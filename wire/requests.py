@@ -29,6 +29,7 @@ __all__ = [
     "solve_request",
     "solve_request_from_config",
     "evaluate_request",
+    "evaluate_request_from_config",
     "get_groups_request",
     "solve_kwargs_request",
     "import_cluster_request",
@@ -103,6 +104,31 @@ def solve_request(
     return req
 
 
+def _traffic_split(traffic):
+    """``(bytes, model)`` for the wire: a model-derived Traffic as its model plus the classes given on top."""
+    model = getattr(traffic, "model", None)
+    if model is not None:
+        explicit = dict(getattr(traffic, "explicit", {}) or {})
+        return (explicit or None), model
+    return (None if traffic is None else {k: float(v) for k, v in traffic.items()}), None
+
+
+def evaluate_request_from_config(
+    graph: nx.Graph | "pb.Cluster",
+    cfg: ParallelConfig,
+    assignment: Sequence,
+    traffic: Mapping[str, float] | None,
+    exposure: Mapping[str, float] | None = None,
+) -> "pb.EvaluateRequest":
+    """An ``EvaluateRequest`` carrying exactly the arguments of
+    ``evaluate(graph, cfg, assignment, traffic, exposure=exposure)``: ``cfg``'s sizes and order,
+    the traffic as in :func:`solve_request_from_config` (a model travels as the model, so the
+    server derives the same shapes)."""
+    wire_traffic, wire_model = _traffic_split(traffic)
+    return evaluate_request(graph, assignment, order=cfg.order, sizes=ParallelSizes.of(cfg), traffic=wire_traffic,
+                            model=wire_model, exposure=exposure)
+
+
 def solve_request_from_config(
     graph: nx.Graph | "pb.Cluster",
     cfg: ParallelConfig,
@@ -121,13 +147,7 @@ def solve_request_from_config(
     (the search starts from the default order whatever it is).
     """
     options = options or SolveOptions()
-    model = getattr(traffic, "model", None)
-    if model is not None:
-        explicit = dict(getattr(traffic, "explicit", {}) or {})
-        wire_traffic, wire_model = (explicit or None), model
-    else:
-        wire_traffic = None if traffic is None else {k: float(v) for k, v in traffic.items()}
-        wire_model = None
+    wire_traffic, wire_model = _traffic_split(traffic)
     return solve_request(
         graph,
         sizes=ParallelSizes.of(cfg),
