@@ -179,8 +179,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     meg = megatron_from_args(args)
     order = args.order if args.order is not None else (file_order or (meg.order if meg else "tp-cp-ep-dp-pp"))
+    gpu_ids = {str(n) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"}
+    unknown = next((a for a in assignment if a not in gpu_ids), None)
+    if unknown is not None:
+        raise InvalidArgumentError(
+            f"assignment file {args.assignment}: {unknown[:80]!r} is not a GPU of the cluster (expected a JSON list "
+            f"of GPU ids, a 'rankmap solve' JSON result, or one GPU id per line)", "assignment")
     if args.world_size is None:
-        gpus = sum(1 for _, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu")
+        gpus = len(gpu_ids)
         if len(assignment) != gpus:
             raise InvalidArgumentError(
                 f"assignment file {args.assignment} has {len(assignment)} entries but the cluster has {gpus} GPUs; "

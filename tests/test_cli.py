@@ -345,3 +345,12 @@ def test_free_mode_keeps_gpus_in_index_order_when_it_costs_nothing(capsys):
     doc = json.loads(out)
     for h in doc["hosts"]:
         assert h["cuda_visible_devices"] == "0,1,2,3,4,5,6,7", h
+
+
+def test_evaluate_names_an_entry_that_is_not_a_gpu(capsys, tmp_path):
+    """A file that is not an assignment (a shell script) names its first entry that is no GPU of the cluster."""
+    hgx = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "hgx-a100-2nodes.json"
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nsrun python pretrain_gpt.py\n")
+    bad_input(capsys, "evaluate", hgx, "--assignment", script, "--tp", "4",
+              needle="'srun python pretrain_gpt.py' is not a GPU of the cluster")
