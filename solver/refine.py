@@ -115,7 +115,7 @@ class Candidate:
 
 
 def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
-           deadline, score) -> list[Candidate]:
+           deadline, score, bound: float | None = None) -> list[Candidate]:
     """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective.
 
     Parameters
@@ -129,6 +129,10 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
         short once it has passed (the stop is recorded on it).
     score : callable(cfg, dev, groups) -> CostBreakdown
         The real objective.
+    bound : float, optional
+        A lower bound (seconds) over the searched space: when a candidate already
+        meets it nothing can be better, and refine adds nothing (deterministic:
+        it depends on the candidates, not on the clock).
 
     Raises
     ------
@@ -137,6 +141,8 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     """
     if phase_idle(candidates, options, deadline):
         return []
+    if bound is not None and min(c.cost.total_seconds for c in candidates) <= bound * (1 + 1e-9):
+        return []  # a candidate meets the bound: proved optimal, nothing to refine
     cancel = deadline.cancel
     T = options.time_limit_seconds
     W = candidates[0].cfg.world_size

@@ -230,20 +230,21 @@ def solve(
             # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
             free_first = _free_partitions(cluster, orders, surrogate, options, constraints, deadline, score)
             lopts = replace(options, mode="launcher")
+            # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
+            # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
+            lbound = search_lower_bound(cluster, orders, traffic, exposure, "launcher", plain=bound)
             found, reached = _search(*args, candidates, lopts, True)
             candidates += found
             candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, lopts, True, constraints,
-                                         baseline_dev, deadline, score,
-                                         search_lower_bound(cluster, orders, traffic, exposure, "launcher",
-                                                            plain=bound))
+                                         baseline_dev, deadline, score, lbound)
             candidates += free_first
             fopts = replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE)
             # above 16 GPUs the other free proposals are the launcher ones
-            found, _r = _search(*args, candidates, fopts, False, proposals=W <= EXACT_MAX_DEVICES)
+            found, _r = _search(*args, candidates, fopts, False, proposals=W <= EXACT_MAX_DEVICES, bound=bound)
             candidates += found
             any_opts = fopts  # the free anytime phase below: budget from the free share too
         else:
-            found, reached = _search(*args, candidates, options, launcher)
+            found, reached = _search(*args, candidates, options, launcher, bound=bound)
             candidates += found
     if options.mode != "fixed" and W > EXHAUSTIVE_MAX_DEVICES and not deadline.stopped:  # after the search
         candidates += anytime_search(cluster, candidates, surrogate, traffic, exposure, any_opts, launcher,
@@ -389,10 +390,11 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
 
 
 def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report,
-            initial, options, launcher, proposals=True):
+            initial, options, launcher, proposals=True, bound=None):
     """Candidates of the proposals of every order (without ``proposals``: the tree partition only), then :func:`refine`.
 
-    ``initial``: the candidates so far (refine starts from them too).  Returns
+    ``initial``: the candidates so far (refine starts from them too); ``bound``: the searched
+    space's lower bound (refine is skipped once a candidate meets it).  Returns
     (new candidates, orders reached before the deadline).
     """
     out: list[Candidate] = []
@@ -414,7 +416,7 @@ def _search(cluster, orders, surrogate, traffic, exposure, constraints, baseline
                 out.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
         report("search", list(initial) + out)
     out += refine(cluster, list(initial) + out, surrogate, traffic, exposure, options, launcher, constraints,
-                  baseline_dev, deadline, score)
+                  baseline_dev, deadline, score, bound)
     return out, reached
 
 
