@@ -414,15 +414,10 @@ def test_grpc_traffic_megatron_args():
         srv.stop(grace=None).wait(10)
 
 
-def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
-    """`rankmap solve --server` must send the model, not the bytes: with sequence parallelism
-    and an interleaved pipeline the shapes (all-gathers, the wrap flow) decide the times, and the
-    server must predict exactly what the in-process solve predicts."""
+def _in_process_and_on_a_server(argv, capsys):
+    """The JSON documents of ``rankmap ARGV`` in process and with ``--server`` (a local one-worker server)."""
     from rankmap.server.service import serve
 
-    args = SMALL_ARGS.replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2 "
-                              "--num-layers-per-virtual-pipeline-stage 4")
-    argv = ["solve", HGX2, "--megatron-args", args, "--time-limit", "10"]
     assert main(argv) == 0
     local = json.loads(capsys.readouterr().out)
     srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
@@ -431,6 +426,17 @@ def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
         remote = json.loads(capsys.readouterr().out)
     finally:
         srv.stop(grace=None).wait(10)
+    return local, remote
+
+
+def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
+    """`rankmap solve --server` must send the model, not the bytes: with sequence parallelism
+    and an interleaved pipeline the shapes (all-gathers, the wrap flow) decide the times, and the
+    server must predict exactly what the in-process solve predicts."""
+    args = SMALL_ARGS.replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2 "
+                              "--num-layers-per-virtual-pipeline-stage 4")
+    argv = ["solve", HGX2, "--megatron-args", args, "--time-limit", "10"]
+    local, remote = _in_process_and_on_a_server(argv, capsys)
     assert remote["cost"]["total_seconds"] == pytest.approx(local["cost"]["total_seconds"], rel=1e-12)
     for c in ("tp", "pp", "dp"):
         assert remote["cost"]["classes"][c]["bytes_per_rank"] == local["cost"]["classes"][c]["bytes_per_rank"]
@@ -440,22 +446,13 @@ def test_cli_server_solve_equals_in_process_for_model_shapes(capsys):
 def test_cli_server_evaluate_equals_in_process_for_model_shapes(capsys, tmp_path):
     """`rankmap evaluate --server` sends the model too (sequence parallel, interleaved pipeline,
     exposure): the server's predicted time equals the in-process one, class by class."""
-    from rankmap.server.service import serve
-
     args = SMALL_ARGS.replace("--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size 2 "
                               "--num-layers-per-virtual-pipeline-stage 4")
     assert main(["solve", HGX2, "--megatron-args", args, "--time-limit", "5", "--mode", "free"]) == 0
     result = tmp_path / "result.json"
     result.write_text(capsys.readouterr().out)
     argv = ["evaluate", HGX2, "--assignment", str(result), "--exposure", "dp=0.5"]
-    assert main(argv) == 0
-    local = json.loads(capsys.readouterr().out)
-    srv = serve(host="127.0.0.1", port=0, workers=1, max_queued=4)
-    try:
-        assert main(argv + ["--server", srv.address]) == 0
-        remote = json.loads(capsys.readouterr().out)
-    finally:
-        srv.stop(grace=None).wait(10)
+    local, remote = _in_process_and_on_a_server(argv, capsys)
     assert remote["order"] == local["order"]
     assert remote["cost"]["total_seconds"] == pytest.approx(local["cost"]["total_seconds"], rel=1e-12)
     for c, v in local["cost"]["by_class"].items():
