@@ -32,6 +32,8 @@ from .types import CostBreakdown
 __all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT_SHARE", "LOCAL_SEARCH_MAX_RANKS",
            "eval_budget", "eval_seconds", "phase_idle", "refine"]
 
+#: A cost within this relative tolerance of the bound meets it (as the anytime phase's stop).
+BOUND_REL_TOL = 1e-9
 #: Share of the time limit for the CP-SAT proposals of all orders (CP-SAT deterministic seconds).
 CPSAT_SHARE = 0.2
 #: Share of the time limit for the FAQ starts (sizes their iteration counts).
@@ -141,7 +143,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
     """
     if phase_idle(candidates, options, deadline):
         return []
-    if bound is not None and min(c.cost.total_seconds for c in candidates) <= bound * (1 + 1e-9):
+    if bound is not None and min(c.cost.total_seconds for c in candidates) <= bound * (1 + BOUND_REL_TOL):
         return []  # a candidate meets the bound: proved optimal, nothing to refine
     cancel = deadline.cancel
     T = options.time_limit_seconds

@@ -68,18 +68,17 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
     options = options_from_proto(req)
     n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
-    orders_unset = not req.HasField("orders") or (req.orders.policy == pb.ORDER_POLICY_UNSPECIFIED
-                                                  and not req.orders.orders)
-    if req.HasField("traffic") and req.traffic.megatron_args and orders_unset:
-        from rankmap.solver.traffic import parse_megatron_args
-
-        order = parse_megatron_args(req.traffic.megatron_args).order
-        if order != DEFAULT_ORDER:  # --use-tp-pp-dp-mapping: the order Megatron will build (and the baseline's)
-            options = dataclasses.replace(options, orders=order)
     if req.HasField("traffic") and req.traffic.megatron_args:
         from rankmap.solver.traffic import parse_megatron_args
 
-        options = dataclasses.replace(options, baseline_order=parse_megatron_args(req.traffic.megatron_args).order)
+        # --use-tp-pp-dp-mapping: the order Megatron will build, so the baseline's, and the one searched
+        # unless the request names orders
+        order = parse_megatron_args(req.traffic.megatron_args).order
+        options = dataclasses.replace(options, baseline_order=order)
+        orders_unset = not req.HasField("orders") or (req.orders.policy == pb.ORDER_POLICY_UNSPECIFIED
+                                                      and not req.orders.orders)
+        if order != DEFAULT_ORDER and orders_unset:
+            options = dataclasses.replace(options, orders=order)
     cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
