@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from rankmap.batch import solve_many
-from rankmap.solver.builders import fat_tree_cluster
+from rankmap.solver.fabric.builders import fat_tree_cluster
 from rankmap.solver.formats.graphfile import node_link_text
 
 #: (file name, hosts, GPUs per host, intra, tiers)

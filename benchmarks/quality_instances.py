@@ -134,8 +134,8 @@ def replicate_host(template: nx.Graph, num_hosts: int, hosts_per_leaf: int, nic_
     return g
 
 
-# NVL72 racks: rankmap.solver.builders.nvl72_cluster (moved there, issue 12 item 4)
-from rankmap.solver.builders import nvl72_cluster  # noqa: E402
+# NVL72 racks: rankmap.solver.fabric.builders.nvl72_cluster (moved there, issue 12 item 4)
+from rankmap.solver.fabric.builders import nvl72_cluster  # noqa: E402
 
 
 @dataclass

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from rankmap.solver.partition import item_graph
+from rankmap.solver.search.partition import item_graph
 
 from quality_peers import rank_pairs
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rankmap import wire
-from rankmap.solver.catalogue import ParallelSizes
-from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.megatron.catalogue import ParallelSizes
+from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 
 __all__ = ["Call", "CALLS", "as_method", "install"]
 

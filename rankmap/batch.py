@@ -109,9 +109,9 @@ class _Item:
 
 def prepare_job(job: dict):
     """``(graph, cfg, traffic, options)`` of a job dict, exactly as ``rankmap solve JOB.yaml``
-    (:func:`rankmap.solver.job_resolve.resolve_job`; its warnings go where the command line's do)."""
+    (:func:`rankmap.solver.job.resolve.resolve_job`; its warnings go where the command line's do)."""
     from rankmap.cli import warn
-    from rankmap.solver.job_resolve import resolve_job
+    from rankmap.solver.job.resolve import resolve_job
 
     return tuple(resolve_job(job, warn=warn))
 

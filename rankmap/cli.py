@@ -139,8 +139,8 @@ def port_arg(text: str) -> int:
 
 def server_arg(text: str) -> str:
     """argparse type: ``HOST:PORT`` of a rankmap server, port 1..65535
-    (:func:`rankmap.solver.job_resolve.server_address`)."""
-    from rankmap.solver.job_resolve import server_address
+    (:func:`rankmap.solver.job.resolve.server_address`)."""
+    from rankmap.solver.job.resolve import server_address
 
     try:
         return server_address(text)
@@ -192,8 +192,8 @@ def add_size_arguments(p: argparse.ArgumentParser, world_size_required: bool) ->
 
 def config_from_args(args: argparse.Namespace, world_size: int | None = None, order: str | None = None):
     """Build a validated :class:`~rankmap.solver.ParallelConfig` from CLI flags
-    (:func:`rankmap.solver.job.job_sizes`; ``world_size``, when given, replaces the flag's)."""
-    from rankmap.solver.job import job_sizes
+    (:func:`rankmap.solver.job.model.job_sizes`; ``world_size``, when given, replaces the flag's)."""
+    from rankmap.solver.job.model import job_sizes
 
     sizes = job_sizes(vars(args))
     if world_size is not None:

@@ -37,7 +37,7 @@ import sys
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import RATE_KEYS, dump_graph, node_link_text, summarize
-from rankmap.solver.job_resolve import CLUSTER_SOURCE_KEYS, build_job_cluster, cluster_keys_given, parse_rates
+from rankmap.solver.job.resolve import CLUSTER_SOURCE_KEYS, build_job_cluster, cluster_keys_given, parse_rates
 
 __all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "cluster_flags_given", "parse_rates",
            "SOURCE_FLAGS"]
@@ -85,7 +85,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 def cluster_from_args(args: argparse.Namespace):
     """Build the graph from the flags of :func:`add_cluster_arguments`
-    (:func:`rankmap.solver.job_resolve.build_job_cluster`).
+    (:func:`rankmap.solver.job.resolve.build_job_cluster`).
 
     The importers' guesses (a GPU generation assumed from an NVLink count, a synthetic NIC,
     ...) are in the graph's ``warnings`` and also printed on stderr as ``rankmap: warning:

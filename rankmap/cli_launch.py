@@ -6,14 +6,14 @@ import argparse
 import dataclasses
 
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.job_resolve import launch_order_from_value  # the job model's, re-exported
+from rankmap.solver.job.resolve import launch_order_from_value  # the job model's, re-exported
 
 __all__ = ["launch_order_from_value", "check_emit", "write_launch_files"]
 
 
 def check_emit(args: argparse.Namespace) -> None:
     """``--emit KIND`` needs ``-o FILE`` and a known kind; ``-o`` needs ``--emit`` (exit 2 before solving)."""
-    from rankmap.solver.launch_files import EMIT_KINDS
+    from rankmap.solver.launch.files import EMIT_KINDS
 
     kind, path = getattr(args, "emit", None), getattr(args, "output", None)
     if kind is not None and kind not in EMIT_KINDS:
@@ -23,7 +23,7 @@ def check_emit(args: argparse.Namespace) -> None:
     if path and kind is None:
         raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(EMIT_KINDS)}", "emit")
     if kind is not None:
-        from rankmap.solver.launch_files import names_for
+        from rankmap.solver.launch.files import names_for
 
         names_for(kind, path)  # a path the commands can name unquoted, checked before the solve
 
@@ -39,7 +39,7 @@ def write_launch_files(args: argparse.Namespace, result):
     InvalidArgumentError
         A file that cannot be written, or a launcher that cannot run the layout (field ``output``/``emit``).
     """
-    from rankmap.solver.launch_files import emit_files, launch_files, names_for
+    from rankmap.solver.launch.files import emit_files, launch_files, names_for
 
     if getattr(args, "emit", None) is None:
         return result, {}

@@ -32,10 +32,10 @@ __all__ = [
 ]
 
 # The job model (keys, aliases, job files; the default world size and the traffic rule) is
-# rankmap.solver.job, shared with batch and the server; re-exported here.
-from rankmap.solver.job import (JOB_DEFAULTS, JOB_KEY_ALIASES, JOB_KEYS, load_job_file,  # noqa: E402,F401
+# rankmap.solver.job.model, shared with batch and the server; re-exported here.
+from rankmap.solver.job.model import (JOB_DEFAULTS, JOB_KEY_ALIASES, JOB_KEYS, load_job_file,  # noqa: E402,F401
                                 normalize_job)
-from rankmap.solver.job_resolve import exposure_from_value, parse_exposure  # noqa: E402,F401
+from rankmap.solver.job.resolve import exposure_from_value, parse_exposure  # noqa: E402,F401
 
 
 def _job_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -45,10 +45,10 @@ def _job_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def prepare_args(args: argparse.Namespace):
-    """``(graph, cfg, traffic, options)`` of the parsed flags (:func:`rankmap.solver.job_resolve.resolve_job`:
+    """``(graph, cfg, traffic, options)`` of the parsed flags (:func:`rankmap.solver.job.resolve.resolve_job`:
     a job file named as CLUSTER fills the flags left unset, which ``args`` then carries too)."""
     from rankmap.cli import warn
-    from rankmap.solver.job_resolve import resolve_job
+    from rankmap.solver.job.resolve import resolve_job
 
     resolved = resolve_job({}, given=_job_from_args(args), warn=warn)
     for key, value in resolved.job.items():  # --format, --server, --launch-order ... from a job file
@@ -61,7 +61,7 @@ def solve_from_args(args: argparse.Namespace):
     graph, cfg, traffic, options = prepare_args(args)
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
-        from rankmap.solver.cluster import cluster_from_graph
+        from rankmap.solver.fabric.cluster import cluster_from_graph
 
         # validate the cluster here as an in-process solve would (local_index, bandwidth
         # ranges, ...): bad input is exit 2 before anything is sent, whatever the server says
@@ -130,7 +130,7 @@ def _read_assignment(path: str) -> tuple[list[str], str | None, dict]:
 def _sizes_from_result(args: argparse.Namespace, result: dict, path: str) -> None:
     """Size flags left unset take the result document's sizes; a flag that disagrees is an error
     naming both (evaluating a layout with other sizes than it was solved for is a different job)."""
-    from rankmap.solver.job import SIZE_KEYS, fill_sizes
+    from rankmap.solver.job.model import SIZE_KEYS, fill_sizes
 
     sizes = result.get("sizes")
     if not isinstance(sizes, dict):
@@ -147,8 +147,8 @@ def _sizes_from_result(args: argparse.Namespace, result: dict, path: str) -> Non
 def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str):
     """The result document's traffic (its model and explicit classes, else its bytes), or None when
     the command line gives traffic flags or the document has none."""
-    from rankmap.solver.job import resolve_traffic
-    from rankmap.solver.job_resolve import model_keys_given
+    from rankmap.solver.job.model import resolve_traffic
+    from rankmap.solver.job.resolve import model_keys_given
     from rankmap.solver.traffic import model_from_mapping, traffic_from_mapping
 
     if getattr(args, "traffic", None) is not None or model_keys_given(vars(args)):
@@ -165,7 +165,7 @@ def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str)
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.cli import config_from_args, warn
-    from rankmap.solver.job_resolve import job_cluster, job_traffic
+    from rankmap.solver.job.resolve import job_cluster, job_traffic
     from rankmap.solver import evaluate
 
     from rankmap.cli_traffic import apply_megatron_sizes
@@ -208,7 +208,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         traffic = job_traffic(vars(args), cfg)
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
-        from rankmap.solver.cluster import cluster_from_graph
+        from rankmap.solver.fabric.cluster import cluster_from_graph
 
         cluster_from_graph(graph)  # bad cluster input is exit 2 before anything is sent, as for solve
         with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # Flag -> ModelSpec field for the per-run overrides (the job model's).
-from rankmap.solver.job_resolve import MODEL_OVERRIDE_KEYS as _OVERRIDE_FLAGS  # noqa: E402,F401
+from rankmap.solver.job.resolve import MODEL_OVERRIDE_KEYS as _OVERRIDE_FLAGS  # noqa: E402,F401
 
 
 def _has_option(parser: argparse.ArgumentParser, flag: str) -> bool:
@@ -117,7 +117,7 @@ def megatron_from_args(args: argparse.Namespace):
 
 def apply_megatron_sizes(args: argparse.Namespace) -> None:
     """Fill ``--tp/--pp/--cp/--ep/--etp`` (and ``--orders``, where the command has it) from ``--megatron-args``
-    (:func:`rankmap.solver.job_resolve.job_megatron_sizes`); the arguments not read are warnings, once.
+    (:func:`rankmap.solver.job.resolve.job_megatron_sizes`); the arguments not read are warnings, once.
 
     Raises
     ------
@@ -125,8 +125,8 @@ def apply_megatron_sizes(args: argparse.Namespace) -> None:
         When a rankmap size flag and the Megatron argument disagree (naming both).
     """
     from rankmap.cli import warn
-    from rankmap.solver.job import SIZE_KEYS
-    from rankmap.solver.job_resolve import job_megatron_sizes
+    from rankmap.solver.job.model import SIZE_KEYS
+    from rankmap.solver.job.resolve import job_megatron_sizes
 
     if getattr(args, "megatron_args", None) is None:
         return
@@ -140,14 +140,14 @@ def apply_megatron_sizes(args: argparse.Namespace) -> None:
 
 
 def _model_flags_given(args: argparse.Namespace) -> bool:
-    from rankmap.solver.job_resolve import model_keys_given
+    from rankmap.solver.job.resolve import model_keys_given
 
     return model_keys_given(vars(args))
 
 
 def model_from_args(args: argparse.Namespace) -> ModelSpec:
     """The model the flags describe: ``--model`` / ``--model-file`` / ``--megatron-args`` (default:
-    the seed GPT) with the per-run overrides applied (:func:`rankmap.solver.job_resolve.job_model`).
+    the seed GPT) with the per-run overrides applied (:func:`rankmap.solver.job.resolve.job_model`).
 
     Raises
     ------
@@ -155,7 +155,7 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
         For several of ``--model``, ``--model-file`` and ``--megatron-args``, an unknown preset, a bad
         file or a bad override.
     """
-    from rankmap.solver.job_resolve import job_model
+    from rankmap.solver.job.resolve import job_model
 
     return job_model(vars(args))
 
@@ -163,7 +163,7 @@ def model_from_args(args: argparse.Namespace) -> ModelSpec:
 def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
     """Payloads per class (bytes per rank per step) from parsed flags.
 
-    The rule of :func:`rankmap.solver.job.resolve_traffic`: a model flag given
+    The rule of :func:`rankmap.solver.job.model.resolve_traffic`: a model flag given
     (``--model``, ``--model-file``, ``--megatron-args`` or an override such as
     ``--seq-length``): the model's payloads with the classes named in
     ``--traffic`` replaced; only ``--traffic``: exactly those payloads, every
@@ -171,7 +171,7 @@ def traffic_from_args(args: argparse.Namespace, cfg) -> Traffic:
 
     Returns every class of :data:`TRAFFIC_CLASSES`, in that order.
     """
-    from rankmap.solver.job_resolve import job_traffic
+    from rankmap.solver.job.resolve import job_traffic
 
     return job_traffic(vars(args), cfg)
 

@@ -171,7 +171,7 @@ def _group_cell(ranks, placement) -> str:
 
 def _groups_summary(cfg, placement, max_replicas: int = 8, max_stages: int = 4) -> list[str]:
     """Replica x stage grid of TP groups and one line per group family, all within the table width."""
-    from rankmap.solver.catalogue import megatron_groups
+    from rankmap.solver.megatron.catalogue import megatron_groups
 
     groups = megatron_groups(cfg)
     tp_groups = groups["TENSOR_MODEL_PARALLEL_GROUP"]
@@ -318,7 +318,7 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
         f"{_launch_order_text(launch_order)}, GPUs by index);  lower bound "
         f"{_fmt_s(result.bound_seconds)}{gap}"))
     if tuple(result.orders_searched) == ("tp-cp-ep-dp-pp",) and cfg.pp > 1 and cfg.dp > 1:
-        from rankmap.solver.orders import candidate_orders
+        from rankmap.solver.megatron.orders import candidate_orders
 
         if len(candidate_orders(cfg, "megatron-cli")) > 1:
             lines.append("only the default order was searched: --orders megatron-cli also tries tp-cp-ep-pp-dp")

@@ -1,18 +1,20 @@
 """rankmap's functional core: pure Python over plain domain types.
 
-The modules, one family each:
+The subpackages, one concern each (imports run one way, top to bottom):
 
-``ranks``       Megatron's mixed-radix rank arithmetic (RankGenerator).
-``catalogue``   the full ``initialize_model_parallel`` group catalogue and validation.
-``errors``      the exceptions raised on bad input.
-``cluster``     the cluster graph: devices, hosts, widest-path bandwidth domains.
-``objective``   the cost of a layout and a lower bound.
-``assign``      the CP-SAT assignment model over an ultrametric.
-``search``      the search over orders and assignments (``solve``, ``evaluate``).
-``types``       options and result types.
+``job``       the job model: keys, defaults, job files; a job dict -> ``solve()``'s arguments.
+``search``    the orchestrator (``solve``, ``evaluate``) and one module per search strategy.
+``launch``    the launcher's device order (the baseline), host placements, launch files.
+``bound``     lower bounds on the objective.
+``cost``      the objective: predicted communication time per collective and class.
+``fabric``    the cluster graph: links, routes, link loads, bandwidth domains, builders.
+``traffic``   traffic classes, models, payloads, presets, Megatron arguments.
+``formats``   real inputs -> cluster graph.
+``megatron``  Megatron's rank arithmetic, group catalogue and orders.
+``types``, ``errors``  options, results and the exceptions raised on bad input.
 """
 
-from .catalogue import (
+from .megatron.catalogue import (
     GROUP_NAMES,
     PARALLEL_SIZE_KEYS,
     SIZE_NAMES,
@@ -24,21 +26,21 @@ from .catalogue import (
     rank_group_positions,
 )
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
-from .ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_groups, parse_order
+from .megatron.ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_groups, parse_order
 
 from ._lazy import lazy_exports
 
 #: Names loaded on first use (PEP 562), so that ``rankmap groups`` and other light
 #: users of the catalogue do not import OR-Tools, scipy and networkx: name -> module.
 _LAZY = {
-    "fat_tree_cluster": "builders",
-    "Cluster": "cluster",
-    "cluster_from_graph": "cluster",
-    "layout_cost": "timemodel",
-    "lower_bound": "timemodel",
-    "candidate_orders": "search",
-    "evaluate": "search",
-    "solve": "search",
+    "fat_tree_cluster": "fabric.builders",
+    "Cluster": "fabric.cluster",
+    "cluster_from_graph": "fabric.cluster",
+    "layout_cost": "cost.timemodel",
+    "lower_bound": "cost.timemodel",
+    "candidate_orders": "search.solve",
+    "evaluate": "search.solve",
+    "solve": "search.solve",
     "Constraint": "types",
     "CostBreakdown": "types",
     "HostPlacement": "types",

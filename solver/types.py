@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .catalogue import ParallelConfig
+from .megatron.catalogue import ParallelConfig
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -178,7 +178,7 @@ class SolveOptions:
     baseline_order: str = "tp-cp-ep-dp-pp"
 
     def __post_init__(self) -> None:
-        from .orders import MEGATRON_CLI_ORDERS
+        from .megatron.orders import MEGATRON_CLI_ORDERS
 
         if self.baseline_order not in MEGATRON_CLI_ORDERS:
             raise InvalidArgumentError(
@@ -403,7 +403,7 @@ class SolveResult:
         Chosen order, assignment and cost.
     baseline : Layout
         Default order on the launcher's device order
-        (:func:`~rankmap.solver.launch.launcher_device_order`: hosts in
+        (:func:`~rankmap.solver.launch.placement.launcher_device_order`: hosts in
         ``SolveOptions.launch_order``, GPUs by local index), and its cost.
     hosts : tuple of HostPlacement
         In node-rank order.
@@ -413,7 +413,7 @@ class SolveResult:
     bound_seconds : float
         A valid lower bound on the cost of any layout in the searched space:
         the optimum when every layout was enumerated, else the analytic bound
-        (:func:`~rankmap.solver.timemodel.lower_bound`), never the cost of a
+        (:func:`~rankmap.solver.cost.timemodel.lower_bound`), never the cost of a
         layout found.
     solve_seconds : float
         Wall-clock time of the solve.
@@ -424,7 +424,7 @@ class SolveResult:
     apply : dict
         How to run it (DESIGN §6): ``order``, ``megatron_args`` (flags for
         Megatron-LM), ``note``, ``hostfile`` (hosts in node-rank order) and
-        the launch files of :func:`~rankmap.solver.launch_files.launch_files`:
+        the launch files of :func:`~rankmap.solver.launch.files.launch_files`:
         ``rendezvous``, ``slurm`` {hostfile per rank, command}, ``torchrun``
         [{host, node_rank, command}], ``mpirun`` {rankfile, command},
         ``kubernetes`` {pod_nodes, cuda_visible_devices, command},

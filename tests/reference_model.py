@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 
 from rankmap.solver import InvalidArgumentError, cluster_from_graph, megatron_groups
-from rankmap.solver.ranks import TOKENS
+from rankmap.solver.megatron.ranks import TOKENS
 
 GROUP = {
     "tp": "TENSOR_MODEL_PARALLEL_GROUP",

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from rankmap.solver import SolveOptions, cluster_from_graph, layout_cost, parallel_config
-from rankmap.solver.anytime import anytime_search
-from rankmap.solver.catalogue import megatron_groups
-from rankmap.solver.deadline import Deadline
-from rankmap.solver.refine import Candidate
+from rankmap.solver.search.anytime import anytime_search
+from rankmap.solver.megatron.catalogue import megatron_groups
+from rankmap.solver.search.deadline import Deadline
+from rankmap.solver.search.refine import Candidate
 
 from test_partition import two_leaves  # noqa: E402  (tests/ is on sys.path)
 

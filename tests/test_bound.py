@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
-from rankmap.solver.bound import ecmp_parts, launcher_part_bound, search_lower_bound
-from rankmap.solver.catalogue import megatron_groups
-from rankmap.solver.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
-from rankmap.solver.orders import candidate_orders
-from rankmap.solver.timemodel import layout_cost, lower_bound
+from rankmap.solver.bound.analytic import ecmp_parts, launcher_part_bound, search_lower_bound
+from rankmap.solver.megatron.catalogue import megatron_groups
+from rankmap.solver.search.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
+from rankmap.solver.megatron.orders import candidate_orders
+from rankmap.solver.cost.timemodel import layout_cost, lower_bound
 from rankmap.solver.traffic import Collective
 
 from test_solve import random_cluster, random_sizes  # noqa: E402  (tests/ is on sys.path)

@@ -280,7 +280,7 @@ def test_non_finite_json_in_is_refused(capsys, tmp_path):
 
 
 def test_core_refuses_out_of_range_bandwidth():
-    from rankmap.solver.cluster import cluster_from_graph
+    from rankmap.solver.fabric.cluster import cluster_from_graph
 
     g = fat_tree_cluster(1, 2, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50)
     u, v = next(iter(g.edges()))
@@ -299,7 +299,7 @@ def test_json_writer_refuses_non_finite():
 
 
 def test_local_index_range_is_one_range(capsys, tmp_path):
-    from rankmap.solver.cluster import MAX_LOCAL_INDEX, cluster_from_graph
+    from rankmap.solver.fabric.cluster import MAX_LOCAL_INDEX, cluster_from_graph
 
     f = far_local_index_file(tmp_path)
     bad_input(capsys, "solve", f, "--tp", "2", needle=f"the accepted range is 0..{MAX_LOCAL_INDEX}")

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
-from rankmap.solver.bound import _part_sizes, class_lower_bound, search_lower_bound
-from rankmap.solver.catalogue import megatron_groups
-from rankmap.solver.cutbound import grid_classes, joint_cut_bound
-from rankmap.solver.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
-from rankmap.solver.orders import candidate_orders
-from rankmap.solver.timemodel import flow_bytes, layout_cost, lower_bound
+from rankmap.solver.bound.analytic import _part_sizes, class_lower_bound, search_lower_bound
+from rankmap.solver.megatron.catalogue import megatron_groups
+from rankmap.solver.bound.cutbound import grid_classes, joint_cut_bound
+from rankmap.solver.search.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
+from rankmap.solver.megatron.orders import candidate_orders
+from rankmap.solver.cost.timemodel import flow_bytes, layout_cost, lower_bound
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
 CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
@@ -145,8 +145,8 @@ def test_never_above_sampled_layouts_on_a_two_level_fabric():
 
 def test_descent_starts_are_distinct_group_structures():
     """refine.top_by_order: orders with the same groups of the classes that move bytes are one start."""
-    from rankmap.solver.refine import structure_key
-    from rankmap.solver.orders import candidate_orders as orders_of
+    from rankmap.solver.search.refine import structure_key
+    from rankmap.solver.megatron.orders import candidate_orders as orders_of
 
     cfg = parallel_config(32, tp=4, pp=2, ep=4, etp=1)
     active = frozenset({"tp", "dp", "pp"})
@@ -168,7 +168,7 @@ def test_ring_rate_on_a_dgx1_hybrid_cube_mesh():
     """
     import json
 
-    from rankmap.solver.bound import ring_rate_gbps
+    from rankmap.solver.bound.analytic import ring_rate_gbps
 
     path = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "dgx1-v100-hybridcube.json"
     cluster = cluster_from_graph(nx.node_link_graph(json.loads(path.read_text()), edges="edges"))
@@ -305,7 +305,7 @@ def test_chain_term_is_below_the_pipeline_and_embedding_minimum(chains, embs, em
     """The chain term's lines never exceed min over e of the pipeline + embedding time (an LP, scipy)."""
     from scipy.optimize import linprog
 
-    from rankmap.solver.gridcut import _chain_term
+    from rankmap.solver.bound.gridcut import _chain_term
 
     chains = [(c0, max(c0, c1), g) for c0, c1, g in chains]
     term = _chain_term(chains, embs, emax)

@@ -259,7 +259,7 @@ def test_every_import_is_a_tree_of_switches(host, fabric):
 
 def test_fat_tree_cluster_physical_uplinks():
     from rankmap.solver import fat_tree_cluster
-    from rankmap.solver.builders import FatTreeTier
+    from rankmap.solver.fabric.builders import FatTreeTier
 
     # 8 hosts x 8 GPUs, one 50 GB/s rail NIC per GPU; 4 hosts per leaf at 2:1, 2 leaves per pod 1:1
     g = fat_tree_cluster(8, 8, tiers=[(4, 2.0), (2, 1.0)])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from rankmap.cli import main
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.ibnetdiscover import link_gbps, parse_ibnetdiscover, read_ibnetdiscover

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.kubernetes import parse_kubernetes_nodes, parse_kueue_topology, read_kueue_topology

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rankmap.solver.builders import nvl72_cluster
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.builders import nvl72_cluster
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import bandwidth_levels, build_cluster, load_graph
 from rankmap.solver.formats.common import GENERATIONS, resolve_generation

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from rankmap.cli import main
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.solver.formats.volcano import parse_volcano_hypernodes, read_volcano_hypernodes

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rankmap.solver import SolveOptions, parallel_config, solve
-from rankmap.solver import search as search_mod
+from rankmap.solver.search import solve as search_mod
 
 
 def fragmented_nvl(hosts_per_rack=(3, 1, 2), gpus_per_host: int = 4, nvlink: float = 900.0, nic: float = 50.0,

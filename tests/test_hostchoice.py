@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import bad_input, run
 from rankmap.solver import SolveOptions, evaluate, fat_tree_cluster, parallel_config, solve
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.hostchoice import pack_along_tree
+from rankmap.solver.search.hostchoice import pack_along_tree
 
 
 def test_pack_along_tree_best_fit():
@@ -189,7 +189,7 @@ def test_hosts_by_size_groups_hosts_of_two_gpus_or_more():
     """Hosts of 4, 2, 4 and 1 GPUs: sizes ascending, hosts ascending, devices in device order;
     the one-GPU host is left out (and host_scores gives it inf)."""
     from rankmap.solver import cluster_from_graph
-    from rankmap.solver.hostchoice import host_scores
+    from rankmap.solver.search.hostchoice import host_scores
 
     g = fat_tree_cluster(4, 4)
     g.remove_nodes_from(["node001/gpu2", "node001/gpu3", "node003/gpu1", "node003/gpu2", "node003/gpu3"])

@@ -1,4 +1,4 @@
-"""The job model shared by the CLI, batch and the server (rankmap.solver.job)."""
+"""The job model shared by the CLI, batch and the server (rankmap.solver.job.model)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from rankmap.solver import parallel_config
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.job import megatron_sizes, resolve_traffic, usable_gpus
+from rankmap.solver.job.model import megatron_sizes, resolve_traffic, usable_gpus
 from rankmap.solver.traffic import DEFAULT_MODEL, model_preset, parse_megatron_args, traffic_from_model
 
 
@@ -57,8 +57,8 @@ def test_megatron_sizes_fill_and_conflict():
 
 def test_resolve_job_defaults_values_and_precedence(cluster_file, tmp_path):
     """resolve_job: one job dict -> (graph, cfg, traffic, options), as `rankmap solve` and batch read it."""
-    from rankmap.solver.job import JOB_DEFAULTS
-    from rankmap.solver.job_resolve import resolve_job
+    from rankmap.solver.job.model import JOB_DEFAULTS
+    from rankmap.solver.job.resolve import resolve_job
     from rankmap.solver.types import SolveOptions, parse_constraint
 
     # job-file spellings: sizes as ASCII digits, one constraint as a string, traffic as a mapping

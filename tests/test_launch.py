@@ -16,10 +16,10 @@ import pytest
 
 from rankmap.cli import main
 from rankmap.solver import InvalidArgumentError, SolveOptions, evaluate, parallel_config, solve
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.formats.graphfile import node_link_text
-from rankmap.solver.launch import launcher_device_order, launcher_host_order, natural_key, parse_host_list
-from rankmap.solver.launch_files import emit_files, launch_files, torchrun_launchable
+from rankmap.solver.launch.placement import launcher_device_order, launcher_host_order, natural_key, parse_host_list
+from rankmap.solver.launch.files import emit_files, launch_files, torchrun_launchable
 from rankmap.solver.types import HostPlacement
 
 from service_helpers import live_server
@@ -231,7 +231,7 @@ def test_free_layout_is_launched_by_slurm_and_mpirun_not_torchrun():
     import dataclasses
 
     from rankmap.solve_report import solve_table
-    from rankmap.solver.launch import apply_instructions
+    from rankmap.solver.launch.placement import apply_instructions
 
     g = fragmented(("a", "b"), 2, leaf={"a": "leafA", "b": "leafB"})
     res = solve(g, parallel_config(world_size=4, tp=2), TRAFFIC)

@@ -30,11 +30,11 @@ import numpy as np
 import pytest
 
 from rankmap.solver import cluster_from_graph, layout_cost, parallel_config
-from rankmap.solver.builders import nvl72_cluster
-from rankmap.solver import localsearch
-from rankmap.solver.catalogue import megatron_groups
-from rankmap.solver.localsearch import _compound_moves, descend, hot_hosts
-from rankmap.solver.timemodel import flow_bytes
+from rankmap.solver.fabric.builders import nvl72_cluster
+from rankmap.solver.search import localsearch
+from rankmap.solver.megatron.catalogue import megatron_groups
+from rankmap.solver.search.localsearch import _compound_moves, descend, hot_hosts
+from rankmap.solver.cost.timemodel import flow_bytes
 from rankmap.solver.traffic import Collective, Traffic
 
 DGX1 = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "dgx1-v100-hybridcube.json"

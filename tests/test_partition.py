@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rankmap.solver import SolveOptions, cluster_from_graph, layout_cost, parallel_config, solve
-from rankmap.solver.catalogue import megatron_groups
-from rankmap.solver.partition import _repair, tree_partition_host_order, tree_partition_layout
+from rankmap.solver.megatron.catalogue import megatron_groups
+from rankmap.solver.search.partition import _repair, tree_partition_host_order, tree_partition_layout
 
 pytest.importorskip("pymetis")
 
@@ -108,7 +108,7 @@ def test_bisection_variant_is_a_valid_layout_with_the_same_leaf_local_pipeline()
 
 def test_clique_rank_graph_spreads_ring_bytes_over_every_peer():
     """pairs="clique": a ring all-reduce's flow bytes (2(n−1)/n·S) spread over the n−1 peers of each rank."""
-    from rankmap.solver.partition import _rank_graph
+    from rankmap.solver.search.partition import _rank_graph
 
     cfg = parallel_config(8, tp=4, pp=2)  # tp groups {0..3}, {4..7}; pp pairs (0,4), (1,5), ...
     S_tp, S_pp = 4e9, 1e9

@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, layout_cost, parallel_config
-from rankmap.solver.polish import (
+from rankmap.solver.search.polish import (
     block_traffic_matrix,
     inverse_bandwidth_matrix,
     launcher_projection,
     polish,
     traffic_matrix,
 )
-from rankmap.solver.decompose import _unique_rows
+from rankmap.solver.search.decompose import _unique_rows
 from reference_model import Reference
 
 TRAFFIC = {"tp": 3e9, "cp": 1e9, "dp": 2e9, "pp": 5e9, "embedding": 4e8}

@@ -13,7 +13,7 @@ from grpc_status import rpc_status
 from rankmap.client import AsyncRankmapClient
 from rankmap.wire.graph import graph_from_proto, graph_to_proto
 from rankmap.server.limits import Limits
-from rankmap.solver.cluster import cluster_from_graph
+from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import build_cluster
 from rankmap.v1 import rankmap_pb2 as pb

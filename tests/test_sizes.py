@@ -12,7 +12,7 @@ import pytest
 from rankmap import wire
 from rankmap.client import AsyncRankmapClient, ParallelSizes, RankmapClient
 from rankmap.solver import PARALLEL_SIZE_KEYS, InvalidArgumentError, megatron_groups, parallel_config
-from rankmap.solver.builders import fat_tree_cluster
+from rankmap.solver.fabric.builders import fat_tree_cluster
 
 
 def test_fields_are_the_size_keys():
@@ -94,7 +94,7 @@ def test_job_model_reads_sizes():
     import argparse
 
     from rankmap.cli import config_from_args
-    from rankmap.solver.job import JOB_KEYS, JOB_SIZE_KEYS, job_sizes
+    from rankmap.solver.job.model import JOB_KEYS, JOB_SIZE_KEYS, job_sizes
 
     assert set(JOB_SIZE_KEYS) <= set(JOB_KEYS)
     job = {"tp": 2, "pp": 2, "cp": 2, "hierarchical_cp_sizes": [2, 1], "traffic": "tp=1GB"}

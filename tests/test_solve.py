@@ -22,7 +22,7 @@ from rankmap.solver import (
     parallel_config,
     solve,
 )
-from rankmap.solver.ranks import TOKENS
+from rankmap.solver.megatron.ranks import TOKENS
 
 # ----------------------------------------------------------------- independent reference
 
@@ -307,7 +307,7 @@ def test_baseline_order_is_the_order_megatron_builds():
     ``--use-tp-pp-dp-mapping``'s tp-cp-ep-pp-dp); an order stock Megatron does not build is refused."""
     from rankmap.solver import InvalidArgumentError, SolveOptions, cluster_from_graph, fat_tree_cluster
     from rankmap.solver import parallel_config, solve
-    from rankmap.solver.timemodel import layout_cost
+    from rankmap.solver.cost.timemodel import layout_cost
 
     cl = cluster_from_graph(fat_tree_cluster(4, 4, tiers=[(2, 2.0)]))
     cfg = parallel_config(16, tp=2, pp=2)

@@ -22,10 +22,10 @@ from rankmap.solver import (
     parallel_config,
     solve,
 )
-from rankmap.solver import assign
-from rankmap.solver.assign import AssignmentProblem, solve_assignment
-from rankmap.solver.deadline import Deadline
-from rankmap.solver.timemodel import lower_bound
+from rankmap.solver.search import cpsat as assign
+from rankmap.solver.search.cpsat import AssignmentProblem, solve_assignment
+from rankmap.solver.search.deadline import Deadline
+from rankmap.solver.cost.timemodel import lower_bound
 from rankmap.solver.types import SolveCancelled
 
 from format_helpers import two_leaf_cluster
@@ -246,7 +246,7 @@ def test_stopped_by_in_json_table_and_proto():
 def test_a_stopped_solve_never_claims_optimal():
     """DESIGN §5: a solve the time limit stopped is FEASIBLE even when the bound meets the cost
     (or every layout happened to be scored): the status must not depend on the machine's load."""
-    from rankmap.solver.search import _status
+    from rankmap.solver.search.solve import _status
 
     assert _status(2.0, 2.0, False) == ("OPTIMAL", 2.0)
     assert _status(2.0, 2.0, False, stopped=True) == ("FEASIBLE", 2.0)
@@ -258,7 +258,7 @@ def test_a_stopped_solve_never_claims_optimal():
 def test_cluster_model_build_has_cancellation_check_points(monkeypatch):
     """At 131,072 GPUs the cluster model takes seconds: its build calls the check every
     CHECK_EVERY nodes/edges (and between phases), so a gRPC deadline stops it there."""
-    import rankmap.solver.cluster as cl_mod
+    import rankmap.solver.fabric.cluster as cl_mod
     from rankmap.solver import cluster_from_graph, fat_tree_cluster
 
     g = fat_tree_cluster(64, 8, tiers=[(8, 2.0)])

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, layout_cost, parallel_config
-from rankmap.solver.tiling import block_grid, fabric_host_levels, tiling_host_orders
-from rankmap.solver.timemodel import flow_bytes
+from rankmap.solver.search.tiling import block_grid, fabric_host_levels, tiling_host_orders
+from rankmap.solver.cost.timemodel import flow_bytes
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rankmap.solver import InvalidArgumentError, cluster_from_graph, evaluate, parallel_config
-from rankmap.solver.timemodel import bytes_per_rank, flow_bytes, layout_cost, lower_bound
+from rankmap.solver.cost.timemodel import bytes_per_rank, flow_bytes, layout_cost, lower_bound
 
 from reference_model import Reference
 

@@ -16,8 +16,8 @@ import pytest
 from rankmap.cli import main
 from rankmap.solver import parallel_config
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.job import resolve_traffic
-from rankmap.solver.timemodel import part_flows
+from rankmap.solver.job.model import resolve_traffic
+from rankmap.solver.cost.timemodel import part_flows
 from rankmap.solver.traffic import (
     bytes_sent_per_rank,
     count_parameters,

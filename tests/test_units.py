@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, layout_cost, megatron_groups, parallel_config
-from rankmap.solver.assign import AssignmentProblem, pair_cost, solve_assignment
+from rankmap.solver.search.cpsat import AssignmentProblem, pair_cost, solve_assignment
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError
-from rankmap.solver.polish import faq_layout, host_order_search
+from rankmap.solver.search.polish import faq_layout, host_order_search
 
 
 def _two_pairs_problem(hint=None):
@@ -126,7 +126,7 @@ def test_error_status_carries_field_violation_and_argument():
 def test_host_blocks_tells_launchable_layouts():
     """torchrun can launch a layout when every host runs one contiguous block of ranks: hosts
     A A B B (ranks 0-1 on A, 2-3 on B) yes, A B A B no; free mode prefers the first among ties."""
-    from rankmap.solver.search import _host_blocks
+    from rankmap.solver.search.solve import _host_blocks
 
     cl = _hosts4()  # 4 hosts x 2 GPUs: devices 0,1 on host 0, 2,3 on host 1, ...
     assert _host_blocks(cl, np.array([0, 1, 2, 3, 4, 5, 6, 7]))
@@ -136,7 +136,7 @@ def test_host_blocks_tells_launchable_layouts():
 
 def test_search_seconds_reserves_the_last_step_and_the_result():
     """deadline.search_seconds: 95% of the limit less 45 µs per rank (one evaluation + the result), capped at 40%."""
-    from rankmap.solver.deadline import search_seconds
+    from rankmap.solver.search.deadline import search_seconds
 
     assert search_seconds(30.0, 131072) == pytest.approx(28.5 - 4.5e-5 * 131072)  # 22.6 s
     assert search_seconds(6.0, 512) == pytest.approx(5.7 - 4.5e-5 * 512)

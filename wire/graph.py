@@ -102,7 +102,7 @@ def _wire_number(u, v, data, attr: str) -> float:
 def _check_bandwidth(u, v, data) -> float:
     """The solver's own bandwidth check (same message as the CLI)."""
     try:
-        from rankmap.solver.cluster import _edge_bandwidth
+        from rankmap.solver.fabric.cluster import _edge_bandwidth
     except ImportError:  # pragma: no cover - solver module not present
         _edge_bandwidth = None
     if _edge_bandwidth is not None:
@@ -227,7 +227,7 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
 
 
 def count_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_hosts: Iterable[str] = ()) -> int:
-    """GPUs of ``graph`` that are not excluded (the default world size): :func:`rankmap.solver.job.usable_gpus`."""
-    from rankmap.solver.job import usable_gpus
+    """GPUs of ``graph`` that are not excluded (the default world size): :func:`rankmap.solver.job.model.usable_gpus`."""
+    from rankmap.solver.job.model import usable_gpus
 
     return usable_gpus(graph, exclude_devices, exclude_hosts)

@@ -16,8 +16,8 @@ from typing import Any
 
 import networkx as nx
 
-from rankmap.solver.catalogue import ParallelConfig
-from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.megatron.catalogue import ParallelConfig
+from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import count_gpus, graph_from_proto

@@ -14,9 +14,9 @@ from typing import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from rankmap.solver.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
+from rankmap.solver.megatron.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import graph_to_proto

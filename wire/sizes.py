@@ -1,14 +1,14 @@
-"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` <-> :class:`~rankmap.solver.catalogue.ParallelSizes`,
-``rankmap.v1.ParallelConfig`` <-> :class:`~rankmap.solver.catalogue.ParallelConfig`."""
+"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` <-> :class:`~rankmap.solver.megatron.catalogue.ParallelSizes`,
+``rankmap.v1.ParallelConfig`` <-> :class:`~rankmap.solver.megatron.catalogue.ParallelConfig`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rankmap.wire.errors import invalid
-from rankmap.solver.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
+from rankmap.solver.megatron.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.ranks import DEFAULT_ORDER
+from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.v1 import rankmap_pb2 as pb
 
 __all__ = ["sizes_to_proto", "sizes_from_proto", "config_from_proto", "config_to_proto", "config_from_resolved"]

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rankmap.solver.catalogue import ParallelConfig
+from rankmap.solver.megatron.catalogue import ParallelConfig
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.costs import _class_order
@@ -179,7 +179,7 @@ def traffic_from_proto(msg: "pb.Traffic", cfg: ParallelConfig, has_traffic: bool
 
     Classes come in report order.
     """
-    from rankmap.solver.job import SIZE_KEYS, megatron_sizes, resolve_traffic
+    from rankmap.solver.job.model import SIZE_KEYS, megatron_sizes, resolve_traffic
     from rankmap.solver.traffic import Traffic, parse_megatron_args, traffic_from_mapping
 
     explicit = traffic_from_mapping(dict(msg.bytes)) if (has_traffic and msg.bytes) else None

@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from ..errors import InvalidArgumentError
-from ..cluster import MAX_BANDWIDTH_GBPS, MAX_LOCAL_INDEX, MIN_BANDWIDTH_GBPS
+from ..fabric.cluster import MAX_BANDWIDTH_GBPS, MAX_LOCAL_INDEX, MIN_BANDWIDTH_GBPS
 from .safe import MAX_JSON_BYTES, check_xml, is_strict_int_text, load_json
 
 __all__ = ["load_graph", "dump_graph", "graph_from_data", "node_link_text"]

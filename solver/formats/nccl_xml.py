@@ -45,7 +45,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..cluster import MAX_LOCAL_INDEX
+from ..fabric.cluster import MAX_LOCAL_INDEX
 from ..errors import InvalidArgumentError
 from .common import (
     GENERATIONS,

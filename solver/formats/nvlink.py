@@ -7,7 +7,7 @@ rack's 9 switch trays).  In the cluster graph (DESIGN §2) a domain is **one nod
 has one edge to it whose ``bandwidth`` is the GPU's NVLink capacity, GB/s per direction
 (GB200: 18 links x 50 GB/s = **900 GB/s**, NVIDIA's "1.8 TB/s bidirectional per GPU",
 ``bandwidths.md`` §1, src 3).  The domain node links to GPUs only, so it is a tree of its own
-in the switch forest (:mod:`rankmap.solver.fabric`), separate from the NIC -> leaf -> spine
+in the switch forest (:mod:`rankmap.solver.fabric.links`), separate from the NIC -> leaf -> spine
 tree: inter-domain traffic leaves through the NICs.  Each GPU also gets
 ``nvlink_domain=<domain>`` (a string).
 

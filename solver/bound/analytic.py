@@ -1,0 +1,493 @@
+"""Lower bounds on the predicted communication time (DESIGN §4–§5).
+
+The objective of a layout is ``Σ_c x_c·T_c`` with, for one part of a class
+(parts run one after the other, :mod:`rankmap.solver.cost.timemodel`)::
+
+    T = max( max over flow parts f of bytes_f / (parts_f · B(route_f)),
+             max over directed links ℓ of load(ℓ) / cap(ℓ) )  (+ latency ≥ 0)
+
+Every term below is a number that *no layout of the searched space* can beat,
+so ``Σ_c x_c · Σ_parts max(terms)`` is a valid bound (each part's time is at
+least each of its terms; the latency term only adds).  Notation: ``fb`` the
+bytes of one flow of the part (:func:`~rankmap.solver.cost.timemodel.flow_bytes`),
+``k`` the part's group size, ``b_0 > b_1 > …`` the widest-path levels over
+physical capacities (``cluster.widest_levels_gbps``; two GPUs first in one
+level-``j`` domain have ``B ≤ b_j``).  A flow split by ECMP into ``p`` parts
+of ``bytes/p`` each over routes of bottleneck ``B`` has per-flow time
+``bytes/(p·B)``; ``R_j`` is the largest ``p·B`` over GPU pairs first joined at
+level ``j`` (:func:`level_rates_gbps`: exact from the fabric's own routes up
+to 512 GPUs, else ``(A²+1)·b_j`` with A attachments per GPU, the number of
+route options), and ``R_{≥j} = max_{i≥j} R_i``: a flow between GPUs first
+joined at level ``j`` or above takes at least ``bytes / R_{≥j}``.
+
+Size terms (any order, any mode; :func:`class_lower_bound`):
+
+* **per flow**: at the first level ``j*`` whose domains hold all groups whole
+  (Σ_D ⌊|D|/k⌋ ≥ groups), some group is split over level-``(j*−1)`` domains;
+  its flows connect all its members, so one of its flows joins GPUs first
+  joined at level ≥ ``j*``: ``T ≥ fb / R_{≥j*}``.
+* **per ring edge**: a ring collective of ``n ≥ 3`` members is as fast as its
+  slowest edge, and no ring of ``n`` GPUs has a slowest edge faster than
+  :func:`~rankmap.solver.bound.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
+  inter-host edge): ``T ≥ fb / ring_rate``.
+* **per GPU**: a rank's bytes per rank leave its GPU over that GPU's links:
+  ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``; for an all-to-all,
+  the first-hop split term of :mod:`.splitbound` (the flows a member sends inside
+  its host, rack or leaf and those it sends out start on different links).
+* **aggregate cut** (unchanged from before): at a level, at least
+  ``groups − Σ⌊|D|/k⌋`` groups are split; each sends a flow out of every
+  domain it touches; the links leaving the level's domains carry those bytes,
+  and the most loaded one carries at least their total over their total
+  capacity.
+* **per-domain cut**: a domain ``D`` of ``m`` GPUs runs ``m`` ranks; at most
+  ``⌊m/k⌋`` groups lie wholly inside, the other ``r = m mod k`` ranks (all
+  ``m`` if ``k > m``) belong to split groups holding ≤ ``k−1`` of them each,
+  so at least ``s = ⌈r/(k−1)⌉`` groups are split by ``D``.  A split ring or
+  chain sends at least one flow out of ``D`` (its members inside and outside
+  are joined by ring/chain edges), an all-to-all with ``a`` members inside
+  ``a(k−a) ≥ k−1`` flows.  All of it crosses the links leaving ``D``'s
+  component outward (capacity ``C_D``, ``cluster.domain_out_gbps``), so the
+  busiest of them: ``T ≥ s·w·fb / C_D`` (``w`` = 1 or ``k−1``).
+
+Launcher terms (one order; :func:`launcher_part_bound`): in launcher mode
+ranks ``[bG, (b+1)G)`` form block ``b`` and every block runs on one whole host,
+so for a given order it is known which flows stay inside a host and which
+cross between hosts; only the host of each block (and local GPU orders) is
+searched.  Let the *block graph* of a part join two blocks by the bytes of its
+flows between them; its connected components have sizes ``c_1, c_2, …``.
+
+* **inter-host flow**: a flow between two blocks runs between two hosts,
+  first joined at level ≥ ``h`` (the first level where two hosts share a
+  domain): ``T ≥ fb / R_{≥h}``.
+* **packing**: at a level made of whole hosts (``h_D`` hosts per domain), if
+  for some size ``s`` more components of size ≥ ``s`` exist than
+  ``Σ_D ⌊h_D/s⌋``, some component spans two level domains, so one of its
+  inter-block flows (connected component) joins GPUs first joined above the
+  level: ``T ≥ fb_min / R_{≥level+1}``.
+* **block cut**: a domain ``D`` of ``m`` whole hosts holds ``m`` blocks.  If
+  ``m`` is not a sum of component sizes, some component is split by ``D``; a
+  split component sends at least ``λ`` bytes out of ``D``, where ``λ`` is the
+  least outward bytes over proper subsets of one component (exact by
+  enumeration up to ``EXACT_CUT_MAX_BLOCKS`` blocks, else its smallest
+  inter-block flow: a connected component always has one crossing flow):
+  ``T ≥ λ_min / C_D``.  The flows of every collective are balanced (each
+  member sends what it receives), so bytes out of a set equal bytes into it.
+* **host egress**: each block is on some host, so ``T ≥ max_b out(b) /
+  max_host C_host`` when hosts are a level.
+
+The bound of a solve is the minimum over the searched orders (launcher mode)
+of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
+the size terms (order-independent).  Both take the larger of that and the joint
+domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
+a host that keeps its tp groups whole must split its dp and pp groups), whose
+per-part floors are these terms.  Nothing here is n×n: group arrays, block
+graphs of at most W/G blocks, per-domain vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+import weakref
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..fabric.cluster import Cluster
+from .ringrate import RING_KINDS, ring_rate_gbps
+
+__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "ecmp_parts",
+           "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "ring_rate_gbps", "EXACT_CUT_MAX_BLOCKS"]
+
+#: Components of the block graph up to this many blocks get their exact minimum cut (2^c subsets).
+EXACT_CUT_MAX_BLOCKS = 12
+#: At most this many distinct component shapes get the exact cut (the rest: their smallest flow).
+EXACT_CUT_MAX_SHAPES = 32
+#: ECMP parts are counted exactly over every GPU pair up to this many GPUs (routes in bulk).
+ECMP_EXACT_MAX_DEVICES = 512
+#: Launcher terms are computed while orders x world size stays below this (else the size terms alone).
+LAUNCHER_WORK_MAX = 1 << 23
+#: Parts with more flows than this skip the launcher terms (all-to-all at scale).
+LAUNCHER_MAX_FLOWS = 1 << 22
+
+_ECMP: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
+
+
+def ecmp_parts(cluster: Cluster) -> int:
+    """Largest number of equal-width, equal-hop route parts of any GPU pair (``P`` of the module doc).
+
+    Exact (every ordered pair routed in bulk with the fabric's own route
+    choice) up to ``ECMP_EXACT_MAX_DEVICES`` GPUs; above, the count of route
+    options ``A² + 1`` (A = most attachments of a GPU), or 1 when every GPU
+    has one attachment and there is no GPU-GPU link (a single option).
+    """
+    return _pair_rates(cluster)[0]
+
+
+def level_rates_gbps(cluster: Cluster) -> np.ndarray:
+    """``R[j]``, GB/s, shape (K',): the most a single flow between GPUs first joined at widest level j gets.
+
+    A flow split in ``p`` ECMP parts over routes of bottleneck ``B`` has
+    per-flow time ``bytes / (p·B)``, and its parts leaving over one attachment
+    of its GPU share that link, so ``R[j]`` is the largest
+    :meth:`~rankmap.solver.fabric.links.Fabric.lone_rates_gbps` over such pairs
+    (exact up to ``ECMP_EXACT_MAX_DEVICES`` GPUs; above, ``P·b_j``).  A flow
+    between GPUs first joined at level ≥ j takes at least
+    ``bytes / max_{i≥j} R[i]`` (:func:`suffix_rates`).
+    """
+    return _pair_rates(cluster)[1]
+
+
+def suffix_rates(cluster: Cluster) -> np.ndarray:
+    """``max_{i ≥ j} R[i]`` for each widest level j, GB/s."""
+    R = level_rates_gbps(cluster)
+    return np.maximum.accumulate(R[::-1])[::-1]
+
+
+def inter_host_rate_gbps(cluster: Cluster) -> float:
+    """``R_{≥h}``, GB/s: the most a flow between two hosts can get (h: the widest level where two hosts
+    first share a domain); 0 with one host."""
+    wl = suffix_rates(cluster)
+    wd = cluster.widest_domains
+    H = len(cluster.hosts)
+    for k in range(wd.shape[0]):
+        if np.unique(wd[k] * H + cluster.host_of).size > np.unique(wd[k]).size:
+            return float(wl[k])
+    return 0.0
+
+
+def _pair_rates(cluster: Cluster):
+    got = _ECMP.get(cluster)
+    if got is not None:
+        return got[:2]
+    fab = cluster.fabric
+    n = cluster.num_devices
+    wd = cluster.widest_domains
+    b = np.asarray(cluster.widest_levels_gbps, dtype=float)
+    A = int((fab.att_node >= 0).sum(axis=1).max()) if fab.att_node.size else 0
+    hops = None
+    if n <= 1:
+        p, R = 1, b.copy()
+    elif n <= ECMP_EXACT_MAX_DEVICES:
+        p = 1
+        R = np.zeros(b.size)
+        s_all = np.repeat(np.arange(n), n)
+        d_all = np.tile(np.arange(n), n)
+        keep = s_all != d_all
+        s_all, d_all = s_all[keep], d_all[keep]
+        att_used = np.zeros((s_all.size, fab.att_node.shape[1]), dtype=bool)
+        direct = np.full(s_all.size, -1, dtype=np.int64)
+        step = 1 << 16
+        for lo in range(0, s_all.size, step):
+            s, d = s_all[lo:lo + step], d_all[lo:lo + step]
+            parts, rate, att_used[lo:lo + step], direct[lo:lo + step] = fab.route_summary(s, d)
+            p = max(p, int(parts.max()))
+            lvl = np.argmax(wd[:, s] == wd[:, d], axis=0)  # first level joining the pair
+            np.maximum.at(R, lvl, rate)
+        R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
+        hops = (s_all, d_all, att_used, direct)
+    else:
+        p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1
+        # merged ECMP twins (node "a|b|…") carry k × the narrowest twin's link: a route's
+        # bottleneck is at most k_max × the graph's widest path
+        k_max = max((name.count("|") + 1 for name in fab.node_names), default=1)
+        R = p * k_max * b
+    _ECMP[cluster] = (p, R, hops)
+    return p, R
+
+
+def all_pair_first_hops(cluster: Cluster):
+    """``(src, dst, att_used, direct)`` of every ordered GPU pair's routes (:meth:`Fabric.route_summary`),
+    from the same routing pass as the exact ECMP rates; None above ``ECMP_EXACT_MAX_DEVICES`` GPUs."""
+    _pair_rates(cluster)
+    return _ECMP[cluster][2]
+
+
+def _out_cap_per_gpu(cluster: Cluster) -> np.ndarray:
+    fab = cluster.fabric
+    out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
+    if fab.direct_key.size:
+        nd = fab.att_node.shape[0]
+        lo, hi = np.divmod(fab.direct_key, nd)
+        out_cap = out_cap + np.bincount(lo, weights=fab.direct_gbps, minlength=nd) + np.bincount(
+            hi, weights=fab.direct_gbps, minlength=nd)
+    return out_cap
+
+
+def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
+    """Size terms (module doc): a bound, seconds, on one part's time over every layout and order.
+
+    Parameters
+    ----------
+    kind : str
+        Collective kind.
+    num_groups, n : int
+        Number of groups of the part and their size (ranks).
+    payload_bytes : float
+        S, bytes per rank per step.
+
+    Returns
+    -------
+    float
+        ``max(per flow, per GPU, aggregate cut, per-domain cut)``, seconds (0 for an empty part).
+    """
+    from ..cost.timemodel import bytes_per_rank, flow_bytes
+
+    fb = flow_bytes(kind, payload_bytes, n)
+    if fb <= 0 or num_groups <= 0:
+        return 0.0
+    b = suffix_rates(cluster) * 1e9
+    K = b.size
+    kstar = K - 1
+    for k in range(K):
+        caps = np.bincount(cluster.widest_domains[k])
+        if int((caps // n).sum()) >= num_groups:
+            kstar = k
+            break
+    per_flow = fb / b[kstar]
+    if kind in RING_KINDS and n >= 3:
+        rr = ring_rate_gbps(cluster, n)
+        if rr:
+            per_flow = max(per_flow, fb / (rr * 1e9))
+    cut = 0.0
+    w = (n - 1) if kind == "all_to_all" else 1
+    for doms, boundary, outs in ((cluster.widest_domains, cluster.widest_boundary_gbps,
+                                  cluster.widest_domain_out_gbps),
+                                 (cluster.domains, cluster.boundary_gbps, cluster.domain_out_gbps)):
+        for k in range(min(doms.shape[0], boundary.size)):
+            sizes = np.bincount(doms[k])
+            whole = int((sizes // n).sum())
+            split = max(0, num_groups - whole)
+            if split and boundary[k] > 0:
+                # a split group touches at least max(2, ceil(n / largest domain)) domains, each with an out-flow
+                touched = max(2, -(-n // int(sizes.max())))
+                out_flows = split * (2 * (n - 1) if kind == "all_to_all" else touched)
+                cut = max(cut, fb * out_flows / (boundary[k] * 1e9))
+            # (only when the part's groups hold every rank: the embedding groups of pp >= 3 hold 2/pp
+            # of them, and a domain may then hold none of their members)
+            if k < len(outs) and outs[k].size == sizes.size and num_groups * n >= cluster.num_devices:
+                r = np.where(n > sizes, sizes, sizes % n)
+                s = -(-r // max(n - 1, 1))
+                cap = outs[k] * 1e9
+                ok = (s > 0) & (cap > 0)
+                if ok.any():
+                    cut = max(cut, float((s[ok] * w * fb / cap[ok]).max()))
+    out_cap = _out_cap_per_gpu(cluster)
+    port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
+    if kind == "all_to_all":
+        from .splitbound import all_to_all_split_bound
+
+        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb))
+    return max(per_flow, port, cut)
+
+
+def _part_sizes(cfg: ParallelConfig, traffic, c: str):
+    """(groups, size) of each part of class ``c``: list of (Collective, groups k, size k)."""
+    from ..traffic import class_collectives, class_group_size
+
+    n = class_group_size(c, cfg)
+    g = cfg.world_size // cfg.pp if c == "embedding" else cfg.world_size // n
+    if n <= 1:
+        return []
+    out = []
+    for p in class_collectives(traffic, c):
+        k = p.size or n
+        out.append((p, g * (n // k), k))
+    return out
+
+
+def lower_bound(
+    cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], exposure: Mapping[str, float] | None = None,
+) -> float:
+    """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout of ``cfg`` (any order with these sizes).
+
+    Classes are separate phases, so the bound is ``Σ_c x_c·LB_c`` with
+    :func:`class_lower_bound` summed over each class's parts (run one after
+    the other on their subgroups); it depends on the sizes, not the order.
+    """
+    from ..traffic import TRAFFIC_CLASSES
+
+    from .cutbound import joint_cut_bound
+
+    exposure = dict(exposure or {})
+    parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
+    own = {c: [class_lower_bound(cluster, p.kind, g, k, p.payload_bytes) for p, g, k in v] for c, v in parts.items()}
+    total = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in own.items())
+    return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]))
+
+
+def _subset_sums(sizes: np.ndarray, limit: int) -> int:
+    """Bitset (Python int) of every sum ≤ ``limit`` of a sub-multiset of ``sizes``."""
+    vals, counts = np.unique(sizes, return_counts=True)
+    bits = 1
+    mask = (1 << (limit + 1)) - 1
+    for v, c in zip(vals.tolist(), counts.tolist()):
+        k = 1
+        while c > 0:  # binary splitting of the count
+            t = min(k, c)
+            bits = (bits | (bits << (v * t))) & mask
+            c -= t
+            k <<= 1
+    return bits
+
+
+def _min_cut_exact(c: int, i: np.ndarray, j: np.ndarray, w: np.ndarray) -> float:
+    """Least bytes from X to the rest over proper non-empty subsets X of ``c`` blocks (edges i -> j of w bytes)."""
+    W = np.zeros((c, c))
+    np.add.at(W, (i, j), w)
+    masks = ((np.arange(1, (1 << c) - 1)[:, None] >> np.arange(c)[None, :]) & 1).astype(bool)
+    out = ((masks.astype(float) @ W) * ~masks).sum(axis=1)
+    return float(out.min())
+
+
+def _host_levels(cluster: Cluster, doms: np.ndarray):
+    """Levels of ``doms`` made of whole hosts: yields (level, host count per domain (D,), label per host (H,))."""
+    first = cluster.first_device
+    for k in range(doms.shape[0]):
+        lab_h = doms[k][first]
+        if np.array_equal(doms[k], lab_h[cluster.host_of]):
+            yield k, np.bincount(lab_h), lab_h
+
+
+def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
+    """Launcher terms (module doc) of one part for one order, seconds.
+
+    Parameters
+    ----------
+    part : Collective
+    groups : numpy.ndarray of int, shape (g, n)
+        The class's groups for the order (``rank_offset`` removed).
+
+    Returns
+    -------
+    float
+        ``max(inter-host flow, packing, block cut, host egress)``; 0 when
+        the hosts are uneven or the part is too large to analyse.
+    """
+    from ..cost.timemodel import part_flows
+
+    gph = cluster.gpus_per_host
+    if gph.size == 0 or np.unique(gph).size != 1:
+        return 0.0
+    G = int(gph[0])
+    H = gph.size
+    batches = list(part_flows(part, groups))
+    if not batches or sum(f[0].size for f in batches) > LAUNCHER_MAX_FLOWS:
+        return 0.0
+    src = np.concatenate([f[0] for f in batches]) // G
+    dst = np.concatenate([f[1] for f in batches]) // G
+    fb = np.concatenate([np.full(f[0].size, float(f[2])) for f in batches])
+    inter = src != dst
+    if not inter.any():
+        return 0.0
+    src, dst, fb = src[inter], dst[inter], fb[inter]
+    fb_min = float(fb.min())
+    best = 0.0
+    # inter-host flow: at most the rate of the widest level where two hosts first share a domain
+    wl = suffix_rates(cluster) * 1e9
+    wd = cluster.widest_domains
+    inter = inter_host_rate_gbps(cluster)
+    if inter > 0:
+        best = max(best, float(fb.max()) / (inter * 1e9))
+    # block graph components
+    mat = coo_matrix((np.ones(src.size), (src, dst)), shape=(H, H))
+    ncomp, comp = connected_components(mat, directed=False)
+    csize = np.bincount(comp, minlength=ncomp)
+    # packing at whole-host widest levels
+    multi = np.sort(csize[csize >= 2])[::-1]
+    if multi.size:
+        for k, hosts_per_dom, _lab in _host_levels(cluster, wd):
+            if k + 1 >= wl.size:
+                break
+            for s in np.unique(multi):
+                if int((multi >= s).sum()) > int((hosts_per_dom // s).sum()):
+                    best = max(best, fb_min / wl[k + 1])
+                    break
+    # least outward bytes of a split component
+    lam = np.inf
+    ec = comp[src]
+    order = np.argsort(ec, kind="stable")
+    starts = np.searchsorted(ec[order], np.arange(ncomp + 1))
+    cache: dict = {}
+    for q in np.flatnonzero(csize >= 2):
+        sel = order[starts[q]:starts[q + 1]]
+        c = int(csize[q])
+        if c > EXACT_CUT_MAX_BLOCKS or len(cache) >= EXACT_CUT_MAX_SHAPES:
+            lam = min(lam, float(fb[sel].min()))
+            continue
+        members = np.flatnonzero(comp == q)
+        ii = np.searchsorted(members, src[sel])
+        jj = np.searchsorted(members, dst[sel])
+        key = (c, ii.tobytes(), jj.tobytes(), fb[sel].tobytes())
+        if key not in cache:
+            cache[key] = _min_cut_exact(c, ii, jj, fb[sel])
+        lam = min(lam, cache[key])
+    out_b = np.bincount(src, weights=fb, minlength=H)
+    for doms, outs in ((cluster.widest_domains, cluster.widest_domain_out_gbps),
+                       (cluster.domains, cluster.domain_out_gbps)):
+        for k, hosts_per_dom, _lab in _host_levels(cluster, doms):
+            if k >= len(outs) or outs[k].size != hosts_per_dom.size:
+                continue
+            cap = outs[k] * 1e9
+            if hosts_per_dom.max() == 1 and cap.max() > 0:
+                best = max(best, float(out_b.max()) / float(cap.max()))  # host egress
+            if np.isfinite(lam):
+                sums = _subset_sums(csize, H)
+                reach = np.array([(sums >> int(m)) & 1 for m in hosts_per_dom], dtype=bool)
+                ok = ~reach & (cap > 0)
+                if ok.any():
+                    best = max(best, float((lam / cap[ok]).max()))
+    return best
+
+
+def search_lower_bound(
+    cluster: Cluster, orders: Sequence[ParallelConfig], traffic: Mapping[str, float],
+    exposure: Mapping[str, float] | None = None, mode: str = "launcher", plain: float | None = None,
+) -> float:
+    """The bound of a solve over its searched space (seconds): every order of ``orders``, layouts of ``mode``.
+
+    Launcher mode: ``min over orders of Σ_c x_c Σ_parts max(size terms, launcher terms of the order)``;
+    other modes (or too much work: ``LAUNCHER_WORK_MAX``): :func:`lower_bound` (size terms).
+    ``plain``: that size-term bound when already computed (same cluster, sizes, traffic and exposure:
+    a free solve's own bound), not recomputed.
+
+    Raises
+    ------
+    ValueError
+        If ``orders`` is empty.
+    """
+    from ..traffic import CLASS_GROUP, TRAFFIC_CLASSES
+
+    if not orders:
+        raise ValueError("no orders")
+    exposure = dict(exposure or {})
+    cfg0 = orders[0]
+    size_terms = {}
+    for c in TRAFFIC_CLASSES:
+        size_terms[c] = [(p, class_lower_bound(cluster, p.kind, g, k, p.payload_bytes))
+                         for p, g, k in _part_sizes(cfg0, traffic, c)]
+    known = plain
+    plain = sum(float(exposure.get(c, 1.0)) * sum(v for _p, v in size_terms[c]) for c in TRAFFIC_CLASSES)
+    if known is not None:
+        plain = max(plain, float(known))
+    elif plain > 0:
+        from .cutbound import joint_cut_bound
+
+        parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
+        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]))
+    if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
+        return plain
+    best = np.inf
+    for ocfg in orders:
+        groups = megatron_groups(ocfg)
+        total = 0.0
+        for c in TRAFFIC_CLASSES:
+            x = float(exposure.get(c, 1.0))
+            if not size_terms[c] or x == 0:
+                continue
+            arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
+            for p, v in size_terms[c]:
+                total += x * max(v, launcher_part_bound(cluster, p, arr))
+        best = min(best, total)
+    return float(max(best, plain))

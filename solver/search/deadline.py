@@ -1,0 +1,134 @@
+"""The wall-clock deadline of one solve (DESIGN §5: the time limit bounds the whole solve).
+
+``solve`` creates one :class:`Deadline` when it starts and passes it down to every
+phase (cluster model, orders, CP-SAT models, polish, local search).  The
+deterministic work budgets of those phases (CP-SAT's ``max_deterministic_time``,
+move and evaluation counts) decide the answer; the deadline is only a safety
+stop.  A phase that stops because the deadline passed calls :meth:`Deadline.hit`,
+and the result then says ``stopped_by = "time_limit"`` and never claims OPTIMAL
+unless the analytic lower bound meets the cost.
+
+Tests force a stop without timing by giving a deadline a fake ``clock`` or a
+zero limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from ..types import SolveCancelled
+
+__all__ = ["Deadline", "TIME_LIMIT", "SEARCH_FRACTION", "search_seconds"]
+
+#: ``SolveResult.stopped_by`` of a search the wall clock stopped before its work budget completed.
+TIME_LIMIT = "time_limit"
+
+
+#: The search stops at this fraction of the time limit, less a reserve for the step running
+#: then (at most one real-objective evaluation, ``LAST_STEP_SECONDS_PER_RANK``) and the
+#: result (``RESULT_SECONDS_PER_RANK``), so that a solve ends before the limit at every scale.
+SEARCH_FRACTION = 0.95
+#: The step running at the stop, seconds per rank: one real-objective evaluation on a loaded
+#: machine at 131,072 ranks (measured about 15 µs per rank; twice that).
+LAST_STEP_SECONDS_PER_RANK = 3e-5
+#: Building the result after the search (groups, costs, launch data), seconds per rank (measured
+#: at 131,072 ranks on this project's 2-core machine, with margin).
+RESULT_SECONDS_PER_RANK = 1.5e-5
+#: The reserve never takes more than this share of the limit.
+RESERVE_MAX_SHARE = 0.4
+
+
+def search_seconds(time_limit_seconds: float, world_size: int) -> float:
+    """Wall-clock seconds the search may run in a solve of ``time_limit_seconds`` on ``world_size`` ranks.
+
+    ``SEARCH_FRACTION`` of the limit less the reserve for the last step and the result
+    (``(LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) · world_size``, at most
+    ``RESERVE_MAX_SHARE`` of the limit): about 5.9 s of a 30 s limit at 131,072 ranks, a few
+    milliseconds at 512.
+    """
+    T = float(time_limit_seconds)
+    reserve = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * max(int(world_size), 1))
+    return max(0.0, T * SEARCH_FRACTION - reserve)
+
+
+class Deadline:
+    """A point in wall-clock time after which a solve stops searching, plus its cancel event.
+
+    Parameters
+    ----------
+    seconds : float
+        Time from now (seconds, >= 0) until the deadline.
+    cancel : threading.Event, optional
+        Set it to stop the solve at the next check point (:class:`SolveCancelled`).
+    clock : callable returning seconds, optional
+        Monotonic clock (default ``time.monotonic``); tests inject a fake one.
+
+    Attributes
+    ----------
+    stopped : bool
+        Whether some phase stopped early because the deadline passed.
+    """
+
+    def __init__(
+        self,
+        seconds: float,
+        cancel: threading.Event | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._clock = clock or time.monotonic
+        self.start = self._clock()
+        self.end = self.start + max(0.0, float(seconds))
+        self.cancel = cancel
+        self.stopped = False
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (0.0 once it has passed)."""
+        return max(0.0, self.end - self._clock())
+
+    def elapsed(self) -> float:
+        """Seconds since the deadline was created."""
+        return self._clock() - self.start
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed (does not record a stop)."""
+        return self._clock() >= self.end
+
+    def hit(self) -> None:
+        """Record that a phase stopped before its work budget completed because of the deadline."""
+        self.stopped = True
+
+    def check(self) -> bool:
+        """A check point: raise if cancelled; return True (and record the stop) if the deadline passed.
+
+        Raises
+        ------
+        SolveCancelled
+            If the cancel event is set.
+        """
+        if self.cancel is not None and self.cancel.is_set():
+            raise SolveCancelled("solve cancelled")
+        if self.expired():
+            self.stopped = True
+            return True
+        return False
+
+    def cancel_check(self) -> Callable[[], None] | None:
+        """A check point that raises :class:`SolveCancelled` once :attr:`cancel` is set and ignores
+        the wall clock (for work that must finish to give any answer, e.g. the cluster model);
+        None without a cancel event."""
+        cancel = self.cancel
+        if cancel is None:
+            return None
+
+        def check() -> None:
+            if cancel.is_set():
+                raise SolveCancelled("solve cancelled")
+
+        return check
+
+    @property
+    def stopped_by(self) -> str:
+        """``"time_limit"`` when some phase stopped at the deadline, else ``""``."""
+        return TIME_LIMIT if self.stopped else ""

@@ -1,0 +1,203 @@
+"""Host orders that tile Megatron's rank grid along the fabric tree (launcher-mode proposals).
+
+In launcher mode host ``h`` of the host order runs the rank block ``[bG, (b+1)G)``.
+The blocks are the points of a grid: the order's dense axes (``tp cp dp pp``, ep
+omitted: it indexes the expert grid) with the innermost ``G`` ranks removed, e.g.
+``dp16 × pp4`` for tp8 on 8-GPU hosts.  A switch of the fabric tree (a leaf, a pod)
+holds a set of hosts; the bound (:mod:`rankmap.solver.bound.cutbound`) says which shapes of grid box a
+domain should hold (a leaf that keeps 4 dp neighbours of one stage, a pod with 8 dp
+neighbours × 2 stages: dp rings and pp chains then both cross few boundaries).  This
+module enumerates such nested box shapes, one per tree level (the factors of each
+level's fan-out over the grid axes), and lays the boxes over the hosts in tree order.
+
+Only for trees whose levels are uniform: at every depth each switch has the same
+number of hosts below it (fat trees, NVL72-style racks); else no orders.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+
+from ..megatron.catalogue import ParallelConfig
+from ..fabric.cluster import Cluster
+
+__all__ = ["TILINGS_MAX", "fabric_host_levels", "block_grid", "tiling_host_orders"]
+
+#: At most this many tilings per order (the enumeration is in a fixed order).
+TILINGS_MAX = 24
+
+
+_LEVELS: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
+
+
+def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+    """Switch of each host at each height of the fabric tree, finest first, shape (H,) each; None if not uniform.
+
+    The fabric's forest is rooted anywhere; this re-roots the tree most GPUs attach
+    to (the NIC tree, not a host's own NVSwitch) at its centre and walks up from each
+    host's first GPU's attachment: its leaf, then pod, and so on.  Levels that hold
+    every host, or one host each, are left out; a level is uniform when every switch
+    has the same number of hosts below it and every host has the same height.
+    Computed once per cluster (every order of a solve asks).
+    """
+    if cluster not in _LEVELS:
+        _LEVELS[cluster] = _host_levels(cluster)
+    return _LEVELS[cluster]
+
+
+def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+    fab = cluster.fabric
+    H = len(cluster.hosts)
+    N = fab.parent.size
+    if H < 2 or N == 0 or fab.att_node.shape[1] == 0:
+        return None
+    first = cluster.first_device
+    att = fab.att_node[first]  # (H, A)
+    roots = np.where(att >= 0, fab.anc[np.maximum(att, 0), 0], -1)
+    vals, counts = np.unique(roots[roots >= 0], return_counts=True)
+    if vals.size == 0:
+        return None
+    root = vals[np.argmax(counts)]
+    pick = np.argmax(roots == root, axis=1)
+    if not np.all(roots[np.arange(H), pick] == root):
+        return None  # a host outside the main tree
+    a = att[np.arange(H), pick]
+    adj: list[list[int]] = [[] for _ in range(N)]
+    for x in np.flatnonzero((fab.parent >= 0) & (fab.anc[:, 0] == root)).tolist():
+        p = int(fab.parent[x])
+        adj[x].append(p)
+        adj[p].append(x)
+
+    def bfs(src):
+        dist = np.full(N, -1, dtype=np.int64)
+        par = np.full(N, -1, dtype=np.int64)
+        dist[src] = 0
+        queue = [src]
+        for u in queue:
+            for v in adj[u]:
+                if dist[v] < 0:
+                    dist[v], par[v] = dist[u] + 1, u
+                    queue.append(v)
+        return dist, par
+
+    d0, _ = bfs(int(a[0]))
+    u = int(np.argmax(d0))
+    du, pu = bfs(u)
+    v = int(np.argmax(du))
+    path = [v]
+    while path[-1] != u:
+        path.append(int(pu[path[-1]]))
+    centre = path[len(path) // 2]
+    dist, par = bfs(centre)
+    height = dist[a]
+    if np.unique(height).size != 1:
+        return None
+    levels: list[np.ndarray] = []
+    cur = a.copy()
+    for _ in range(int(height[0]) - 1):
+        cur = par[cur]
+        _, inv, cnt = np.unique(cur, return_inverse=True, return_counts=True)
+        if cnt.size in (1, H):
+            continue
+        if np.unique(cnt).size != 1:
+            return None
+        inv = inv.reshape(-1).astype(np.int64)
+        if levels and np.unique(levels[-1] * (cnt.size + 1) + inv).size == cnt.size == int(levels[-1].max()) + 1:
+            continue  # the same partition as the level below
+        levels.append(inv)
+    return levels or None
+
+
+def block_grid(cfg: ParallelConfig, gpus_per_host: int) -> list[tuple[str, int]] | None:
+    """Axes of the block grid (innermost first, sizes > 1) of ``cfg``'s order on hosts of ``gpus_per_host``, or None."""
+    axes = [(a, int(cfg.sizes.get(a, 1))) for a in cfg.order.split("-") if a != "ep"]
+    left = int(gpus_per_host)
+    out = []
+    for name, n in axes:
+        if left >= n:
+            if left % n:
+                return None
+            left //= n
+        else:
+            if n % left:
+                return None
+            out.append((name, n // left))
+            left = 1
+    if left != 1:
+        return None
+    return [(a, n) for a, n in out if n > 1]
+
+
+def _factorings(f: int, room: list[int]) -> list[tuple[int, ...]]:
+    """Per-axis factors of a fan-out ``f`` (product ``f``, each dividing the axis' room left)."""
+    out = []
+
+    def rec(i, left, acc):
+        if i == len(room):
+            if left == 1:
+                out.append(tuple(acc))
+            return
+        for x in range(1, left + 1):
+            if left % x == 0 and room[i] % x == 0:
+                rec(i + 1, left // x, acc + [x])
+
+    rec(0, f, [])
+    return out
+
+
+def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
+    """Host orders (node rank -> host) laying nested grid boxes over the fabric tree (module doc); may be empty."""
+    G = int(cluster.gpus_per_host[0])
+    H = len(cluster.hosts)
+    if np.unique(cluster.gpus_per_host).size != 1 or cfg.world_size != G * H:
+        return []
+    levels = fabric_host_levels(cluster)
+    grid = block_grid(cfg, G)
+    if levels is None or not grid or int(np.prod([n for _a, n in grid])) != H:
+        return []
+    # hosts per domain, finest level first, and the fan-outs between levels
+    per = [H // int(lab.max() + 1) for lab in levels] + [H]
+    fan = [per[0]] + [per[i + 1] // per[i] for i in range(len(per) - 1)]
+    order_keys = [np.arange(H)] + levels  # the tree order of hosts: coarsest level primary
+    tree_hosts = np.lexsort(order_keys)
+    sizes = [n for _a, n in grid]
+    coords = np.stack(np.unravel_index(np.arange(H), sizes[::-1]), axis=1)[:, ::-1]  # block -> (innermost first)
+
+    tilings = [[]]
+    room = [list(sizes)]
+    for f in fan:
+        nxt, nroom = [], []
+        for t, r in zip(tilings, room):
+            for fac in _factorings(f, r):
+                nxt.append(t + [fac])
+                nroom.append([ri // x for ri, x in zip(r, fac)])
+        tilings, room = nxt, nroom
+        if len(tilings) > 64 * TILINGS_MAX:
+            return []
+    out, seen = [], set()
+    for t in itertools.islice(tilings, TILINGS_MAX * 4):
+        box = np.ones(len(sizes), dtype=np.int64)
+        pos = np.zeros(H, dtype=np.int64)
+        below = 1  # hosts per box of the level below
+        for fac in t:
+            fac = np.asarray(fac, dtype=np.int64)
+            sub = (coords // box) % fac  # position of the lower box in this level's box, per axis
+            idx = np.zeros(H, dtype=np.int64)
+            for a in range(len(sizes) - 1, -1, -1):  # innermost axis varies fastest
+                idx = idx * fac[a] + sub[:, a]
+            pos += idx * below
+            below *= int(fac.prod())
+            box = box * fac
+        if np.unique(pos).size != H:
+            continue
+        ho = tree_hosts[pos]
+        key = ho.tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(ho)
+        if len(out) >= TILINGS_MAX:
+            break
+    return out
