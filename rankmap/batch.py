@@ -170,7 +170,7 @@ def _run_item(item: _Item, omit_groups: bool) -> dict[str, Any]:
 
 def _items(jobs, base_dir: str | None) -> list[_Item]:
     """Normalise what :func:`solve_many` accepts into numbered items."""
-    from rankmap.cli_batch import Entry, job_from_entry, load_entries
+    from rankmap.batch_input import Entry, job_from_entry, load_entries
 
     if isinstance(jobs, (str, os.PathLike)):
         jobs = load_entries(os.fspath(jobs))
@@ -348,7 +348,7 @@ def iter_solve_many(
         A ``rankmap batch`` INPUT (folder of job YAML files, YAML list or
         JSONL file), or an iterable of job mappings (the keys of a ``rankmap
         solve`` job file plus ``name``; relative paths against ``base_dir``),
-        :class:`SolveJob` objects or ``rankmap.cli_batch.Entry`` objects.
+        :class:`SolveJob` objects or ``rankmap.batch_input.Entry`` objects.
     executor : ``"process"`` or ``"ray"``
         A local process pool, or one Ray task per job (see the module doc).
     workers : int, optional

@@ -37,7 +37,7 @@ _LAZY = {
     "Cluster": "fabric.cluster",
     "cluster_from_graph": "fabric.cluster",
     "layout_cost": "cost.timemodel",
-    "lower_bound": "cost.timemodel",
+    "lower_bound": "bound.analytic",
     "candidate_orders": "search.solve",
     "evaluate": "search.solve",
     "solve": "search.solve",

@@ -16,11 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
-from rankmap.solver.bound.analytic import ecmp_parts, launcher_part_bound, search_lower_bound
+from rankmap.solver.bound.analytic import launcher_part_bound, search_lower_bound
+from rankmap.solver.bound.rates import ecmp_parts
 from rankmap.solver.megatron.catalogue import megatron_groups
 from rankmap.solver.search.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
 from rankmap.solver.megatron.orders import candidate_orders
-from rankmap.solver.cost.timemodel import layout_cost, lower_bound
+from rankmap.solver.bound.analytic import lower_bound
+from rankmap.solver.cost.timemodel import layout_cost
 from rankmap.solver.traffic import Collective
 
 from test_solve import random_cluster, random_sizes  # noqa: E402  (tests/ is on sys.path)

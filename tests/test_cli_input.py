@@ -86,7 +86,7 @@ def test_deep_yaml_job_file(capsys, tmp_path):
 
 
 def test_deep_batch_inputs(capsys, tmp_path):
-    from rankmap.cli_batch import load_entries
+    from rankmap.batch_input import load_entries
 
     jl = tmp_path / "jobs.jsonl"
     jl.write_text('{"tp": 1}\n' + '{"tp": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
@@ -149,7 +149,7 @@ def test_duplicate_keys_in_graph_file(capsys, tmp_path):
 
 
 def test_duplicate_keys_in_batch_jsonl(tmp_path):
-    from rankmap.cli_batch import load_entries
+    from rankmap.batch_input import load_entries
 
     jl = tmp_path / "jobs.jsonl"
     jl.write_text('{"tp": 2, "tp": 4}\n')

@@ -16,7 +16,8 @@ from rankmap.solver.megatron.catalogue import megatron_groups
 from rankmap.solver.bound.cutbound import grid_classes, joint_cut_bound
 from rankmap.solver.search.exhaustive import PairRoutes, bulk_cost, enumerate_layouts
 from rankmap.solver.megatron.orders import candidate_orders
-from rankmap.solver.cost.timemodel import flow_bytes, layout_cost, lower_bound
+from rankmap.solver.bound.analytic import lower_bound
+from rankmap.solver.cost.timemodel import flow_bytes, layout_cost
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
 CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
@@ -168,7 +169,7 @@ def test_ring_rate_on_a_dgx1_hybrid_cube_mesh():
     """
     import json
 
-    from rankmap.solver.bound.analytic import ring_rate_gbps
+    from rankmap.solver.bound.ringrate import ring_rate_gbps
 
     path = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "dgx1-v100-hybridcube.json"
     cluster = cluster_from_graph(nx.node_link_graph(json.loads(path.read_text()), edges="edges"))

@@ -19,7 +19,8 @@ from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
 from rankmap.solver.bound.analytic import search_lower_bound
 from rankmap.solver.megatron.orders import candidate_orders
 from rankmap.solver.bound.splitbound import all_to_all_split_bound, first_hop_capacities
-from rankmap.solver.cost.timemodel import flow_bytes, lower_bound
+from rankmap.solver.bound.analytic import lower_bound
+from rankmap.solver.cost.timemodel import flow_bytes
 
 from test_bound import optimum, tree_cluster  # noqa: E402  (tests/ is on sys.path)
 from test_solve import random_cluster  # noqa: E402

@@ -25,7 +25,7 @@ from rankmap.solver import (
 from rankmap.solver.search import cpsat as assign
 from rankmap.solver.search.cpsat import AssignmentProblem, solve_assignment
 from rankmap.solver.search.deadline import Deadline
-from rankmap.solver.cost.timemodel import lower_bound
+from rankmap.solver.bound.analytic import lower_bound
 from rankmap.solver.types import SolveCancelled
 
 from format_helpers import two_leaf_cluster

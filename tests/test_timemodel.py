@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rankmap.solver import InvalidArgumentError, cluster_from_graph, evaluate, parallel_config
-from rankmap.solver.cost.timemodel import bytes_per_rank, flow_bytes, layout_cost, lower_bound
+from rankmap.solver.bound.analytic import lower_bound
+from rankmap.solver.cost.timemodel import bytes_per_rank, flow_bytes, layout_cost
 
 from reference_model import Reference
 

@@ -15,7 +15,7 @@ physical capacities (``cluster.widest_levels_gbps``; two GPUs first in one
 level-``j`` domain have ``B ≤ b_j``).  A flow split by ECMP into ``p`` parts
 of ``bytes/p`` each over routes of bottleneck ``B`` has per-flow time
 ``bytes/(p·B)``; ``R_j`` is the largest ``p·B`` over GPU pairs first joined at
-level ``j`` (:func:`level_rates_gbps`: exact from the fabric's own routes up
+level ``j`` (:func:`.rates.level_rates_gbps`: exact from the fabric's own routes up
 to 512 GPUs, else ``(A²+1)·b_j`` with A attachments per GPU, the number of
 route options), and ``R_{≥j} = max_{i≥j} R_i``: a flow between GPUs first
 joined at level ``j`` or above takes at least ``bytes / R_{≥j}``.
@@ -87,7 +87,6 @@ graphs of at most W/G blocks, per-domain vectors.
 from __future__ import annotations
 
 from typing import Mapping, Sequence
-import weakref
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -95,125 +94,19 @@ from scipy.sparse.csgraph import connected_components
 
 from ..megatron.catalogue import ParallelConfig, megatron_groups
 from ..fabric.cluster import Cluster
+from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
 from .ringrate import RING_KINDS, ring_rate_gbps
 
-__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "ecmp_parts",
-           "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "ring_rate_gbps", "EXACT_CUT_MAX_BLOCKS"]
+__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "EXACT_CUT_MAX_BLOCKS"]
 
 #: Components of the block graph up to this many blocks get their exact minimum cut (2^c subsets).
 EXACT_CUT_MAX_BLOCKS = 12
 #: At most this many distinct component shapes get the exact cut (the rest: their smallest flow).
 EXACT_CUT_MAX_SHAPES = 32
-#: ECMP parts are counted exactly over every GPU pair up to this many GPUs (routes in bulk).
-ECMP_EXACT_MAX_DEVICES = 512
 #: Launcher terms are computed while orders x world size stays below this (else the size terms alone).
 LAUNCHER_WORK_MAX = 1 << 23
 #: Parts with more flows than this skip the launcher terms (all-to-all at scale).
 LAUNCHER_MAX_FLOWS = 1 << 22
-
-_ECMP: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
-
-
-def ecmp_parts(cluster: Cluster) -> int:
-    """Largest number of equal-width, equal-hop route parts of any GPU pair (``P`` of the module doc).
-
-    Exact (every ordered pair routed in bulk with the fabric's own route
-    choice) up to ``ECMP_EXACT_MAX_DEVICES`` GPUs; above, the count of route
-    options ``A² + 1`` (A = most attachments of a GPU), or 1 when every GPU
-    has one attachment and there is no GPU-GPU link (a single option).
-    """
-    return _pair_rates(cluster)[0]
-
-
-def level_rates_gbps(cluster: Cluster) -> np.ndarray:
-    """``R[j]``, GB/s, shape (K',): the most a single flow between GPUs first joined at widest level j gets.
-
-    A flow split in ``p`` ECMP parts over routes of bottleneck ``B`` has
-    per-flow time ``bytes / (p·B)``, and its parts leaving over one attachment
-    of its GPU share that link, so ``R[j]`` is the largest
-    :meth:`~rankmap.solver.fabric.links.Fabric.lone_rates_gbps` over such pairs
-    (exact up to ``ECMP_EXACT_MAX_DEVICES`` GPUs; above, ``P·b_j``).  A flow
-    between GPUs first joined at level ≥ j takes at least
-    ``bytes / max_{i≥j} R[i]`` (:func:`suffix_rates`).
-    """
-    return _pair_rates(cluster)[1]
-
-
-def suffix_rates(cluster: Cluster) -> np.ndarray:
-    """``max_{i ≥ j} R[i]`` for each widest level j, GB/s."""
-    R = level_rates_gbps(cluster)
-    return np.maximum.accumulate(R[::-1])[::-1]
-
-
-def inter_host_rate_gbps(cluster: Cluster) -> float:
-    """``R_{≥h}``, GB/s: the most a flow between two hosts can get (h: the widest level where two hosts
-    first share a domain); 0 with one host."""
-    wl = suffix_rates(cluster)
-    wd = cluster.widest_domains
-    H = len(cluster.hosts)
-    for k in range(wd.shape[0]):
-        if np.unique(wd[k] * H + cluster.host_of).size > np.unique(wd[k]).size:
-            return float(wl[k])
-    return 0.0
-
-
-def _pair_rates(cluster: Cluster):
-    got = _ECMP.get(cluster)
-    if got is not None:
-        return got[:2]
-    fab = cluster.fabric
-    n = cluster.num_devices
-    wd = cluster.widest_domains
-    b = np.asarray(cluster.widest_levels_gbps, dtype=float)
-    A = int((fab.att_node >= 0).sum(axis=1).max()) if fab.att_node.size else 0
-    hops = None
-    if n <= 1:
-        p, R = 1, b.copy()
-    elif n <= ECMP_EXACT_MAX_DEVICES:
-        p = 1
-        R = np.zeros(b.size)
-        s_all = np.repeat(np.arange(n), n)
-        d_all = np.tile(np.arange(n), n)
-        keep = s_all != d_all
-        s_all, d_all = s_all[keep], d_all[keep]
-        att_used = np.zeros((s_all.size, fab.att_node.shape[1]), dtype=bool)
-        direct = np.full(s_all.size, -1, dtype=np.int64)
-        step = 1 << 16
-        for lo in range(0, s_all.size, step):
-            s, d = s_all[lo:lo + step], d_all[lo:lo + step]
-            parts, rate, att_used[lo:lo + step], direct[lo:lo + step] = fab.route_summary(s, d)
-            p = max(p, int(parts.max()))
-            lvl = np.argmax(wd[:, s] == wd[:, d], axis=0)  # first level joining the pair
-            np.maximum.at(R, lvl, rate)
-        R = np.where(R > 0, R, b)  # a level no pair is first joined at: its widest bandwidth (never used)
-        hops = (s_all, d_all, att_used, direct)
-    else:
-        p = 1 if (A <= 1 and fab.direct_key.size == 0) else A * A + 1
-        # merged ECMP twins (node "a|b|…") carry k × the narrowest twin's link: a route's
-        # bottleneck is at most k_max × the graph's widest path
-        k_max = max((name.count("|") + 1 for name in fab.node_names), default=1)
-        R = p * k_max * b
-    _ECMP[cluster] = (p, R, hops)
-    return p, R
-
-
-def all_pair_first_hops(cluster: Cluster):
-    """``(src, dst, att_used, direct)`` of every ordered GPU pair's routes (:meth:`Fabric.route_summary`),
-    from the same routing pass as the exact ECMP rates; None above ``ECMP_EXACT_MAX_DEVICES`` GPUs."""
-    _pair_rates(cluster)
-    return _ECMP[cluster][2]
-
-
-def _out_cap_per_gpu(cluster: Cluster) -> np.ndarray:
-    fab = cluster.fabric
-    out_cap = np.where(fab.att_node >= 0, fab.att_gbps, 0.0).sum(axis=1)
-    if fab.direct_key.size:
-        nd = fab.att_node.shape[0]
-        lo, hi = np.divmod(fab.direct_key, nd)
-        out_cap = out_cap + np.bincount(lo, weights=fab.direct_gbps, minlength=nd) + np.bincount(
-            hi, weights=fab.direct_gbps, minlength=nd)
-    return out_cap
-
 
 def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
     """Size terms (module doc): a bound, seconds, on one part's time over every layout and order.
@@ -273,7 +166,7 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
                 ok = (s > 0) & (cap > 0)
                 if ok.any():
                     cut = max(cut, float((s[ok] * w * fb / cap[ok]).max()))
-    out_cap = _out_cap_per_gpu(cluster)
+    out_cap = out_cap_per_gpu(cluster)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
     if kind == "all_to_all":
         from .splitbound import all_to_all_split_bound

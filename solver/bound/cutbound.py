@@ -48,7 +48,7 @@ sends a flow out of ``D``: the pipeline and embedding parts together cost at
 least ``min over e ≤ s of pp(2s − e) + embedding(e)``
 (:func:`~rankmap.solver.bound.gridcut._chain_term`).  And when ``s ≥ 1`` one of its flows
 joins GPUs first joined above ``D``'s widest level: at least ``fb / R_{>k}``
-(:func:`~rankmap.solver.bound.analytic.suffix_rates`).  With ``F0`` the part's own
+(:func:`~rankmap.solver.bound.rates.suffix_rates`).  With ``F0`` the part's own
 bound (any layout), the part's time is at least
 ``max(F0, [s ≥ 1]·fb/R_{>k}, s·w·fb/C_D)``.
 
@@ -89,6 +89,7 @@ import numpy as np
 
 from ..megatron.catalogue import ParallelConfig
 from ..fabric.cluster import Cluster
+from .rates import suffix_rates
 from .gridcut import _chain_term, _Term, domain_combos, domain_grid_bound, nested_grid_bound
 
 __all__ = ["joint_cut_bound", "grid_classes"]
@@ -136,7 +137,7 @@ def _rate_out_of(cluster: Cluster, labels: np.ndarray, rates: np.ndarray) -> flo
 
     When every domain of the coarsest possible widest level ``j`` lies inside one
     domain of ``labels``, a flow out of a domain joins GPUs first joined at a widest
-    level above ``j``: at most ``R_{≥j+1}`` (:func:`~rankmap.solver.bound.analytic.suffix_rates`).
+    level above ``j``: at most ``R_{≥j+1}`` (:func:`~rankmap.solver.bound.rates.suffix_rates`).
     """
     wd = cluster.widest_domains
     K = int(labels.max()) + 1
@@ -231,7 +232,6 @@ def joint_cut_bound(
     float
         A lower bound, seconds; at least ``Σ x_c·F0`` of the parts.
     """
-    from .analytic import suffix_rates
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
 

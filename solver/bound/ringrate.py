@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from ..fabric.cluster import Cluster
+from .rates import inter_host_rate_gbps
 
 __all__ = ["RING_KINDS", "RING_MAX_PAIRS", "RING_MAX_HOST_GPUS", "ring_rate_gbps"]
 
@@ -80,7 +81,6 @@ def _ring_rate(cluster: Cluster, n: int) -> float | None:
     big = gph >= n
     if np.any(gph[big] > RING_MAX_HOST_GPUS) or int((gph * (gph - 1)).sum()) > RING_MAX_PAIRS:
         return None
-    from .analytic import inter_host_rate_gbps
 
     best = inter_host_rate_gbps(cluster)
     fab = cluster.fabric

@@ -36,6 +36,7 @@ import weakref
 import numpy as np
 
 from ..fabric.cluster import Cluster
+from .rates import all_pair_first_hops
 
 __all__ = ["SPLIT_EXACT_MAX_DEVICES", "first_hop_capacities", "all_to_all_split_bound"]
 
@@ -72,7 +73,6 @@ def first_hop_capacities(cluster: Cluster) -> list[tuple[np.ndarray, float, floa
     got = _CACHE.get(cluster)
     if got is not None:
         return got
-    from .analytic import all_pair_first_hops
 
     n = cluster.num_devices
     out: list[tuple[np.ndarray, float, float]] = []

@@ -1,7 +1,7 @@
 """Traffic families: which ranks exchange how many bytes (DESIGN §3), and the objective's entry points.
 
 The objective itself — predicted communication time on shared links — lives in
-:mod:`.timemodel` (``layout_cost``, ``lower_bound``, re-exported here).  This
+:mod:`.timemodel` (``layout_cost``), its lower bound in :mod:`rankmap.solver.bound`.  This
 module lists, per traffic class, the flows of its collective shape as rank
 pairs with bytes: ring neighbours for all-reduce / all-gather / reduce-scatter,
 every ordered pair for all-to-all, consecutive members both ways for pipeline
@@ -16,16 +16,10 @@ from typing import Mapping
 import numpy as np
 
 from ..megatron.catalogue import ParallelConfig
-from .timemodel import class_groups, flow_bytes, layout_cost, lower_bound
-from ..traffic import CLASS_GROUP, CLASS_KIND, TRAFFIC_CLASSES, class_collectives, subgroups
+from .timemodel import class_groups, flow_bytes
+from ..traffic import TRAFFIC_CLASSES, class_collectives, subgroups
 
 __all__ = [
-    "TRAFFIC_CLASSES",
-    "CLASS_GROUP",
-    "CLASS_KIND",
-    "class_groups",
-    "layout_cost",
-    "lower_bound",
     "active_families",
     "ordered_pairs",
 ]

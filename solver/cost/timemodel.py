@@ -1,4 +1,4 @@
-"""Predicted communication time of a layout, and a lower bound on it (DESIGN §3–§4).
+"""Predicted communication time of a layout (DESIGN §3–§4); its lower bound is in :mod:`rankmap.solver.bound`.
 
 Flows by collective shape (DESIGN §3).  A group's members are its ranks in
 ascending global rank, the order NCCL builds its ring in; for a payload of S
@@ -55,7 +55,6 @@ __all__ = [
     "parts_time",
     "part_flows",
     "layout_cost",
-    "lower_bound",
 ]
 
 #: Above this many flows an all-to-all class is routed one ring offset at a time.
@@ -329,23 +328,3 @@ def layout_cost(
                                 stats)
     total = float(sum(v.exposure * v.seconds for v in classes.values()))
     return CostBreakdown(total_seconds=total, by_class={c: v.seconds for c, v in classes.items()}, classes=classes)
-
-
-def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payload_bytes: float) -> float:
-    """A lower bound (seconds) on one part's ``T_class`` over every layout: :func:`rankmap.solver.bound.analytic.class_lower_bound`."""
-    from ..bound.analytic import class_lower_bound as _lb
-
-    return _lb(cluster, kind, num_groups, n, payload_bytes)
-
-
-def lower_bound(
-    cluster: Cluster, cfg: ParallelConfig, traffic: Mapping[str, float], exposure: Mapping[str, float] | None = None,
-) -> float:
-    """A valid lower bound (seconds) on ``Σ_c x_c·T_c`` for any layout and order of ``cfg``'s sizes.
-
-    The terms and their derivations are in :mod:`rankmap.solver.bound.analytic`
-    (:func:`~rankmap.solver.bound.analytic.lower_bound`); kept importable here.
-    """
-    from ..bound.analytic import lower_bound as _lb
-
-    return _lb(cluster, cfg, traffic, exposure)

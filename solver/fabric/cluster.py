@@ -28,7 +28,8 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .domains import bandwidth_levels, non_relay_extra
-from .links import Fabric, fabric_from_graph
+from .build import fabric_from_graph
+from .links import Fabric
 
 __all__ = [
     "Cluster",

@@ -1,19 +1,14 @@
 """Bandwidth domains of a cluster graph (DESIGN §2): the nested levels of GPUs that reach each
 other at a given widest-path bandwidth, found with scipy's connected components per level (no
 n×n structure), and the extra cost of intra-host pairs whose widest path would relay through a
-third GPU.  Used by :func:`rankmap.solver.fabric.cluster.cluster_from_graph`.
+third GPU.  Used by the cluster model (``cluster``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cluster import Cluster
 
 __all__ = ["bandwidth_levels", "non_relay_extra"]
 
@@ -108,7 +103,7 @@ def _domain_out_capacity(comp, lab, gpu_idx, src, dst, capacity) -> np.ndarray:
     return out
 
 
-def non_relay_extra(cl: "Cluster", gpu_idx, src, dst, bw, n_nodes) -> dict:
+def non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes) -> dict:
     """Per irregular host, ``1/B' - 1/B`` for its GPU pairs (see ``Cluster.host_extra``).
 
     ``B'(u, v)`` is the widest path between two GPUs of one host whose interior

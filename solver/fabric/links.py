@@ -29,14 +29,12 @@ O(flows · A² · depth + forest nodes).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
-import networkx as nx
 import numpy as np
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Fabric", "LinkLoads", "fabric_from_graph"]
+__all__ = ["Fabric", "LinkLoads"]
 
 #: Flows routed per vectorised batch (bounds memory for all-to-all classes).
 ROUTE_CHUNK = 1 << 20
@@ -415,10 +413,3 @@ class Fabric:
             cached = [g for g in np.split(order, cuts) if g.size and self.depth[g[0]] > 0]
             self.__dict__["_levels"] = cached
         return cached
-
-
-def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
-    """The :class:`Fabric` of a cluster graph; see :func:`rankmap.solver.fabric.build.fabric_from_graph`."""
-    from .build import fabric_from_graph as build
-
-    return build(graph, devices, check)

@@ -8,6 +8,7 @@ from ..megatron.catalogue import ParallelConfig, megatron_groups
 from ..fabric.cluster import Cluster
 from ..errors import InfeasibleError
 from ..cost.timemodel import class_groups
+from ..traffic import CLASS_GROUP
 
 __all__ = ["constraint_pairs", "satisfies", "satisfies_batch", "constraint_check", "check_capacity"]
 
@@ -41,8 +42,6 @@ def constraint_check(cluster: Cluster, cfg, groups, constraints):
 
 def check_capacity(cluster: Cluster, cfg: ParallelConfig, constraints) -> None:
     """Raise InfeasibleError when a constrained group cannot fit any domain of its level."""
-    from ..cost.objective import CLASS_GROUP
-
     for c in constraints:
         lab = cluster.level_labels(c.level)
         largest = int(np.bincount(lab).max())

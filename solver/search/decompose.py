@@ -28,7 +28,8 @@ from .cpsat import AssignmentProblem, solve_assignment
 from ..megatron.catalogue import ParallelConfig
 from ..fabric.cluster import Cluster
 from .constraints import constraint_pairs as _constraint_pairs
-from ..cost.objective import active_families, class_groups, ordered_pairs
+from ..cost.objective import active_families, ordered_pairs
+from ..cost.timemodel import class_groups
 from ..types import SolveCancelled
 
 __all__ = [

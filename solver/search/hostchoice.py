@@ -35,6 +35,8 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 from ..errors import InvalidArgumentError
+from ..launch.placement import launcher_device_order, launcher_host_order
+from .deadline import Deadline, search_seconds
 
 __all__ = ["pack_along_tree", "host_candidates", "device_candidates"]
 
@@ -178,8 +180,10 @@ def _distinct(cands):
     return out
 
 
-def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None):
+def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None):
     """Solve a job of ``cfg.world_size`` ranks on part of ``cluster`` (see the module docstring).
+
+    ``solve`` is :func:`~rankmap.solver.search.solve.solve`, run on each candidate host set.
 
     Raises
     ------
@@ -187,11 +191,6 @@ def solve_subset(graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cance
         Launcher mode with a world size that is not a multiple of the GPUs per
         host, or unequal hosts.
     """
-    from .deadline import Deadline
-    from ..launch.placement import launcher_device_order, launcher_host_order
-    from .deadline import search_seconds
-    from .solve import solve
-
     t0 = time.perf_counter()
     W = cfg.world_size
     if options.mode == "launcher":

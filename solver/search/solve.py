@@ -70,6 +70,7 @@ from .decompose import (
     surrogate_exact,
 )
 from ..errors import InfeasibleError, InvalidArgumentError
+from .hostchoice import solve_subset
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
 from ..launch.placement import apply_instructions, host_placements, launcher_device_order
 from ..megatron.orders import MEGATRON_CLI_ORDERS, candidate_orders
@@ -166,9 +167,7 @@ def solve(
     deadline.check()  # raises if cancelled; a passed deadline is recorded
     if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
         # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
-        from .hostchoice import solve_subset
-
-        return solve_subset(graph, cluster, cfg, traffic, options, cancel, progress)
+        return solve_subset(solve, graph, cluster, cfg, traffic, options, cancel, progress)
     if cfg.world_size != cluster.num_devices:
         more = cfg.world_size > cluster.num_devices
         raise InvalidArgumentError(
