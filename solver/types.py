@@ -413,7 +413,7 @@ class SolveResult:
     bound_seconds : float
         A valid lower bound on the cost of any layout in the searched space:
         the optimum when every layout was enumerated, else the analytic bound
-        (:func:`~rankmap.solver.cost.timemodel.lower_bound`), never the cost of a
+        (:func:`~rankmap.solver.bound.analytic.lower_bound`), never the cost of a
         layout found.
     solve_seconds : float
         Wall-clock time of the solve.

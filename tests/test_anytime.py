@@ -9,7 +9,7 @@ from rankmap.solver import SolveOptions, cluster_from_graph, layout_cost, parall
 from rankmap.solver.search.anytime import anytime_search
 from rankmap.solver.megatron.catalogue import megatron_groups
 from rankmap.solver.search.deadline import Deadline
-from rankmap.solver.search.refine import Candidate
+from rankmap.solver.search.problem import Candidate
 
 from test_partition import two_leaves  # noqa: E402  (tests/ is on sys.path)
 

@@ -246,7 +246,7 @@ def test_stopped_by_in_json_table_and_proto():
 def test_a_stopped_solve_never_claims_optimal():
     """DESIGN §5: a solve the time limit stopped is FEASIBLE even when the bound meets the cost
     (or every layout happened to be scored): the status must not depend on the machine's load."""
-    from rankmap.solver.search.solve import _status
+    from rankmap.solver.search.answer import _status
 
     assert _status(2.0, 2.0, False) == ("OPTIMAL", 2.0)
     assert _status(2.0, 2.0, False, stopped=True) == ("FEASIBLE", 2.0)

@@ -126,7 +126,7 @@ def test_error_status_carries_field_violation_and_argument():
 def test_host_blocks_tells_launchable_layouts():
     """torchrun can launch a layout when every host runs one contiguous block of ranks: hosts
     A A B B (ranks 0-1 on A, 2-3 on B) yes, A B A B no; free mode prefers the first among ties."""
-    from rankmap.solver.search.solve import _host_blocks
+    from rankmap.solver.search.answer import _host_blocks
 
     cl = _hosts4()  # 4 hosts x 2 GPUs: devices 0,1 on host 0, 2,3 on host 1, ...
     assert _host_blocks(cl, np.array([0, 1, 2, 3, 4, 5, 6, 7]))

@@ -32,8 +32,8 @@ from .constraints import constraint_check, satisfies
 from .decompose import local_orders
 from .localsearch import descend
 from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
-from .refine import (LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, Candidate, eval_budget, eval_seconds, phase_idle,
-                     top_by_order)
+from .problem import Candidate
+from .refine import LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, eval_budget, eval_seconds, phase_idle, top_by_order
 
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 

@@ -22,8 +22,10 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from ..cost.timemodel import class_groups, collective_steps, part_flows
 from ..traffic import TRAFFIC_CLASSES, class_collectives
+from .constraints import satisfies_batch
+from .problem import REL_TOL, Candidate, Problem
 
-__all__ = ["EXHAUSTIVE_MAX_DEVICES", "PairRoutes", "enumerate_layouts", "bulk_cost"]
+__all__ = ["EXHAUSTIVE_MAX_DEVICES", "PairRoutes", "enumerate_layouts", "bulk_cost", "exhaustive_search"]
 
 #: Clusters up to this many GPUs are searched exhaustively.
 EXHAUSTIVE_MAX_DEVICES = 8
@@ -133,3 +135,48 @@ def bulk_cost(
             lat = routes.lat[ds, dd].max(axis=1) * steps
             total[lo:lo + _CHUNK] += x * (np.maximum(link_t, per_flow) + lat)
     return total
+
+
+def exhaustive_search(p: Problem) -> tuple[list[Candidate], int]:
+    """Best layout of every order by enumeration (small clusters, or fixed mode).
+
+    Returns (candidates, orders reached); when ``p.deadline`` stops it, the
+    orders scored so far (and the best fully scored layouts of a partly scored
+    order) are kept and the stop is recorded on the deadline.
+    """
+    deadline, orders = p.deadline, p.orders
+    if p.options.mode == "fixed":
+        out = []
+        for idx in range(len(orders)):
+            if deadline.check():
+                return out, idx
+            cand = p.candidate(idx, p.baseline_dev)
+            if cand is not None:
+                out.append(cand)
+        return out, len(orders)
+    if deadline.check():
+        return [], 0
+    routes = PairRoutes(p.cluster)
+    layouts = enumerate_layouts(p.cluster, p.options.mode)
+    changes = (layouts != p.baseline_dev[None, :]).sum(axis=1)
+    out = []
+    for idx, ocfg in enumerate(orders):
+        if deadline.check():
+            return out, idx
+        groups = p.groups(idx)
+        ok = satisfies_batch(p.cluster, ocfg, groups, layouts, p.constraints) if p.constraints else None
+        cost = bulk_cost(routes, ocfg, groups, p.traffic, layouts, p.exposure, deadline)
+        if not np.isfinite(cost).any():
+            return out, idx
+        if ok is not None:
+            if not ok.any():
+                continue
+            cost = np.where(ok, cost, np.inf)
+        lo = float(cost.min())
+        if not np.isfinite(lo):
+            continue  # stopped before any layout allowed by the constraints was scored
+        tied = np.flatnonzero(cost <= lo + REL_TOL * max(lo, 1e-30))
+        pick = int(tied[np.argmin(changes[tied])])  # fewest changes; first enumerated on ties
+        dev = layouts[pick].copy()
+        out.append(Candidate(ocfg, dev, p.score(ocfg, dev, groups), idx))
+    return out, len(orders)

@@ -15,7 +15,6 @@ is only a safety stop (a solve it stops says ``stopped_by = "time_limit"``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -27,7 +26,7 @@ from .decompose import VIRTUAL_ORDER_MAX_RANKS, virtual_layouts
 from .localsearch import descend
 from ..megatron.orders import MEGATRON_CLI_ORDERS, order_priority
 from .polish import FAQ_MAX_RANKS, POLISH_MAX_RANKS, faq_layout, launcher_projection, polish
-from ..types import CostBreakdown
+from .problem import Candidate
 
 __all__ = ["CPSAT_SHARE", "FAQ_SHARE", "POLISH_SHARE", "VIRTUAL_SHARE", "DESCENT_SHARE", "LOCAL_SEARCH_MAX_RANKS",
            "eval_budget", "eval_seconds", "phase_idle", "refine"]
@@ -99,21 +98,6 @@ def phase_idle(candidates, options, deadline) -> bool:
     """Whether a phase after the first proposals (:func:`refine`, the anytime phase) has nothing to do:
     no candidate yet, mode ``fixed``, or ``deadline`` has passed (:meth:`Deadline.check` records it)."""
     return not candidates or options.mode == "fixed" or deadline.check()
-
-
-@dataclass
-class Candidate:
-    """A scored layout: order (config), device per rank, cost, position of the order in the candidate list."""
-
-    cfg: ParallelConfig
-    dev_of_rank: np.ndarray
-    cost: CostBreakdown
-    rank: int  # position of the order in the candidate list
-
-    def key(self, baseline: np.ndarray):
-        """Tie-break key: order priority, ranks moved from ``baseline``, order position."""
-        changes = int(np.count_nonzero(self.dev_of_rank != baseline))
-        return (order_priority(self.cfg.order), changes, self.rank)
 
 
 def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
