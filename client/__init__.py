@@ -8,7 +8,7 @@ see :mod:`rankmap.client.sync`.  Each call is defined once in
 (the client never imports the server).
 """
 
-from rankmap.solver.megatron.catalogue import ParallelSizes
+from rankmap.solver.megatron.config import ParallelSizes
 
 from ._common import RankmapRpcError
 from .aio import AsyncRankmapClient

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rankmap import wire
-from rankmap.solver.megatron.catalogue import ParallelSizes
+from rankmap.solver.megatron.config import ParallelSizes
 from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 
 __all__ = ["Call", "CALLS", "as_method", "install"]
@@ -127,7 +127,7 @@ def solve(
     not named are 1): the objective is ``Σ_c x_c·T_c``.  ``launch_order``:
     how the launcher numbers the hosts, the baseline: ``"sorted"`` (default,
     natural-sorted names), ``"listed"`` or the host names in launch order.
-    Returns a :class:`~rankmap.solver.types.SolveResult`.
+    Returns a :class:`~rankmap.solver.results.SolveResult`.
     """
 
     def build():
@@ -187,7 +187,7 @@ def evaluate(
     """Predicted communication time of running global rank r on GPU ``assignment[r]`` under ``order``.
 
     Sizes, traffic, model and ``exposure`` as in :meth:`solve`; returns a
-    :class:`~rankmap.solver.types.CostBreakdown` whose ``total_seconds`` is ``Σ_c x_c·T_c``.
+    :class:`~rankmap.solver.results.CostBreakdown` whose ``total_seconds`` is ``Σ_c x_c·T_c``.
     """
 
     def build():

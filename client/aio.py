@@ -22,7 +22,7 @@ from typing import AsyncIterator, Iterable
 import grpc
 from grpc import aio
 
-from rankmap.solver.types import SolveResult
+from rankmap.solver.results import SolveResult
 
 from . import _calls
 from ._common import BatchChunk, ClientBase, batch_items, chunk_requests

@@ -9,8 +9,8 @@
         print(result.order, result.assignment, result.cost.total_seconds)
 
 Methods take an ``nx.Graph`` and plain Python values and return the solver's
-own types (:class:`~rankmap.solver.types.SolveResult`,
-:class:`~rankmap.solver.types.CostBreakdown`, ``dict`` of numpy arrays),
+own types (:class:`~rankmap.solver.results.SolveResult`,
+:class:`~rankmap.solver.results.CostBreakdown`, ``dict`` of numpy arrays),
 converted by :mod:`rankmap.wire` exactly as the server reads them; each call's
 request and answer are defined once in :mod:`rankmap.client._calls`, this module
 only does the blocking transport.  UNAVAILABLE is retried with exponential
@@ -28,7 +28,7 @@ from typing import Iterable, Iterator
 
 import grpc
 
-from rankmap.solver.types import SolveResult
+from rankmap.solver.results import SolveResult
 
 from . import _calls
 from ._common import BatchChunk, ClientBase, RankmapRpcError, batch_items, chunk_requests

@@ -140,7 +140,7 @@ def port_arg(text: str) -> int:
 def server_arg(text: str) -> str:
     """argparse type: ``HOST:PORT`` of a rankmap server, port 1..65535
     (:func:`rankmap.solver.job.resolve.server_address`)."""
-    from rankmap.solver.job.resolve import server_address
+    from rankmap.solver.job.values import server_address
 
     try:
         return server_address(text)

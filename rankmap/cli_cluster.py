@@ -37,7 +37,8 @@ import sys
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats import RATE_KEYS, dump_graph, node_link_text, summarize
-from rankmap.solver.job.resolve import CLUSTER_SOURCE_KEYS, build_job_cluster, cluster_keys_given, parse_rates
+from rankmap.solver.job.resolve import CLUSTER_SOURCE_KEYS, build_job_cluster, cluster_keys_given
+from rankmap.solver.job.values import parse_rates
 
 __all__ = ["register", "run", "add_cluster_arguments", "cluster_from_args", "cluster_flags_given", "parse_rates",
            "SOURCE_FLAGS"]

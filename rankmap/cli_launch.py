@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.job.resolve import launch_order_from_value  # the job model's, re-exported
+from rankmap.solver.job.values import launch_order_from_value  # the job model's, re-exported
 
 __all__ = ["launch_order_from_value", "check_emit", "write_launch_files"]
 

@@ -35,7 +35,7 @@ __all__ = [
 # rankmap.solver.job.model, shared with batch and the server; re-exported here.
 from rankmap.solver.job.model import (JOB_DEFAULTS, JOB_KEY_ALIASES, JOB_KEYS, load_job_file,  # noqa: E402,F401
                                 normalize_job)
-from rankmap.solver.job.resolve import exposure_from_value, parse_exposure  # noqa: E402,F401
+from rankmap.solver.job.values import exposure_from_value, parse_exposure  # noqa: E402,F401
 
 
 def _job_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -52,12 +52,12 @@ def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
 
     One row per class that moves bytes: bytes one rank sends per step, the
     class's time ``T_c`` (and the baseline's, when given) and what limits it
-    (:meth:`~rankmap.solver.types.Bottleneck.describe`); then the predicted
+    (:meth:`~rankmap.solver.results.Bottleneck.describe`); then the predicted
     communication time per step, ``Σ_c x_c·T_c``.  Rows are clipped to
     :data:`TABLE_WIDTH` columns.
     """
     from rankmap.solver.traffic import format_bytes
-    from rankmap.solver.types import ClassCost
+    from rankmap.solver.results import ClassCost
 
     cols = [("class", "<10s"), ("bytes/rank", ">10s")]
     if baseline is None:

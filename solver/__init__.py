@@ -7,24 +7,16 @@ The subpackages, one concern each (imports run one way, top to bottom):
 ``launch``    the launcher's device order (the baseline), host placements, launch files.
 ``bound``     lower bounds on the objective.
 ``cost``      the objective: predicted communication time per collective and class.
+``formats``   real inputs -> cluster graph.
+``types``, ``results``  a solve's options and constraints; its costs and result.
 ``fabric``    the cluster graph: links, routes, link loads, bandwidth domains, builders.
 ``traffic``   traffic classes, models, payloads, presets, Megatron arguments.
-``formats``   real inputs -> cluster graph.
 ``megatron``  Megatron's rank arithmetic, group catalogue and orders.
-``types``, ``errors``  options, results and the exceptions raised on bad input.
+``errors``    the exceptions raised on bad input.
 """
 
-from .megatron.catalogue import (
-    GROUP_NAMES,
-    PARALLEL_SIZE_KEYS,
-    SIZE_NAMES,
-    ParallelConfig,
-    ParallelSizes,
-    megatron_groups,
-    parallel_config,
-    rank_coordinates,
-    rank_group_positions,
-)
+from .megatron.catalogue import GROUP_NAMES, megatron_groups, rank_coordinates, rank_group_positions
+from .megatron.config import PARALLEL_SIZE_KEYS, SIZE_NAMES, ParallelConfig, ParallelSizes, parallel_config
 from .errors import InfeasibleError, InvalidArgumentError, RankmapError
 from .megatron.ranks import DEFAULT_ORDER, TOKENS, RankGenerator, masked_orthogonal_groups, parse_order
 
@@ -42,12 +34,12 @@ _LAZY = {
     "evaluate": "search.evaluate",
     "solve": "search.solve",
     "Constraint": "types",
-    "CostBreakdown": "types",
-    "HostPlacement": "types",
-    "Layout": "types",
+    "CostBreakdown": "results",
+    "HostPlacement": "results",
+    "Layout": "results",
     "SolveCancelled": "types",
     "SolveOptions": "types",
-    "SolveResult": "types",
+    "SolveResult": "results",
     "parse_constraint": "types",
 }
 

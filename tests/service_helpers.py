@@ -16,7 +16,7 @@ from rankmap.v1 import rankmap_pb2_grpc
 import numpy as np
 import pytest
 
-from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
+from rankmap.solver.results import Bottleneck, ClassCost, CostBreakdown
 
 __all__ = ["TRAFFIC", "make_cluster", "comparable", "assert_same_result", "assert_exposed", "sample_cost", "two_hosts", "cluster_proto", "LogLines", "raw_call", "code_of", "wait_until", "stub_for", "served", "live_server", "pb"]
 

@@ -42,7 +42,7 @@ def assert_cost_document(cost, exposure=None):
 
 
 def describe(bottleneck_doc) -> str:
-    from rankmap.solver.types import Bottleneck
+    from rankmap.solver.results import Bottleneck
 
     d = dict(bottleneck_doc)
     d["link"] = tuple(d["link"]) if d["link"] is not None else None
@@ -255,7 +255,7 @@ def test_bad_exposure_in_job_file(capsys, cluster_file, tmp_path, value, needle)
 def test_cost_table_rows_from_a_cost():
     """The table from a cost alone (no solve): bytes per rank, T_c chosen/baseline, the bottleneck, the total."""
     from rankmap.cli_solve import cost_table
-    from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
+    from rankmap.solver.results import Bottleneck, ClassCost, CostBreakdown
 
     link = Bottleneck("link", ("leaf0", "spine"), 72e9, 400.0, 1.0, 32, 2.25e9, 50.0)
     flow = Bottleneck("per-flow", ("h0g0", "h0-nvs"), 1e9, 450.0, 0.25, 1, 4e9, 450.0)

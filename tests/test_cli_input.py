@@ -299,7 +299,8 @@ def test_json_writer_refuses_non_finite():
 
 
 def test_local_index_range_is_one_range(capsys, tmp_path):
-    from rankmap.solver.fabric.cluster import MAX_LOCAL_INDEX, cluster_from_graph
+    from rankmap.solver.fabric.cluster import cluster_from_graph
+    from rankmap.solver.fabric.graph import MAX_LOCAL_INDEX
 
     f = far_local_index_file(tmp_path)
     bad_input(capsys, "solve", f, "--tp", "2", needle=f"the accepted range is 0..{MAX_LOCAL_INDEX}")

@@ -20,7 +20,7 @@ from rankmap.solver.fabric.cluster import cluster_from_graph
 from rankmap.solver.formats.graphfile import node_link_text
 from rankmap.solver.launch.placement import launcher_device_order, launcher_host_order, natural_key, parse_host_list
 from rankmap.solver.launch.files import emit_files, launch_files, torchrun_launchable
-from rankmap.solver.types import HostPlacement
+from rankmap.solver.results import HostPlacement
 
 from service_helpers import live_server
 

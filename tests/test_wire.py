@@ -18,7 +18,7 @@ from rankmap.solver import (
     solve,
 )
 from rankmap.solver.traffic import model_preset, traffic_from_model
-from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown
+from rankmap.solver.results import Bottleneck, ClassCost, CostBreakdown
 from rankmap.v1 import rankmap_pb2 as pb
 
 from service_helpers import TRAFFIC, assert_exposed, comparable, make_cluster, sample_cost

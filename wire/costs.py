@@ -9,7 +9,7 @@ from typing import Callable, Iterable, Mapping
 import numpy as np
 
 from rankmap.solver.megatron.catalogue import GROUP_NAMES
-from rankmap.solver.types import Bottleneck, ClassCost, CostBreakdown, Layout
+from rankmap.solver.results import Bottleneck, ClassCost, CostBreakdown, Layout
 from rankmap.v1 import rankmap_pb2 as pb
 
 __all__ = [

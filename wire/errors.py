@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from rankmap.solver.megatron.catalogue import PARALLEL_SIZE_KEYS
+from rankmap.solver.megatron.config import PARALLEL_SIZE_KEYS
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError, RankmapError
 from rankmap.v1 import rankmap_pb2 as pb
 

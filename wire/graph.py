@@ -102,7 +102,7 @@ def _wire_number(u, v, data, attr: str) -> float:
 def _check_bandwidth(u, v, data) -> float:
     """The solver's own bandwidth check (same message as the CLI)."""
     try:
-        from rankmap.solver.fabric.cluster import _edge_bandwidth
+        from rankmap.solver.fabric.graph import edge_bandwidth as _edge_bandwidth
     except ImportError:  # pragma: no cover - solver module not present
         _edge_bandwidth = None
     if _edge_bandwidth is not None:

@@ -91,7 +91,7 @@ def import_cluster(req: "pb.ImportClusterRequest", max_gpus: int, check=None) ->
 
 
 def _build(req, name: str, main: str, max_gpus: int, check) -> "pb.ImportClusterResponse":
-    from rankmap.solver.formats import compose, kubernetes, nvlink, slurm
+    from rankmap.solver.formats import common, compose, hosts, kubernetes, nvlink, slurm
 
     F = pb
     kw: dict[str, Any] = {}
@@ -151,8 +151,8 @@ def _build(req, name: str, main: str, max_gpus: int, check) -> "pb.ImportCluster
         kw["host_topology"] = req.host_topology
     if isinstance(kw.get("host_topology"), str):
         src = name if fmt == F.TOPOLOGY_FORMAT_HOST_TOPOLOGY else "host topology"
-        overrides = compose.check_rate_overrides(rates)
-        kw["host_topology"] = compose.host_template_from_text(kw["host_topology"], src, gpu=gpu, **overrides)
+        overrides = common.check_rate_overrides(rates)
+        kw["host_topology"] = hosts.host_template_from_text(kw["host_topology"], src, gpu=gpu, **overrides)
     if req.nvlink_domains:
         kw["nvlink_domains"] = nvlink.parse_nvsmi_query(req.nvlink_domains, "nvlink domains")
     if req.HasField("nvlink_domain_rate_gbps"):

@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from rankmap.solver.megatron.catalogue import ParallelConfig
+from rankmap.solver.megatron.config import ParallelConfig
 from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping, Sequence
 
 import networkx as nx
 
-from rankmap.solver.megatron.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
+from rankmap.solver.megatron.config import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions

@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rankmap.solver.megatron.catalogue import ParallelConfig
+from rankmap.solver.megatron.config import ParallelConfig
 from rankmap.solver.launch.files import LAUNCH_KEYS as _LAUNCH_KEYS  # the apply keys ApplyInfo types
-from rankmap.solver.types import CostBreakdown, HostPlacement, Layout, SolveResult
+from rankmap.solver.results import CostBreakdown, HostPlacement, Layout, SolveResult
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.costs import (
     _class_order,

@@ -1,12 +1,12 @@
-"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` <-> :class:`~rankmap.solver.megatron.catalogue.ParallelSizes`,
-``rankmap.v1.ParallelConfig`` <-> :class:`~rankmap.solver.megatron.catalogue.ParallelConfig`."""
+"""Parallel sizes on the wire: ``rankmap.v1.ParallelSizes`` <-> :class:`~rankmap.solver.megatron.config.ParallelSizes`,
+``rankmap.v1.ParallelConfig`` <-> :class:`~rankmap.solver.megatron.config.ParallelConfig`."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rankmap.wire.errors import invalid
-from rankmap.solver.megatron.catalogue import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
+from rankmap.solver.megatron.config import PARALLEL_SIZE_KEYS, ParallelConfig, ParallelSizes
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.v1 import rankmap_pb2 as pb

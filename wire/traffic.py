@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rankmap.solver.megatron.catalogue import ParallelConfig
+from rankmap.solver.megatron.config import ParallelConfig
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.costs import _class_order

@@ -92,7 +92,9 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..megatron.config import ParallelConfig
+
+from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
 from .ringrate import RING_KINDS, ring_rate_gbps
@@ -261,7 +263,7 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     from ..cost.timemodel import part_flows
 
     gph = cluster.gpus_per_host
-    if gph.size == 0 or np.unique(gph).size != 1:
+    if not cluster.equal_hosts:
         return 0.0
     G = int(gph[0])
     H = gph.size

@@ -87,7 +87,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .rates import suffix_rates
 from .gridcut import _chain_term, _Term, domain_combos, domain_grid_bound, nested_grid_bound

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from .timemodel import class_groups, flow_bytes
 from ..traffic import TRAFFIC_CLASSES, class_collectives, subgroups
 

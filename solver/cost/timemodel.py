@@ -39,12 +39,14 @@ from typing import Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..megatron.config import ParallelConfig
+
+from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from ..fabric.links import LinkLoads
 from ..traffic import (CLASS_GROUP, TRAFFIC_CLASSES, Collective, class_collectives, class_group_size,
                       collective_bytes_per_rank, subgroups)
-from ..types import Bottleneck, ClassCost, CostBreakdown
+from ..results import Bottleneck, ClassCost, CostBreakdown
 
 __all__ = [
     "flow_bytes",

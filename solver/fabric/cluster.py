@@ -17,36 +17,21 @@ so nothing n×n is ever built: 131,072 GPUs take a few MB.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
-
 
 import networkx as nx
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .domains import bandwidth_levels, non_relay_extra
 from .build import fabric_from_graph
+from .domains import bandwidth_levels, non_relay_extra
+from .graph import edge_bandwidth, gpus_by_host, simple_graph
 from .links import Fabric
 
-__all__ = [
-    "Cluster",
-    "cluster_from_graph",
-    "MIN_BANDWIDTH_GBPS",
-    "MAX_BANDWIDTH_GBPS",
-    "MAX_LOCAL_INDEX",
-]
+__all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
 
-#: Accepted link capacities, GB/s per direction (1 KB/s .. 1 EB/s): outside this range the
-#: predicted times overflow to infinity or underflow to zero (issue 11: 5e-324 printed
-#: ``Infinity``).  The same range holds in process, in graph files and on the service.
-MIN_BANDWIDTH_GBPS = 1e-6
-MAX_BANDWIDTH_GBPS = 1e9
-#: Largest ``local_index`` (the CUDA device index of a GPU inside its host): the service's
-#: ``int32`` field, so that a cluster accepted in process is accepted by ``--server`` too.
-MAX_LOCAL_INDEX = 2**31 - 1
 #: Nodes or edges between two cancellation check points of :func:`cluster_from_graph`.
 CHECK_EVERY = 1 << 16
 
@@ -129,6 +114,11 @@ class Cluster:
     def gpus_per_host(self) -> np.ndarray:
         """GPU count of each host, shape (hosts,)."""
         return np.bincount(self.host_of, minlength=len(self.hosts))
+
+    @cached_property
+    def equal_hosts(self) -> bool:
+        """Every host has the same number of GPUs (launcher mode needs it: torchrun --nproc-per-node)."""
+        return np.unique(self.gpus_per_host).size == 1
 
     @cached_property
     def host_devices(self) -> tuple[np.ndarray, ...]:
@@ -282,30 +272,6 @@ class Cluster:
         return cluster_from_graph(g)
 
 
-def _edge_bandwidth(u, v, data) -> float:
-    if "bandwidth" not in data:
-        raise InvalidArgumentError(f"edge ({u!r}, {v!r}) has no 'bandwidth' attribute (GB/s)", "cluster.edges")
-    b = data["bandwidth"]
-    try:
-        if isinstance(b, bool):
-            raise TypeError
-        bf = float(b)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(
-            f"edge ({u!r}, {v!r}) has bandwidth {b!r}, which is not a number (GB/s)", "cluster.edges"
-        ) from None
-    if not math.isfinite(bf) or bf <= 0:
-        raise InvalidArgumentError(
-            f"edge ({u!r}, {v!r}) has bandwidth {b!r}; it must be finite and > 0 (GB/s)", "cluster.edges"
-        )
-    if not MIN_BANDWIDTH_GBPS <= bf <= MAX_BANDWIDTH_GBPS:
-        raise InvalidArgumentError(
-            f"edge ({u!r}, {v!r}) has bandwidth {b!r} GB/s, outside the accepted range "
-            f"{MIN_BANDWIDTH_GBPS:g}..{MAX_BANDWIDTH_GBPS:g} GB/s", "cluster.edges"
-        )
-    return bf
-
-
 def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     """Validate a cluster graph and compute its devices and bandwidth domains.
 
@@ -335,22 +301,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
         inside a host; an ``nvlink_domain`` that is not a non-empty string
         (<= 256 characters); GPUs not connected to each other.
     """
-    if not isinstance(graph, nx.Graph):
-        raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
-    if graph.is_multigraph():
-        simple = nx.Graph()
-        simple.add_nodes_from(graph.nodes(data=True))
-        for u, v, data in graph.edges(data=True):
-            b = _edge_bandwidth(u, v, data)
-            if simple.has_edge(u, v):
-                old = simple[u][v]
-                old["bandwidth"] += b
-                old["latency_us"] = max(old.get("latency_us", 0.0), float(data.get("latency_us", 0.0) or 0.0))
-            else:
-                simple.add_edge(u, v, **{**data, "bandwidth": b})
-        graph = simple
-    elif graph.is_directed():
-        graph = nx.Graph(graph)
+    graph = simple_graph(graph)
     nodes = list(graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
@@ -368,55 +319,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     if not gpu_nodes:
         raise InvalidArgumentError("the cluster graph has no GPU nodes (kind 'gpu' or no kind)", "cluster.nodes")
 
-    # hosts in order of first appearance; local indices
-    host_names: list[str] = []
-    host_pos: dict[str, int] = {}
-    per_host: dict[str, list] = {}
-    for n in gpu_nodes:
-        data = graph.nodes[n]
-        host = data.get("host")
-        host = str(n) if host is None or host == "" else str(host)
-        if host not in host_pos:
-            host_pos[host] = len(host_names)
-            host_names.append(host)
-            per_host[host] = []
-        per_host[host].append(n)
-    devices: list = []
-    host_of: list[int] = []
-    local: list[int] = []
-    for host in host_names:
-        members = per_host[host]
-        locs = []
-        for pos, n in enumerate(members):
-            li = graph.nodes[n].get("local_index", None)
-            if li is None:
-                li = pos
-            if isinstance(li, bool) or not (isinstance(li, (int, np.integer)) or (isinstance(li, float) and li.is_integer())):
-                if isinstance(li, str) and li.strip().lstrip("-").isdigit():
-                    li = int(li)
-                else:
-                    raise InvalidArgumentError(
-                        f"GPU {n!r} has local_index {li!r}; it must be a non-negative integer", "cluster.nodes"
-                    )
-            li = int(li)
-            if li < 0:
-                raise InvalidArgumentError(f"GPU {n!r} has negative local_index {li}", "cluster.nodes")
-            if li > MAX_LOCAL_INDEX:
-                raise InvalidArgumentError(
-                    f"GPU {n!r} has local_index {li}; the accepted range is 0..{MAX_LOCAL_INDEX}", "cluster.nodes"
-                )
-            locs.append(li)
-        seen: dict[int, object] = {}
-        for n, li in zip(members, locs):
-            if li in seen:
-                raise InvalidArgumentError(
-                    f"GPUs {seen[li]!r} and {n!r} on host {host!r} share local_index {li}", "cluster.nodes"
-                )
-            seen[li] = n
-        for li, n in sorted(zip(locs, range(len(members)))):
-            devices.append(members[n])
-            host_of.append(host_pos[host])
-            local.append(li)
+    devices, host_names, host_of, local = gpus_by_host(graph, gpu_nodes)
 
     # edges -> arrays
     m = graph.number_of_edges()
@@ -425,7 +328,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     bw = np.empty(m, dtype=np.float64)
     i = 0
     for u, v, data in graph.edges(data=True):
-        b = _edge_bandwidth(u, v, data)
+        b = edge_bandwidth(u, v, data)
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
         if check is not None and not i % CHECK_EVERY:

@@ -22,8 +22,8 @@ from .._lazy import lazy_exports
 _LAZY = {
     "GENERATIONS": "common", "RATE_KEYS": "common", "GpuGeneration": "common", "HostTemplate": "common",
     "default_rates": "common", "resolve_generation": "common",
-    "bandwidth_levels": "compose", "build_cluster": "compose", "host_template_from_text": "compose",
-    "load_host_template": "compose", "summarize": "compose", "synthetic_host": "compose",
+    "build_cluster": "compose", "host_template_from_text": "hosts", "load_host_template": "hosts",
+    "synthetic_host": "hosts", "bandwidth_levels": "summary", "summarize": "summary",
     "dump_graph": "graphfile", "load_graph": "graphfile", "node_link_text": "graphfile",
     "compress": "hostlist", "expand": "hostlist",
     "parse_nccl_xml": "nccl_xml", "read_nccl_xml": "nccl_xml",

@@ -17,8 +17,9 @@ from typing import Any
 import networkx as nx
 
 from ..errors import InvalidArgumentError
-from ..fabric.cluster import MAX_BANDWIDTH_GBPS, MAX_LOCAL_INDEX, MIN_BANDWIDTH_GBPS
-from .safe import MAX_JSON_BYTES, check_xml, is_strict_int_text, load_json
+from ..fabric.graph import MAX_BANDWIDTH_GBPS, MAX_LOCAL_INDEX, MIN_BANDWIDTH_GBPS
+from .safe import MAX_JSON_BYTES, is_strict_int_text, load_json
+from .safe_xml import check_xml
 
 __all__ = ["load_graph", "dump_graph", "graph_from_data", "node_link_text"]
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import networkx as nx
 
-from ..fabric.cluster import MAX_LOCAL_INDEX
+from ..fabric.graph import MAX_LOCAL_INDEX
 from ..errors import InvalidArgumentError
 from .common import (
     GENERATIONS,
@@ -59,7 +59,8 @@ from .common import (
     read_text,
     resolve_generation,
 )
-from .safe import is_strict_int_text, parse_xml
+from .safe import is_strict_int_text
+from .safe_xml import parse_xml
 
 __all__ = ["parse_nccl_xml", "read_nccl_xml", "looks_like_nccl_xml"]
 

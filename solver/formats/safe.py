@@ -2,8 +2,8 @@
 
 Every place that reads a user's JSON or YAML (cluster graph files, assignment files, job
 files, batch inputs, ``topology.yaml``, model files) goes through :func:`load_json` /
-:func:`load_yaml`, every NCCL topology XML or GraphML file through :func:`parse_xml` /
-:func:`check_xml`, and every integer the command line reads through :func:`strict_int`.
+:func:`load_yaml`, every NCCL topology XML or GraphML file through :func:`~.safe_xml.parse_xml` /
+:func:`~.safe_xml.check_xml`, and every integer the command line reads through :func:`strict_int`.
 They turn hostile or malformed input into one :class:`~rankmap.solver.errors.InvalidArgumentError`
 (the CLI prints one line and exits 2; the service answers ``INVALID_ARGUMENT``) instead of a
 ``RecursionError``, minutes of CPU or gigabytes of memory.
@@ -58,8 +58,6 @@ __all__ = [
     "load_json",
     "load_yaml",
     "load_yaml_all",
-    "parse_xml",
-    "check_xml",
     "dump_json",
     "strict_int",
     "strict_float",
@@ -463,47 +461,3 @@ def _run_yaml_loader(text: str | bytes, what: str, field: str, max_depth: int, m
     finally:
         if loader is not None:
             loader.dispose()
-
-
-# --------------------------------------------------------------------------- XML
-
-
-def _xml_error(exc: Exception, what: str, field: str, kind: str = "XML") -> InvalidArgumentError:
-    import defusedxml
-
-    if isinstance(exc, defusedxml.EntitiesForbidden):
-        return _fail(f"{what}: XML entity declarations are not accepted (entity {exc.name!r})", field)
-    if isinstance(exc, defusedxml.ExternalReferenceForbidden):
-        return _fail(f"{what}: XML external references are not accepted ({exc.sysid or exc.pubid!r})", field)
-    if isinstance(exc, defusedxml.DTDForbidden):
-        return _fail(f"{what}: XML DTDs are not accepted", field)
-    if isinstance(exc, defusedxml.DefusedXmlException):
-        return _fail(f"{what}: XML refused ({type(exc).__name__})", field)
-    line, col = getattr(exc, "position", (0, 0))
-    msg = str(exc).split(":")[0]
-    return _fail(f"{what} line {line}: malformed {kind} ({msg}, column {col + 1})", field)
-
-
-def parse_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES, kind: str = "XML"):
-    """``defusedxml.ElementTree.fromstring(text)``: the root element.
-
-    Entity declarations (billion laughs, quadratic blowup) and external entities / DTDs
-    are refused, as is malformed XML (with its line).
-    """
-    import xml.etree.ElementTree as ET
-
-    import defusedxml
-    import defusedxml.ElementTree as DET
-
-    _size_check(text, what, field, max_bytes, "XML")
-    try:
-        return DET.fromstring(text, forbid_dtd=False, forbid_entities=True, forbid_external=True)
-    except (ET.ParseError, defusedxml.DefusedXmlException) as exc:
-        raise _xml_error(exc, what, field, kind) from None
-
-
-def check_xml(text: str | bytes, what: str, field: str = "", *, max_bytes: int = MAX_JSON_BYTES,
-              kind: str = "XML") -> None:
-    """Refuse XML that :func:`parse_xml` refuses, before a third-party reader (networkx's
-    GraphML reader) parses it with the standard library."""
-    parse_xml(text, what, field, max_bytes=max_bytes, kind=kind)

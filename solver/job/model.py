@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from ..megatron.catalogue import PARALLEL_SIZE_KEYS, ParallelSizes
+from ..megatron.config import PARALLEL_SIZE_KEYS, ParallelSizes
 from ..errors import InvalidArgumentError
 from ..types import SolveOptions
 

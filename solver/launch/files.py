@@ -5,7 +5,7 @@ Every launcher gets the chosen layout rank by rank:
 * **Slurm** ``srun --distribution=arbitrary`` reads ``SLURM_HOSTFILE``: line i
   is the host of task (global rank) i.  Slurm numbers the tasks of a node in
   task order (``SLURM_LOCALID``), so local rank k of a host is its k-th
-  lowest global rank, the same local rank :class:`~rankmap.solver.types.HostPlacement`
+  lowest global rank, the same local rank :class:`~rankmap.solver.results.HostPlacement`
   uses; ``CUDA_VISIBLE_DEVICES`` lists the GPU of local rank 0, 1, ... and
   the program opens ``cuda:LOCAL_RANK``.  Any layout, free mode included.
 * **Open MPI** ``mpirun --rankfile``: ``rank R=HOST slot=S`` puts rank R on
@@ -43,7 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from ..types import HostPlacement
+from ..results import HostPlacement
 
 __all__ = ["LAUNCH_KEYS", "EMIT_KINDS", "MASTER_PORT", "TRAIN_COMMAND", "LaunchNames", "launch_files", "emit_files",
            "torchrun_launchable", "names_for"]

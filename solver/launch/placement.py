@@ -8,12 +8,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from ..megatron.orders import same_groups_as as _same_groups_as
 from ..megatron.ranks import DEFAULT_ORDER
 from ..errors import InvalidArgumentError
-from ..types import LAUNCH_ORDER_POLICIES, HostPlacement
+from ..results import HostPlacement
+from ..types import LAUNCH_ORDER_POLICIES
 
 __all__ = ["apply_instructions", "host_placements", "launcher_device_order", "launcher_host_order",
            "natural_key", "parse_host_list"]

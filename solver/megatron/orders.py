@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Sequence
 
-from .catalogue import ParallelConfig
+from .config import ParallelConfig
 from ..errors import InvalidArgumentError
 from .ranks import DEFAULT_ORDER, TOKENS
 

@@ -18,7 +18,7 @@ from ..errors import InfeasibleError
 from ..fabric.cluster import Cluster
 from ..launch.placement import apply_instructions, host_placements
 from ..megatron.catalogue import megatron_groups
-from ..types import HostPlacement, Layout, SolveResult
+from ..results import HostPlacement, Layout, SolveResult
 from .constraints import satisfies
 from .problem import REL_TOL, Candidate, Problem
 

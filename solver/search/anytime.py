@@ -64,7 +64,7 @@ def anytime_search(cluster, candidates, surrogate, traffic, exposure, options, l
     left = eval_budget(cluster, best.cfg, traffic, options.time_limit_seconds * ANYTIME_SHARE)
     cfg = best.cfg
     grp = megatron_groups(cfg)
-    equal_hosts = np.unique(cluster.gpus_per_host).size == 1
+    equal_hosts = cluster.equal_hosts
     out: list[Candidate] = []
     cur = best
     starts = min(ANYTIME_MAX_STARTS, max(0, left // 2))

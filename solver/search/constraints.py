@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..megatron.config import ParallelConfig
+
+from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from ..errors import InfeasibleError
 from ..cost.timemodel import class_groups

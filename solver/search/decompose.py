@@ -25,7 +25,7 @@ from typing import Mapping
 import numpy as np
 
 from .cpsat import AssignmentProblem, solve_assignment
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .constraints import constraint_pairs as _constraint_pairs
 from ..cost.objective import active_families, ordered_pairs

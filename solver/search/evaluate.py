@@ -10,8 +10,9 @@ import numpy as np
 from ..cost.timemodel import layout_cost
 from ..errors import InvalidArgumentError
 from ..fabric.cluster import Cluster, cluster_from_graph
-from ..megatron.catalogue import ParallelConfig
-from ..types import CostBreakdown, check_exposure
+from ..megatron.config import ParallelConfig
+from ..results import CostBreakdown
+from ..types import check_exposure
 from .problem import check_traffic
 
 __all__ = ["evaluate"]

@@ -38,11 +38,12 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .deadline import Deadline
 from ..cost.timemodel import layout_cost
-from ..types import CostBreakdown, SolveCancelled
+from ..results import CostBreakdown
+from ..types import SolveCancelled
 
 __all__ = ["descend", "SINGLE_HOST_SWAP_MAX_HOSTS", "RANK_SWAP_MAX_RANKS", "COMPOUND_MOVE_MAX_GPUS"]
 

@@ -35,7 +35,7 @@ from typing import Iterable, Mapping
 import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from ..cost.objective import active_families, ordered_pairs
 
@@ -270,7 +270,7 @@ def tree_partition_host_order(
         hosts are uneven, pymetis is missing, or the graph is empty or too large.
     """
     gph = cluster.gpus_per_host
-    if np.unique(gph).size != 1 or not available():
+    if not cluster.equal_hosts or not available():
         return None
     G = int(gph[0])
     H = gph.size

@@ -28,7 +28,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .deadline import Deadline
 from ..cost.objective import active_families, ordered_pairs

@@ -23,10 +23,12 @@ from ..cost.timemodel import layout_cost
 from ..errors import InvalidArgumentError
 from ..fabric.cluster import Cluster, cluster_from_graph
 from ..launch.placement import launcher_device_order
-from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..megatron.config import ParallelConfig
+from ..megatron.catalogue import megatron_groups
 from ..megatron.orders import candidate_orders, order_priority
 from ..traffic import TRAFFIC_CLASSES, Traffic
-from ..types import CostBreakdown, SolveOptions
+from ..results import CostBreakdown
+from ..types import SolveOptions
 from .constraints import check_capacity, satisfies
 from .deadline import Deadline, search_seconds
 
@@ -98,7 +100,7 @@ class Problem:
             )
         if options.mode == "launcher":
             gph = cluster.gpus_per_host
-            if np.unique(gph).size != 1:
+            if not cluster.equal_hosts:
                 detail = ", ".join(f"{h}={c}" for h, c in list(zip(cluster.hosts, gph.tolist()))[:6])
                 raise InvalidArgumentError(
                     f"launcher mode needs the same GPU count on every host (torchrun --nproc-per-node), got "
@@ -132,11 +134,6 @@ class Problem:
     def launcher(self) -> bool:
         """Layouts are launcher layouts: each host runs one contiguous block of ranks."""
         return self.options.mode == "launcher"
-
-    @property
-    def equal_hosts(self) -> bool:
-        """Every host has the same number of usable GPUs."""
-        return np.unique(self.cluster.gpus_per_host).size == 1
 
     def with_options(self, options: SolveOptions) -> "Problem":
         """The same problem searched with other options (a phase's mode or time limit)."""

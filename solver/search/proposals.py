@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from .decompose import (
     EXACT_MAX_DEVICES,
     HOST_MODEL_MAX_HOSTS,
@@ -44,7 +44,7 @@ def propose(p: Problem, ocfg: ParallelConfig, groups, time_limit: float, surroga
     W = ocfg.world_size
     out = [p.baseline_dev]
     cancel = deadline.cancel
-    if not launcher and not p.equal_hosts and not deadline.check():  # equal hosts: first
+    if not launcher and not cluster.equal_hosts and not deadline.check():  # equal hosts: first
         for bisect in (False, True):
             lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline)
             if lay is not None:
@@ -57,7 +57,7 @@ def propose(p: Problem, ocfg: ParallelConfig, groups, time_limit: float, surroga
         if res.slot_of_item is not None:
             out.append(res.slot_of_item)
         return out
-    if launcher or p.equal_hosts:
+    if launcher or cluster.equal_hosts:
         seen = set()
         for ho in _host_orders(p, ocfg, groups, time_limit):
             k = ho.tobytes()

@@ -19,7 +19,9 @@ from typing import Mapping
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig, megatron_groups
+from ..megatron.config import ParallelConfig
+
+from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from .constraints import constraint_check, satisfies
 from .decompose import VIRTUAL_ORDER_MAX_RANKS, virtual_layouts

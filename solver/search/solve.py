@@ -57,8 +57,9 @@ import networkx as nx
 
 from ..bound.analytic import search_lower_bound
 from ..fabric.cluster import Cluster
-from ..megatron.catalogue import ParallelConfig
-from ..types import SolveOptions, SolveResult
+from ..megatron.config import ParallelConfig
+from ..results import SolveResult
+from ..types import SolveOptions
 from .anytime import anytime_search
 from .answer import answer
 from .deadline import Deadline
@@ -154,7 +155,7 @@ def solve(
     else:
         proved = False
         last = p  # the problem of the last phase, whose budget sizes the anytime phase
-        if options.mode == "free" and p.equal_hosts:
+        if options.mode == "free" and cluster.equal_hosts:
             found, reached, last = _free_after_launcher(p, candidates, bound)
         else:
             found, reached = _search(p, candidates, bound=bound)

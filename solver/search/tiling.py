@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from ..megatron.catalogue import ParallelConfig
+from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 
 __all__ = ["TILINGS_MAX", "fabric_host_levels", "block_grid", "tiling_host_orders"]
@@ -152,7 +152,7 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
     """Host orders (node rank -> host) laying nested grid boxes over the fabric tree (module doc); may be empty."""
     G = int(cluster.gpus_per_host[0])
     H = len(cluster.hosts)
-    if np.unique(cluster.gpus_per_host).size != 1 or cfg.world_size != G * H:
+    if not cluster.equal_hosts or cfg.world_size != G * H:
         return []
     levels = fabric_host_levels(cluster)
     grid = block_grid(cfg, G)

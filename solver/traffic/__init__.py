@@ -5,7 +5,8 @@ The package follows its own seams:
 * :mod:`.classes` — the one registry of classes (name, Megatron group, default
   shape), collective kinds, :class:`Collective` parts and the :class:`Traffic`
   container, bytes sent per rank;
-* :mod:`.model` — :class:`ModelSpec`, the model and Megatron training options;
+* :mod:`.model` — :class:`ModelSpec`, the model and Megatron training options (:mod:`.fields`:
+  the vocabulary and value checks of its fields);
 * :mod:`.params` — parameter counting and what one rank holds;
 * :mod:`.payloads` — payload and shape of each class as Megatron sends it;
 * :mod:`.explicit` — byte counts given by the user;
@@ -33,7 +34,8 @@ from .classes import (
 )
 from .explicit import format_bytes, parse_bytes, parse_traffic, traffic_from_mapping
 from .megatron_args import MegatronArgs, parse_megatron_args
-from .model import CP_COMM_TYPES, DISPATCHERS, DTYPE_BYTES, FP8_FORMATS, MODEL_LIMITS, ModelSpec
+from .fields import CP_COMM_TYPES, DISPATCHERS, DTYPE_BYTES, FP8_FORMATS, MODEL_LIMITS
+from .model import ModelSpec
 from .params import ParameterCount, count_parameters, num_micro_batches, params_per_rank
 from .payloads import grad_bytes, param_bytes, recompute_share, traffic_from_model, zero_traffic
 from .presets import (

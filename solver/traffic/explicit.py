@@ -15,7 +15,7 @@ from typing import Mapping
 
 from ..errors import InvalidArgumentError
 from .classes import CLASS_GROUP, TRAFFIC_CLASSES
-from .model import _is_int
+from .fields import _is_int
 
 __all__ = ["parse_bytes", "parse_traffic", "traffic_from_mapping", "format_bytes"]
 

@@ -26,7 +26,8 @@ DeepSeek-V3 Technical Report (arXiv:2412.19437) §2.1.2 and §3.3.
 from __future__ import annotations
 
 from .classes import TRAFFIC_CLASSES, Collective, Traffic, class_group_size
-from .model import DTYPE_BYTES, ModelSpec
+from .fields import DTYPE_BYTES
+from .model import ModelSpec
 from .params import check_model_fits, num_micro_batches, params_per_rank
 from ..errors import InvalidArgumentError
 
