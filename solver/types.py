@@ -164,6 +164,9 @@ class SolveOptions:
         ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``; megatron-core
         ``initialize_model_parallel(order=...)``).  Set from the job's Megatron
         arguments when they are given.
+    nccl : NcclModel
+        How NCCL runs the collectives (:mod:`rankmap.solver.nccl`): algorithm (``NCCL_ALGO``),
+        PXN, rate overrides, latency.  Default: NCCL's own defaults.
     """
 
     mode: str = "launcher"
@@ -176,9 +179,16 @@ class SolveOptions:
     exposure: Mapping[str, float] = None  # type: ignore[assignment]
     launch_order: str | tuple[str, ...] = "sorted"
     baseline_order: str = "tp-cp-ep-dp-pp"
+    nccl: "NcclModel" = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        from .fabric.rates import DEFAULT_NCCL, NcclModel
         from .megatron.orders import MEGATRON_CLI_ORDERS
+
+        if self.nccl is None:
+            object.__setattr__(self, "nccl", DEFAULT_NCCL)
+        elif not isinstance(self.nccl, NcclModel):
+            raise InvalidArgumentError(f"nccl must be an NcclModel, got {type(self.nccl).__name__}", "nccl")
 
         if self.baseline_order not in MEGATRON_CLI_ORDERS:
             raise InvalidArgumentError(
@@ -296,8 +306,15 @@ class ClassCost:
     payload_bytes : float
         ``S``, the class's payload per rank per step (the traffic input).
     latency_seconds : float
-        The latency term included in ``seconds`` (0 when no edge has ``latency_us``).
+        The latency term included in ``seconds``: NCCL's latency model (:func:`rankmap.solver.nccl.latency_seconds`)
+        plus the graph's per-hop ``latency_us`` along the routes.
     bottleneck : Bottleneck
+    algorithm : str
+        How NCCL runs the class's slowest part: ``ring``, ``tree``, ``nvls``, ``nvlstree``
+        (all-reduce; all-gather / reduce-scatter: ``ring``) or ``p2p`` (all-to-all, send/recv);
+        ``""`` when it moves no bytes.
+    channels : int
+        NCCL channels of that part across nodes (1 inside one node; 0 when no bytes).
     """
 
     seconds: float
@@ -306,6 +323,8 @@ class ClassCost:
     payload_bytes: float = 0.0
     latency_seconds: float = 0.0
     bottleneck: Bottleneck = Bottleneck()
+    algorithm: str = ""
+    channels: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -315,6 +334,8 @@ class ClassCost:
             "payload_bytes": self.payload_bytes,
             "latency_seconds": self.latency_seconds,
             "bottleneck": self.bottleneck.to_dict(),
+            "algorithm": self.algorithm,
+            "channels": self.channels,
         }
 
 

@@ -28,6 +28,8 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from .domains import bandwidth_levels, non_relay_extra
+from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
+from .rails import NcclTopology, nccl_topology
 from .links import Fabric, fabric_from_graph
 
 __all__ = [
@@ -114,6 +116,8 @@ class Cluster:
     boundary_gbps: np.ndarray = None  # type: ignore[assignment]
     domain_out_gbps: tuple = ()
     widest_domain_out_gbps: tuple = ()
+    nccl: "NcclModel" = None  # type: ignore[assignment]
+    nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -278,7 +282,7 @@ class Cluster:
         drop = [self.devices[i] for i in np.flatnonzero(~keep)]
         g = graph.copy()
         g.remove_nodes_from(drop)
-        return cluster_from_graph(g)
+        return cluster_from_graph(g, nccl=self.nccl)
 
 
 def _edge_bandwidth(u, v, data) -> float:
@@ -305,7 +309,7 @@ def _edge_bandwidth(u, v, data) -> float:
     return bf
 
 
-def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
+def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = None) -> Cluster:
     """Validate a cluster graph and compute its devices and bandwidth domains.
 
     ``check``: called every :data:`CHECK_EVERY` nodes or edges and between phases (a
@@ -322,6 +326,11 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
         graph is read as undirected; parallel edges of a multigraph are one
         link of the summed capacity (DESIGN §2).
 
+    nccl : NcclModel, optional
+        How collectives run (:mod:`.nccl`); its rate overrides and NCCL's link efficiencies
+        turn each edge's capacity into the rate NCCL achieves on it (``link`` ``net``,
+        ``fabric``, ``nvlink``; other links as given), which every later computation uses.
+
     Returns
     -------
     Cluster
@@ -336,6 +345,12 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     """
     if not isinstance(graph, nx.Graph):
         raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
+    nccl = DEFAULT_NCCL if nccl is None else nccl
+    arch = gpu_arch(graph.graph.get("gpu"))
+
+    def rate(u, v, data) -> float:
+        f, absolute = link_efficiency(data, arch, nccl)
+        return absolute if absolute is not None else _edge_bandwidth(u, v, data) * f
     if graph.is_multigraph():
         simple = nx.Graph()
         simple.add_nodes_from(graph.nodes(data=True))
@@ -424,7 +439,8 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     bw = np.empty(m, dtype=np.float64)
     i = 0
     for u, v, data in graph.edges(data=True):
-        b = _edge_bandwidth(u, v, data)
+        _edge_bandwidth(u, v, data)
+        b = rate(u, v, data)
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
         if check is not None and not i % CHECK_EVERY:
@@ -433,7 +449,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
 
     if check is not None:
         check()
-    fabric = fabric_from_graph(graph, devices, check)
+    fabric = fabric_from_graph(graph, devices, check, rate)
     if check is not None:
         check()
     # Domains come from per-GPU fair shares of the switch links: a leaf uplink of 400 GB/s under 32
@@ -502,4 +518,6 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
+    object.__setattr__(cl, "nccl", nccl)
+    object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, rate, arch))
     return cl

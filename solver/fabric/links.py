@@ -417,8 +417,8 @@ class Fabric:
         return cached
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None) -> Fabric:
     """The :class:`Fabric` of a cluster graph; see :func:`rankmap.solver.fabric.build.fabric_from_graph`."""
     from .build import fabric_from_graph as build
 
-    return build(graph, devices, check)
+    return build(graph, devices, check, rate)

@@ -162,7 +162,7 @@ def solve(
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         # the cluster model takes seconds at 131,072 GPUs: cancellation (a gRPC deadline) stops it
-        cluster = cluster_from_graph(g, check=deadline.cancel_check())
+        cluster = cluster_from_graph(g, check=deadline.cancel_check(), nccl=options.nccl)
     deadline.check()  # raises if cancelled; a passed deadline is recorded
     if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
         # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
@@ -600,11 +600,14 @@ def evaluate(
     assignment: Sequence[str],
     traffic: Mapping[str, float],
     exposure: Mapping[str, float] | None = None,
+    nccl=None,
 ) -> CostBreakdown:
     """Predicted communication time of a given layout (DESIGN §4).
 
     ``assignment[r]`` is the GPU node id running global rank r; ``exposure``
-    gives x_c per class (missing classes: 1).
+    gives x_c per class (missing classes: 1); ``nccl`` (:class:`~rankmap.solver.nccl.NcclModel`)
+    how NCCL runs the collectives (default NCCL's defaults; ignored when ``graph`` is a
+    :class:`Cluster`, which carries its own).
 
     Raises
     ------
@@ -615,7 +618,7 @@ def evaluate(
     from ..types import check_exposure
 
     exposure = check_exposure(exposure)
-    cluster = graph if isinstance(graph, Cluster) else cluster_from_graph(graph)
+    cluster = graph if isinstance(graph, Cluster) else cluster_from_graph(graph, nccl=nccl)
     traffic = _check_traffic(traffic)
     assignment = list(assignment)
     if len(assignment) != cfg.world_size:
