@@ -37,6 +37,7 @@ _LAZY = {
     "Cluster": "fabric.cluster",
     "cluster_from_graph": "fabric.cluster",
     "layout_cost": "cost.timemodel",
+    "NcclModel": "fabric.rates",
     "lower_bound": "cost.timemodel",
     "candidate_orders": "search.solve",
     "evaluate": "search.solve",
