@@ -1,8 +1,13 @@
-"""Exhaustive search on small clusters: every layout of the mode, scored in bulk (DESIGN §5).
+"""Exhaustive screen on small clusters: every layout of the mode, scored in bulk (DESIGN §5).
 
 Up to ``EXHAUSTIVE_MAX_DEVICES`` GPUs the searched space is small enough to
-enumerate (at most 8! = 40,320 layouts per order), so the optimum of the real
-objective (:mod:`rankmap.solver.cost.timemodel`) is proved by enumeration: status OPTIMAL.
+enumerate (at most 8! = 40,320 layouts per order).  The bulk score is the single-ring
+formula below (one ring in rank order, direct routes, the graph's per-hop latency): the
+real objective (:mod:`rankmap.solver.cost.timemodel`) runs collectives as NCCL does
+(channels, node order, PXN, algorithms, latency), which depends on the layout in ways a
+per-pair table cannot hold, so the search scores the screen's best
+``EXHAUSTIVE_RESCORE`` layouts of each order exactly and keeps the best; OPTIMAL then
+needs the lower bound.
 
 Scoring in bulk: for every ordered device pair (d, e) the route of a 1-byte
 flow is computed once (:meth:`Fabric.route_loads`), giving its load on every
@@ -23,10 +28,12 @@ from ..fabric.cluster import Cluster
 from ..cost.timemodel import class_groups, collective_steps, part_flows
 from ..traffic import TRAFFIC_CLASSES, class_collectives
 
-__all__ = ["EXHAUSTIVE_MAX_DEVICES", "PairRoutes", "enumerate_layouts", "bulk_cost"]
+__all__ = ["EXHAUSTIVE_MAX_DEVICES", "EXHAUSTIVE_RESCORE", "PairRoutes", "enumerate_layouts", "bulk_cost"]
 
 #: Clusters up to this many GPUs are searched exhaustively.
 EXHAUSTIVE_MAX_DEVICES = 8
+#: Layouts of the screen scored exactly per order.
+EXHAUSTIVE_RESCORE = 24
 _CHUNK = 2048
 
 
