@@ -243,7 +243,8 @@ def _rail_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     return s_dev, t_dev, blk, grp, c
 
 
-def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0):
+def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0,
+               return_rows: bool = False):
     """Flows of a ring collective as NCCL runs it: ``(src, dst, bytes, channels per group)``.
 
     Parameters
@@ -256,10 +257,12 @@ def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float
         Bytes per ring edge of a single ring (:func:`rankmap.solver.timemodel.flow_bytes`).
     channels_cap : int
         If > 0, at most this many channels.
+    return_rows : bool
+        Also return the group (row of ``dev``) of each flow, shape (F,).
 
     Returns
     -------
-    (src, dst, nbytes, channels) : numpy.ndarray, shapes (F,), (F,), (F,), (g,)
+    (src, dst, nbytes, channels[, rows]) : numpy.ndarray, shapes (F,), (F,), (F,), (g,)[, (F,)]
         One node: the ring over the members, ``fb`` per edge.  Several nodes: a ring over
         each node's block of k_h members carrying ``fb·(k_h−1)/k_h`` per edge, and
         ``c`` rail-aligned flows of ``fb/c`` from each node to the next (the last to the
@@ -276,20 +279,22 @@ def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float
     chans = np.ones(g, dtype=np.int64)
     multi = np.flatnonzero(nodes > 1)
     if multi.size == 0:
-        return src, dst, nb, chans
+        return (src, dst, nb, chans, rows) if return_rows else (src, dst, nb, chans)
     s_dev, t_dev, _blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
     chans[multi] = c
-    return (np.concatenate([src, s_dev]), np.concatenate([dst, t_dev]),
-            np.concatenate([nb, float(fb) / c[grp]]), chans)
+    out = (np.concatenate([src, s_dev]), np.concatenate([dst, t_dev]), np.concatenate([nb, float(fb) / c[grp]]), chans)
+    return (*out, np.concatenate([rows, multi[grp]])) if return_rows else out
 
 
-def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: float, channels_cap: int = 0):
+def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: float, channels_cap: int = 0,
+                return_rows: bool = False):
     """Network flows of a tree across nodes (tree / NVLSTree all-reduce): ``(src, dst, bytes, channels)``.
 
     The nodes, in first-appearance order, form a chain; each neighbouring pair exchanges
     ``nbytes`` both ways (partial sums up, results down: per NIC the bytes of a tree of
     depth log₂N, whose inner nodes also send and receive both ways), over ``c``
     rail-aligned channels of ``nbytes/c``.  Groups on one node have no flows (channels 1).
+    With ``return_rows`` also the group (row of ``dev``) of each flow.
     """
     dev = nccl_member_order(np.asarray(dev, dtype=np.int64), node_of)
     g, k = dev.shape
@@ -298,12 +303,13 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
     multi = np.flatnonzero(nodes > 1)
     empty = np.zeros(0, dtype=np.int64)
     if multi.size == 0:
-        return empty, empty, np.zeros(0), chans
+        return (empty, empty, np.zeros(0), chans, empty) if return_rows else (empty, empty, np.zeros(0), chans)
     s_dev, t_dev, blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
     chans[multi] = c
     keep = blk < nodes[multi][grp] - 1  # no closing edge
-    s_dev, t_dev, b = s_dev[keep], t_dev[keep], float(nbytes) / c[grp[keep]]
-    return np.concatenate([s_dev, t_dev]), np.concatenate([t_dev, s_dev]), np.concatenate([b, b]), chans
+    s_dev, t_dev, b, r = s_dev[keep], t_dev[keep], float(nbytes) / c[grp[keep]], multi[grp[keep]]
+    out = (np.concatenate([s_dev, t_dev]), np.concatenate([t_dev, s_dev]), np.concatenate([b, b]), chans)
+    return (*out, np.concatenate([r, r])) if return_rows else out
 
 
 def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray, node_of: np.ndarray,

@@ -42,9 +42,7 @@ import numpy as np
 from ..megatron.catalogue import ParallelConfig, megatron_groups
 from ..fabric.cluster import Cluster
 from ..fabric.links import LinkLoads
-from .nccl import (ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, _blocks, chain_flows, latency_seconds, nccl_member_order,
-                   nvls_bus_gbps, nvlstree_bus_gbps, pxn_relay, ring_flows, tree_bus_gbps)
-from ..fabric.rates import DEFAULT_NCCL, NcclModel
+from .collective import A2A_BATCH as _A2A_BATCH, collective_steps, flow_bytes, part_times
 from ..traffic import (CLASS_GROUP, TRAFFIC_CLASSES, Collective, class_collectives, class_group_size,
                       collective_bytes_per_rank, subgroups)
 from ..types import Bottleneck, ClassCost, CostBreakdown
@@ -61,24 +59,6 @@ __all__ = [
     "lower_bound",
 ]
 
-#: Above this many flows an all-to-all class is routed one ring offset at a time.
-_A2A_BATCH = 4_000_000
-
-
-def flow_bytes(kind: str, payload_bytes: float, n: int) -> float:
-    """Bytes of one flow of a collective over ``n`` ranks with payload S (see module doc)."""
-    s = float(payload_bytes)
-    if n <= 1:
-        return 0.0
-    if kind == "all_reduce":
-        return 2.0 * (n - 1) / n * s
-    if kind == "all_gather":
-        return (n - 1) / n * s
-    if kind == "all_to_all":
-        return s / n
-    if kind in ("p2p_chain", "ring_p2p"):
-        return s
-    raise ValueError(f"unknown collective kind {kind!r}")
 
 
 def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
@@ -96,17 +76,6 @@ def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
     if kind == "ring_p2p":
         return float(payload_bytes)
     return flow_bytes(kind, payload_bytes, n)
-
-
-def collective_steps(kind: str, n: int) -> int:
-    """Sequential communication steps (each pays the route latency once).
-
-    Ring all-reduce 2(n−1), ring all-gather n−1, all-to-all 1 (all sends at
-    once), pipeline send 1.
-    """
-    if n <= 1:
-        return 0
-    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "ring_p2p": n - 1}.get(kind, 1)
 
 
 def class_flows(kind: str, groups: np.ndarray):
@@ -179,158 +148,49 @@ def part_flows(part: Collective, groups: np.ndarray):
         yield np.concatenate([a, b]), np.concatenate([b, a]), part.wrap * float(part.payload_bytes)
 
 
-def _loads(fab, src, dst, nb) -> LinkLoads | None:
-    if src.size == 0:
-        return None
-    return fab.route_loads(src, dst, nb)
+def _fabric_timer(cluster: Cluster, exposure: float, stats: dict | None):
+    """The time model's timer (:data:`~rankmap.solver.cost.collective.Timer`) for one layout: flows routed
+    on the fabric, ``max(link load / rate, slowest flow)`` and the busiest link as the bottleneck."""
+    fab = cluster.fabric
 
+    def timer(batches, record):
+        loads = None
+        for src, dst, b, _seg in batches:
+            loads = _merge(loads, fab.route_loads(src, dst, b))
+        if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
+            return np.zeros(1), np.zeros(1), [None]
+        cap = fab.capacities_gbps()
+        ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
+        if stats is not None and record:
+            stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
+        link = int(np.argmax(ratio))
+        link_t = float(ratio[link])
+        t = max(link_t, loads.max_flow_seconds)
+        is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
+        bott = Bottleneck(
+            kind="link" if is_link else "per-flow",
+            link=tuple(str(x) for x in fab.link_name(link)),
+            load_bytes=float(loads.load_bytes[link]),
+            capacity_gbps=float(cap[link]),
+            utilization=float(link_t / t) if t > 0 else 0.0,
+            flows=int(loads.flows[link]),
+            flow_bytes=loads.max_flow_bytes,
+            flow_gbps=loads.max_flow_gbps,
+        )
+        return np.array([t]), np.array([loads.max_latency_seconds]), [bott]
 
-def _link_time(fab, loads: LinkLoads | None, exposure: float, stats: dict | None):
-    """(bandwidth seconds, Bottleneck or None) of routed flows: max(link load / rate, slowest flow)."""
-    if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
-        return 0.0, None
-    cap = fab.capacities_gbps()
-    ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
-    if stats is not None:
-        stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
-    link = int(np.argmax(ratio))
-    link_t = float(ratio[link])
-    t = max(link_t, loads.max_flow_seconds)
-    is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
-    bott = Bottleneck(
-        kind="link" if is_link else "per-flow",
-        link=tuple(str(x) for x in fab.link_name(link)),
-        load_bytes=float(loads.load_bytes[link]),
-        capacity_gbps=float(cap[link]),
-        utilization=float(link_t / t) if t > 0 else 0.0,
-        flows=int(loads.flows[link]),
-        flow_bytes=loads.max_flow_bytes,
-        flow_gbps=loads.max_flow_gbps,
-    )
-    return t, bott
-
-
-def _p2p_flows(kind: str, dev: np.ndarray, fb: float, wrap_bytes: float):
-    """Device flows of all-to-all / pipeline parts with the group row of each: ``(src, dst, bytes, row)`` batches."""
-    g, n = dev.shape
-    rows = np.arange(g)
-    if kind == "p2p_chain":
-        a, b = dev[:, :-1].ravel(), dev[:, 1:].ravel()
-        r = np.repeat(rows, n - 1)
-        yield np.concatenate([a, b]), np.concatenate([b, a]), fb, np.concatenate([r, r])
-        if wrap_bytes > 0 and n > 1:
-            a, b = dev[:, -1], dev[:, 0]
-            yield np.concatenate([a, b]), np.concatenate([b, a]), wrap_bytes, np.concatenate([rows, rows])
-    elif g * n * (n - 1) <= _A2A_BATCH:
-        ii, jj = np.nonzero(~np.eye(n, dtype=bool))
-        yield dev[:, ii].ravel(), dev[:, jj].ravel(), fb, np.repeat(rows, ii.size)
-    else:
-        for k in range(1, n):
-            yield dev.ravel(), np.roll(dev, -k, axis=1).ravel(), fb, np.repeat(rows, n)
-
-
-def _best_protocol(algo: str, kind: str, t_bw: float, k: int, nodes: int, model: NcclModel) -> tuple[float, float]:
-    """(seconds, latency seconds): the least over the algorithm's protocols of latency + bandwidth time / efficiency."""
-    if not model.latency or t_bw <= 0:
-        return t_bw, 0.0
-    best = None
-    for proto, eff in PROTOCOLS:
-        if proto not in ALGO_PROTOCOLS[algo]:
-            continue
-        lat = latency_seconds(algo, proto, kind, k, nodes)
-        t = lat + t_bw / eff
-        if best is None or t < best[0]:
-            best = (t, lat)
-    return best
+    return timer
 
 
 def _part_time(cluster: Cluster, part: Collective, groups: np.ndarray, dev_of_rank: np.ndarray, exposure: float,
                stats: dict | None):
-    """(seconds, latency seconds, Bottleneck or None, algorithm, channels) of one part (module doc, :mod:`.nccl`)."""
-    fab = cluster.fabric
-    model = cluster.nccl or DEFAULT_NCCL
-    topo = cluster.nccl_topology
-    arr = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part)
-    if arr.ndim != 2 or arr.size == 0 or arr.shape[1] <= 1:
+    """(seconds, latency seconds, Bottleneck or None, algorithm, channels) of one part (:mod:`.collective`)."""
+    pt = part_times(cluster, part, groups, np.asarray(dev_of_rank)[None, :], _fabric_timer(cluster, exposure, stats),
+                    record=True)
+    if pt is None or pt.bottleneck is None or pt.bottleneck[0] is None:
         return 0.0, 0.0, None, "", 0
-    k = arr.shape[1]
-    kind = part.kind
-    S = float(part.payload_bytes)
-    fb = flow_bytes(kind, S, k)
-    if fb <= 0:
-        return 0.0, 0.0, None, "", 0
-    dev = dev_of_rank[arr]
-    if topo is None:  # a Cluster built by hand without cluster_from_graph: one ring in rank order, direct routes
-        node_of = np.asarray(cluster.host_of)
-        rail = np.full(node_of.size, -1, dtype=np.int64)
-        nic = nvl = np.zeros(node_of.size)
-        arch = None
-    else:
-        node_of, rail, nic, nvl, arch = topo.node_of, topo.rail, topo.nic_gbps, topo.nvlink_gbps, topo.arch
-    ordered = nccl_member_order(dev, node_of)
-    nodes_per = 1 + (node_of[ordered][:, 1:] != node_of[ordered][:, :-1]).sum(axis=1)
-    nodes = int(nodes_per.max())
-    graph_lat_steps = collective_steps(kind, k)
-    cands = []  # (seconds, latency, bottleneck, algorithm, channels)
-    if kind in ("all_to_all", "p2p_chain"):
-        loads = None
-        wrap = part.wrap * S if kind == "p2p_chain" else 0.0
-        for src, dst, b, row in _p2p_flows(kind, dev, fb, wrap):
-            if model.pxn and topo is not None:
-                relay = pxn_relay(src, dst, row, dev, node_of, rail)
-                hop = relay != src
-                if hop.any():
-                    src = np.concatenate([src, relay[hop]])
-                    dst = np.concatenate([np.where(hop, relay, dst), dst[hop]])
-            loads = _merge(loads, fab.route_loads(src, dst, b))
-        t_bw, bott = _link_time(fab, loads, exposure, stats)
-        t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model)
-        glat = loads.max_latency_seconds * graph_lat_steps if loads is not None else 0.0
-        return t + glat, lat + glat, bott, "p2p", 1
-    algo_wanted = model.algorithm
-    src, dst, nb, ch = ring_flows(dev, node_of, rail, fb)
-    loads = _loads(fab, src, dst, nb)
-    t_bw, bott = _link_time(fab, loads, exposure, stats if algo_wanted in ("auto", "ring") else None)
-    glat = loads.max_latency_seconds * graph_lat_steps if loads is not None else 0.0
-    t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model)
-    channels = int(ch.max(initial=1))
-    ring = (t + glat, lat + glat, bott, "ring", channels)
-    if kind != "all_reduce" or topo is None or arch is None:
-        return ring
-    cands.append(ring)
-    single = nodes_per.max() == 1
-    nvl_min = float(nvl[dev].min())
-    if single and algo_wanted in ("auto", "nvls"):
-        bus = nvls_bus_gbps(k, nvl_min, arch)
-        if bus > 0:
-            t_bw = fb / (bus * 1e9)
-            t, lat = _best_protocol("nvls", kind, t_bw, k, 1, model)
-            cands.append((t, lat, Bottleneck(kind="per-flow", flow_bytes=fb, flow_gbps=bus), "nvls",
-                          min(k, NVLS_MAX_HEADS)))
-    if nodes_per.min() > 1 and algo_wanted in ("auto", "nvlstree", "tree"):
-        s2, d2, b2, ch2 = chain_flows(dev, node_of, rail, S)
-        loads2 = _loads(fab, s2, d2, b2)
-        t_net, bott2 = _link_time(fab, loads2, exposure, None)
-        c_min = int(ch2.min())
-        nic_min = float(nic[dev].min())
-        k_node = int(_blocks(ordered, node_of)[3].min())  # fewest members of a group on one node
-        for algo in ("nvlstree", "tree"):
-            if algo_wanted not in ("auto", algo):
-                continue
-            if algo == "nvlstree":
-                bus = nvlstree_bus_gbps(k_node, nodes, c_min, nvl_min, nic_min, arch) if nvl_min > 0 else 0.0
-                t_cap = fb / (bus * 1e9) if bus > 0 else 0.0
-            else:
-                bus = tree_bus_gbps(nodes, c_min, nic_min, arch)
-                t_cap = 2.0 * S / (bus * 1e9) if bus > 0 else 0.0
-            if bus <= 0:
-                continue
-            b_use = bott2 if t_net >= t_cap else Bottleneck(kind="per-flow", flow_bytes=fb, flow_gbps=bus)
-            t, lat = _best_protocol(algo, kind, max(t_net, t_cap), k, nodes, model)
-            cands.append((t, lat, b_use, algo, c_min))
-    if algo_wanted != "auto":  # NCCL_ALGO: that algorithm where the group can run it, else ring
-        return next((c for c in cands if c[3] == algo_wanted), ring)
-    return min(cands, key=lambda c: c[0])
+    return (float(pt.seconds[0]), float(pt.latency_seconds[0]), pt.bottleneck[0], pt.algorithm[0],
+            int(pt.channels[0]))
 
 
 def parts_time(

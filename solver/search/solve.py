@@ -70,7 +70,7 @@ from .decompose import (
     surrogate_exact,
 )
 from ..errors import InfeasibleError, InvalidArgumentError
-from .exhaustive import EXHAUSTIVE_MAX_DEVICES, EXHAUSTIVE_RESCORE, PairRoutes, bulk_cost, enumerate_layouts
+from .exhaustive import EXHAUSTIVE_MAX_DEVICES, PairRoutes, bulk_cost, enumerate_layouts
 from ..launch.placement import apply_instructions, host_placements, launcher_device_order
 from ..megatron.orders import MEGATRON_CLI_ORDERS, candidate_orders
 from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
@@ -220,10 +220,7 @@ def solve(
         found, reached = _exhaustive(cluster, orders, traffic, exposure, options.mode, constraints, baseline_dev,
                                      deadline, score)
         candidates += found
-        # fixed mode scores every order's layout exactly; below EXHAUSTIVE_MAX_DEVICES GPUs every layout is
-        # screened with the single-ring formula and the best few per order scored exactly (NCCL's channels,
-        # algorithms and latency depend on the layout: exhaustive.py), so OPTIMAL there needs the bound
-        proved = options.mode == "fixed" and not deadline.stopped
+        proved = not deadline.stopped  # every layout of every order was scored
     else:
         args = (cluster, orders, surrogate, traffic, exposure, constraints, baseline_dev, deadline, score, report)
         any_opts = options
@@ -385,12 +382,10 @@ def _exhaustive(cluster, orders, traffic, exposure, mode, constraints, baseline_
         lo = float(cost.min())
         if not np.isfinite(lo):
             continue  # stopped before any layout allowed by the constraints was scored
-        # the screen's best few (fewest changes first on ties), each scored exactly; the best kept
-        top = np.lexsort((changes, cost))[:EXHAUSTIVE_RESCORE]
-        top = top[np.isfinite(cost[top])]
-        scored = [(score(ocfg, layouts[i], groups), int(changes[i]), int(i)) for i in top]
-        best = min(scored, key=lambda t: (round(t[0].total_seconds / max(lo, 1e-30), 9), t[1], t[2]))
-        out.append(Candidate(ocfg, layouts[best[2]].copy(), best[0], idx))
+        tied = np.flatnonzero(cost <= lo + _REL_TOL * max(lo, 1e-30))
+        pick = int(tied[np.argmin(changes[tied])])  # fewest changes; first enumerated on ties
+        dev = layouts[pick].copy()
+        out.append(Candidate(ocfg, dev, score(ocfg, dev, groups), idx))
     return out, len(orders)
 
 
