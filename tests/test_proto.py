@@ -89,6 +89,13 @@ def test_contract_shape():
     assert [v.name for v in pb.Status.DESCRIPTOR.values] == ["STATUS_UNSPECIFIED", "STATUS_OPTIMAL", "STATUS_FEASIBLE"]
     link = pb.Link.DESCRIPTOR.fields_by_name
     assert "bandwidth_gbps" in link and "latency_us" in link
+    # what NCCL's rates and rails are read from (issue 25): link kinds and ports, NICs' hosts, the GPU generation
+    assert {f: link[f].number for f in ("kind", "nvlinks", "ports")} == {"kind": 5, "nvlinks": 6, "ports": 7}
+    assert link["nvlinks"].has_presence and link["ports"].has_presence
+    node = pb.Node.DESCRIPTOR.fields_by_name
+    assert (node["host"].number, node["nic_index"].number) == (3, 4)
+    assert node["host"].has_presence and node["nic_index"].has_presence
+    assert pb.Cluster.DESCRIPTOR.fields_by_name["gpu"].number == 4
     # the cost is the predicted communication time (DESIGN §4): T_c per class, details per class
     cost = pb.Cost.DESCRIPTOR
     assert cost.fields_by_name["total_seconds"].number == 1

@@ -54,6 +54,56 @@ class TestConvert:
         assert a.devices == b.devices and a.hosts == b.hosts
         assert np.array_equal(a.domains, b.domains) and np.array_equal(a.levels_gbps, b.levels_gbps)
 
+    def test_graph_carries_what_the_nccl_model_reads(self):
+        """A real cluster file (link kinds, NVLink counts, NICs' hosts and indices, the GPU generation) crosses
+        the wire whole: the solver sees the same NCCL topology and predicts the same times (issue 25)."""
+        from pathlib import Path
+
+        from rankmap.solver import cluster_from_graph
+        from rankmap.solver.formats.graphfile import load_graph
+
+        g = load_graph(str(Path(__file__).parents[1] / "examples" / "clusters" / "hgx-a100-2nodes.json"))
+        msg = pb.Cluster.FromString(wire.graph_to_proto(g).SerializeToString())
+        assert msg.gpu == "a100"
+        assert {link.kind for link in msg.links} == {"pcie", "nvlink", "net", "sys"}
+        assert any(link.HasField("nvlinks") for link in msg.links)
+        nics = [n for n in msg.nodes if n.kind == "nic"]
+        assert nics and all(n.HasField("host") and n.HasField("nic_index") for n in nics)
+        back = wire.graph_from_proto(msg)
+        assert back.graph["gpu"] == "a100"
+        for u, v, data in g.edges(data=True):
+            for attr in ("link", "nvlinks", "bandwidth"):
+                assert back.edges[u, v].get(attr) == data.get(attr), (u, v, attr)
+        for n, data in g.nodes(data=True):
+            for attr in ("kind", "host", "nic_index", "local_index"):
+                assert back.nodes[n].get(attr) == data.get(attr), (n, attr)
+        a, b = cluster_from_graph(g), cluster_from_graph(back)
+        for name in ("node_of", "rail", "nic_gbps", "nvlink_gbps"):
+            assert np.array_equal(getattr(a.nccl_topology, name), getattr(b.nccl_topology, name)), name
+        assert a.nccl_topology.arch == b.nccl_topology.arch == "ampere"
+        cfg = parallel_config(16, tp=8)
+        gpus = [n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+        assert evaluate(back, cfg, gpus, TRAFFIC) == evaluate(g, cfg, gpus, TRAFFIC)
+        # a graph without them (DESIGN §2's minimum) sends none of them
+        bare = wire.graph_to_proto(make_cluster(1, 2))
+        assert bare.gpu == "" and all(not link.kind and not link.HasField("nvlinks") for link in bare.links)
+        assert all(not n.HasField("host") and not n.HasField("nic_index") for n in bare.nodes)
+        # parallel links add their NVLink counts, as the importers do
+        two = pb.Cluster(devices=[pb.Device(id="a"), pb.Device(id="b")],
+                         links=[pb.Link(source="a", target="b", bandwidth_gbps=50, kind="nvlink", nvlinks=2),
+                                pb.Link(source="b", target="a", bandwidth_gbps=25, kind="nvlink", nvlinks=1)])
+        assert wire.graph_from_proto(two).edges["a", "b"] == {"bandwidth": 75.0, "latency_us": 0.0, "link": "nvlink",
+                                                              "nvlinks": 3}
+
+    @pytest.mark.parametrize("attr, value", [("nvlinks", 0.0), ("nvlinks", float("nan")), ("ports", -1.0),
+                                             ("ports", float("inf"))])
+    def test_bad_link_ports_name_the_proto_field(self, attr, value):
+        c = wire.graph_to_proto(make_cluster(1, 2))
+        setattr(c.links[1], attr, value)
+        with pytest.raises(InvalidArgumentError) as err:
+            wire.graph_from_proto(c)
+        assert wire.error_fields(err.value) == (f"cluster.links[1].{attr}", "cluster.edges")
+
     def test_graph_int_ids_become_strings(self):
         g = make_cluster(1, 2, int_ids=True)
         c = wire.graph_to_proto(g)

@@ -112,34 +112,46 @@ class Device(_message.Message):
     def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., local_index: _Optional[int] = ..., nvlink_domain: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("id", "kind")
+    __slots__ = ("id", "kind", "host", "nic_index")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    NIC_INDEX_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+    host: str
+    nic_index: int
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., nic_index: _Optional[int] = ...) -> None: ...
 
 class Link(_message.Message):
-    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us")
+    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     bandwidth_gbps: float
     latency_us: float
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ...) -> None: ...
+    kind: str
+    nvlinks: float
+    ports: float
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("devices", "nodes", "links")
+    __slots__ = ("devices", "nodes", "links", "gpu")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     links: _containers.RepeatedCompositeFieldContainer[Link]
-    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ...) -> None: ...
+    gpu: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., gpu: _Optional[str] = ...) -> None: ...
 
 class ParallelSizes(_message.Message):
     __slots__ = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "hierarchical_context_parallel_sizes")
