@@ -416,6 +416,8 @@ class TestNccl:
          "finite"),
         (lambda m: m.rates_gbps.__setitem__("pcie", 20.0), "nccl.rates_gbps[pcie]", "nccl_rate.pcie",
          "unknown NCCL rate key 'pcie'"),
+        (lambda m: m.rates_gbps.update({"NIC": 45.0, "nic": 50.0}), "nccl.rates_gbps[nic]", "nccl_rate.nic",
+         "given twice"),
     ])
     def test_bad_values_name_the_proto_field(self, mutate, path, argument, needle):
         g = make_cluster(1, 2)

@@ -105,7 +105,10 @@ def nccl_from_proto(msg: "pb.NcclOptions"):
             NcclModel(rates={k: v})
         except InvalidArgumentError as exc:
             raise invalid(exc.message, f"nccl.rates_gbps[{k}]", f"nccl_rate.{k}") from None
-        rates[k] = v
+        if k.strip().lower() in rates:
+            raise invalid(f"NCCL rate {k.strip().lower()} is given twice (keys are case-insensitive)",
+                          f"nccl.rates_gbps[{k}]", f"nccl_rate.{k}")
+        rates[k.strip().lower()] = v
     model = NcclModel(algorithm=NCCL_ALGORITHM_FROM_PROTO[msg.algorithm], pxn=not msg.disable_pxn, rates=rates,
                       latency=not msg.disable_latency)
     return DEFAULT_NCCL if model == DEFAULT_NCCL else model
