@@ -399,6 +399,25 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     if part.kind == "all_reduce":  # tree / NVLSTree send S across a host boundary, the ring fb ≥ S
         fb = np.minimum(fb, float(part.payload_bytes))
     chans = max_channels(cluster, groups.shape[1]) if part.kind in RING_KINDS else 1
+    topo = cluster.nccl_topology
+    if chans > 1 and topo is not None and np.array_equal(topo.node_of, cluster.host_of):
+        # NCCL nodes are the hosts (blocks of G ranks): a group's channels are at most its fewest
+        # members on one of its hosts; the class is as slow as its slowest spanning group
+        from ..traffic import subgroups
+
+        sub = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part) // G
+        brk = np.diff(np.sort(sub, axis=1), axis=1) != 0
+        span = brk.any(axis=1)
+        if span.any():
+            s2 = np.sort(sub[span], axis=1)
+            k = s2.shape[1]
+            starts = np.concatenate([np.ones((s2.shape[0], 1), dtype=bool), s2[:, 1:] != s2[:, :-1]], axis=1)
+            run_id = np.cumsum(starts, axis=1) - 1
+            rows = np.repeat(np.arange(s2.shape[0]), k)
+            counts = np.zeros((s2.shape[0], k), dtype=np.int64)
+            np.add.at(counts, (rows, run_id.ravel()), 1)
+            fewest = np.where(counts > 0, counts, k + 1).min(axis=1)
+            chans = int(min(chans, int(fewest.min())))
     fb_min = float(fb.min()) / chans
     best = 0.0
     # inter-host flow: at most the rate of the widest level where two hosts first share a domain

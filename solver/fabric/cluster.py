@@ -348,9 +348,19 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     nccl = DEFAULT_NCCL if nccl is None else nccl
     arch = gpu_arch(graph.graph.get("gpu"))
 
+    memo: dict = {}
+
     def rate(u, v, data) -> float:
-        f, absolute = link_efficiency(data, arch, nccl)
-        return absolute if absolute is not None else _edge_bandwidth(u, v, data) * f
+        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s; memoised per link kind and port counts."""
+        link = data.get("link")
+        if link is None:
+            return _edge_bandwidth(u, v, data)
+        key = (link, data.get("nvlinks"), data.get("ports"))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = link_efficiency(data, arch, nccl)
+        b = _edge_bandwidth(u, v, data)  # validated even when an override replaces it
+        return got[1] if got[1] is not None else b * got[0]
     if graph.is_multigraph():
         simple = nx.Graph()
         simple.add_nodes_from(graph.nodes(data=True))
@@ -439,7 +449,6 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     bw = np.empty(m, dtype=np.float64)
     i = 0
     for u, v, data in graph.edges(data=True):
-        _edge_bandwidth(u, v, data)
         b = rate(u, v, data)
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
@@ -519,5 +528,6 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
     object.__setattr__(cl, "nccl", nccl)
-    object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, rate, arch))
+    object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
+                                                        (nodes, src, dst, raw_bw)))
     return cl

@@ -10,7 +10,7 @@ neighbourhood (no all-pairs structure), so 131,072 GPUs cost a few seconds at mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import networkx as nx
 import numpy as np
@@ -55,8 +55,31 @@ def _nic_key(graph: nx.Graph, x) -> tuple:
     return (idx, str(x))
 
 
-def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray,
-                  rate: Callable[[object, object, dict], float], arch: str | None) -> NcclTopology:
+def _nearest_nic(graph: nx.Graph, d) -> object:
+    """The nearest NIC of GPU ``d`` through PCIe switches and CPUs of its host (≤ NIC_SEARCH_HOPS hops), or None."""
+    nodes = graph.nodes
+    host = nodes[d].get("host")
+    frontier, seen = [d], {d}
+    for _hop in range(NIC_SEARCH_HOPS):
+        nxt, found = [], []
+        for x in frontier:
+            for y in graph[x]:
+                if y in seen:
+                    continue
+                seen.add(y)
+                kind = nodes[y].get("kind", "gpu")
+                if kind == "nic":
+                    found.append(y)
+                elif kind in ("pcie_switch", "cpu") and nodes[y].get("host") in (None, host):
+                    nxt.append(y)
+        if found:
+            return min(found, key=lambda x: _nic_key(graph, x))
+        frontier = nxt
+    return None
+
+
+def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
+                  edges: tuple) -> NcclTopology:
     """The :class:`NcclTopology` of a validated cluster graph.
 
     Parameters
@@ -67,67 +90,79 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray,
         GPU node ids in device order, length n.
     host_of : numpy.ndarray of int, shape (n,)
         Host index of each device.
-    rate : callable (u, v, edge data) -> float
-        Calibrated rate of an edge, GB/s.
+    fabric : Fabric
+        The cluster's links (:mod:`.links`), whose GPU attachments and rates give each GPU's
+        NVSwitch and NIC links without a per-GPU graph search (one is run only for GPUs with
+        no NIC among their attachments, e.g. a DGX-1's, whose NICs sit behind PCIe switches).
     arch : str or None
+    edges : (nodes, src, dst, rate)
+        The graph's node list and its edges as index arrays with their calibrated rates
+        (GB/s), shapes (m,): a NIC's port rate is its fastest link to a network switch.
     """
     n = len(devices)
     nodes = graph.nodes
-    dom_ids: dict = {}
-    node_of = np.empty(n, dtype=np.int64)
+    names = fabric.node_names
+    N = len(names)
+    rep = [m.split("|")[0] for m in names]  # a merged twin set's first member stands for it
+    kind = np.array([str(nodes[x].get("kind", "")) if x in nodes else "" for x in rep] + [""])
+    att = np.where(fabric.att_node >= 0, fabric.att_node, N)  # (n, A), N = no attachment
+    akind = kind[att]
+    nvl = np.where(akind == "nvswitch", fabric.att_gbps, 0.0).sum(axis=1)
+    # node of each device: its NVLink domain, else its host
     H = int(host_of.max(initial=-1)) + 1
-    nic_of: list = [None] * n
-    nvl = np.zeros(n)
+    dom_ids: dict = {}
+    node_of = np.asarray(host_of, dtype=np.int64).copy()
     for i, d in enumerate(devices):
         dom = nodes[d].get("nvlink_domain")
-        node_of[i] = H + dom_ids.setdefault(dom, len(dom_ids)) if dom is not None else host_of[i]
-        host = nodes[d].get("host")
-        best = None
-        frontier, seen = [d], {d}
-        for hop in range(NIC_SEARCH_HOPS):
-            nxt = []
-            found = []
-            for x in frontier:
-                for y, data in graph[x].items():
-                    if y in seen:
-                        continue
-                    seen.add(y)
-                    kind = nodes[y].get("kind", "gpu")
-                    if hop == 0 and kind == "nvswitch":
-                        nvl[i] += rate(x, y, data)
-                    if kind == "nic":
-                        found.append(y)
-                    elif kind in ("pcie_switch", "cpu") and (nodes[y].get("host") in (None, host)):
-                        nxt.append(y)
-            if found:
-                best = min(found, key=lambda x: _nic_key(graph, x))
-                break
-            frontier = nxt
-        if best is None:
-            # NVSwitch attachments beyond the first hop's scan are still counted above
-            pass
-        nic_of[i] = best
-    # rails: NICs numbered inside each NCCL node
+        if dom is not None:
+            node_of[i] = H + dom_ids.setdefault(dom, len(dom_ids))
+    # nearest NIC: a NIC among the GPU's attachments (the first by nic_index/name), else a short search
+    is_nic = akind == "nic"
+    nic_node = np.full(n, -1, dtype=np.int64)  # forest node index of the rail NIC, or -1
+    has = is_nic.any(axis=1)
+    if has.any():
+        nic_rank = {}
+        cand = np.unique(att[is_nic])
+        for x in cand.tolist():
+            nic_rank[x] = _nic_key(graph, rep[x])
+        order = sorted(nic_rank, key=lambda x: nic_rank[x])
+        pos = np.full(N + 1, 1 << 40, dtype=np.int64)
+        pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        keyed = np.where(is_nic, pos[att], 1 << 40)
+        pick = np.argmin(keyed, axis=1)
+        nic_node[has] = att[np.flatnonzero(has), pick[has]]
+    extra: dict = {}  # device -> graph NIC for GPUs found by the search (not a forest attachment)
+    for i in np.flatnonzero(~has).tolist():
+        x = _nearest_nic(graph, devices[i])
+        if x is not None:
+            extra[i] = x
+            nic_node[i] = fabric.node_index.get(x, -1) if fabric.node_index else -1
+    # rails: each node's NICs numbered by (host, nic_index, name)
     rail = np.full(n, -1, dtype=np.int64)
     nic_gbps = np.zeros(n)
+    key_dev = [(int(node_of[i]), rep[int(nic_node[i])] if nic_node[i] >= 0 else extra.get(i))
+               for i in range(n)] if extra or has.any() else []
     per_node: dict = {}
-    for i, x in enumerate(nic_of):
+    for nd, x in key_dev:
         if x is not None:
-            per_node.setdefault(int(node_of[i]), set()).add(x)
+            per_node.setdefault(nd, set()).add(x)
     index: dict = {}
     for nd, nics in per_node.items():
         for j, x in enumerate(sorted(nics, key=lambda x: (str(nodes[x].get("host", "")), _nic_key(graph, x)))):
             index[(nd, x)] = j
-    port: dict = {}
-    for i, x in enumerate(nic_of):
+    # port rate of each NIC: its fastest link to a node that is not a GPU, PCIe switch, CPU, NVSwitch or NIC
+    gnodes, esrc, edst, erate = edges
+    local_kinds = {"gpu", "pcie_switch", "cpu", "nvswitch", "nic"}
+    code = np.array([0 if nodes[x].get("kind", "gpu") == "nic" else
+                     (1 if nodes[x].get("kind", "gpu") not in local_kinds else 2) for x in gnodes] + [2])
+    port = np.zeros(len(gnodes) + 1)
+    for a, b in ((esrc, edst), (edst, esrc)):
+        sel = (code[a] == 0) & (code[b] == 1)
+        np.maximum.at(port, a[sel], erate[sel])
+    gidx = {x: i for i, x in enumerate(gnodes)} if key_dev else {}
+    for i, (nd, x) in enumerate(key_dev):
         if x is None:
             continue
-        rail[i] = index[(int(node_of[i]), x)]
-        if x not in port:
-            host = nodes[x].get("host")
-            out = [rate(x, y, data) for y, data in graph[x].items()
-                   if nodes[y].get("kind", "gpu") not in ("gpu", "pcie_switch", "cpu")
-                   and (host is None or nodes[y].get("host") != host)]
-            port[x] = max(out) if out else 0.0
-        nic_gbps[i] = port[x]
+        rail[i] = index[(nd, x)]
+        nic_gbps[i] = port[gidx[x]]
     return NcclTopology(node_of, rail, nic_gbps, nvl, arch)
