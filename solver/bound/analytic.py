@@ -95,7 +95,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..megatron.catalogue import ParallelConfig, megatron_groups
 from ..fabric.cluster import Cluster
-from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, node_levels
+from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, node_levels, tree_may_run
 from .ringrate import RING_KINDS, ring_rate_gbps
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "ecmp_parts",
@@ -396,7 +396,7 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     if not inter.any():
         return 0.0
     src, dst, fb = src[inter], dst[inter], fb[inter]
-    if part.kind == "all_reduce":  # tree / NVLSTree send S across a host boundary, the ring fb ≥ S
+    if part.kind == "all_reduce" and tree_may_run(cluster):  # tree / NVLSTree send S across hosts, ring fb ≥ S
         fb = np.minimum(fb, float(part.payload_bytes))
     chans = max_channels(cluster, groups.shape[1]) if part.kind in RING_KINDS else 1
     topo = cluster.nccl_topology

@@ -25,7 +25,7 @@ import numpy as np
 from ..cost.nccl import NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
 from ..fabric.cluster import Cluster
 
-__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes"]
+__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run"]
 
 _CH: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
 RING_KINDS = ("all_reduce", "all_gather", "ring_p2p")
@@ -63,17 +63,30 @@ def node_levels(cluster: Cluster, doms: np.ndarray) -> np.ndarray:
     return out
 
 
+def tree_may_run(cluster: Cluster) -> bool:
+    """Whether the time model may run an all-reduce across nodes as tree or NVLSTree (S per node boundary).
+
+    Only when the cluster names a GPU generation (``topo.arch``) and the NCCL model lets the tuner pick or
+    forces one of them; otherwise every all-reduce across nodes is a ring, which sends ``fb ≥ S``.
+    """
+    topo = cluster.nccl_topology
+    model = cluster.nccl
+    algo = getattr(model, "algorithm", "auto") if model is not None else "auto"
+    return topo is not None and topo.arch is not None and algo in ("auto", "tree", "nvlstree")
+
+
 def crossing_bytes(kind: str, fb: float, payload_bytes: float, cluster: Cluster, k: int,
                    node_level: bool = True) -> tuple[float, float]:
     """``(per-flow crossing bytes, cut bytes)`` a bound may charge one split group of a part.
 
     Ring kinds: a crossing flow ``fb / c_max``; cut bytes ``fb`` at node-or-coarser levels,
-    ``fb / max(2, c_max)`` finer.  All-reduce: S in place of fb (tree, NVLSTree).  Others: fb.
+    ``fb / max(2, c_max)`` finer.  All-reduce: S in place of fb where tree or NVLSTree may run
+    (:func:`tree_may_run`).  Others: fb.
     """
     if kind not in RING_KINDS:
         return fb, fb
     c = max_channels(cluster, k)
-    base = min(fb, float(payload_bytes)) if kind == "all_reduce" else fb
+    base = min(fb, float(payload_bytes)) if kind == "all_reduce" and tree_may_run(cluster) else fb
     cut = base if node_level else base / max(2, c)
     return base / c, cut
 
