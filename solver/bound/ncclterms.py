@@ -96,8 +96,9 @@ def all_reduce_floor_seconds(cluster: Cluster, k: int, payload_bytes: float, fb:
     """A lower bound on an all-reduce part's bandwidth time: the least over the algorithms the model may pick.
 
     ``ring_floor_seconds``: the ring's own floor (computed by the caller).  NVLS: ``fb /
-    nvls_bus(min(k, 8))`` at the widest NVLink of the cluster; NVLSTree: ``fb`` over the
-    most bus bandwidth any head count and node count allows; tree: ``2S`` over its bus cap.
+    nvls_bus(min(k, 8))`` at the widest NVLink of the cluster, only when some NCCL node holds
+    ``k`` GPUs (NVLS runs a group inside one node); NVLSTree: ``fb`` over the most bus bandwidth
+    any head count and node count allows; tree: ``2S`` over its bus cap.
     """
     topo = cluster.nccl_topology
     if topo is None or topo.arch is None:
@@ -106,7 +107,8 @@ def all_reduce_floor_seconds(cluster: Cluster, k: int, payload_bytes: float, fb:
     nvl = float(topo.nvlink_gbps.max(initial=0.0))
     nic = float(topo.nic_gbps.max(initial=0.0))
     c = max_channels(cluster, k)
-    bus = nvls_bus_gbps(min(k, NVLS_MAX_HEADS), nvl, topo.arch) if nvl > 0 else 0.0
+    fits = k <= int(np.bincount(topo.node_of).max(initial=0))  # a group of k inside one NCCL node
+    bus = nvls_bus_gbps(min(k, NVLS_MAX_HEADS), nvl, topo.arch) if nvl > 0 and fits else 0.0
     if bus > 0:
         best = min(best, fb / (bus * 1e9))
     bus = max((nvlstree_bus_gbps(h, 2, c, nvl, nic, topo.arch) for h in range(2, NVLS_MAX_HEADS + 1)), default=0.0)
