@@ -279,9 +279,13 @@ class Bottleneck:
 
     def describe(self) -> str:
         """One line for people, e.g. ``limited by leaf0→spine at 100% (72 GB, 32 flows, 400 GB/s)``."""
+        from .traffic.explicit import format_bytes
+
+        if self.kind == "per-flow" and self.load_bytes == 0 and self.flow_bytes > 0:
+            # an algorithm at NCCL's bus-bandwidth cap (NVLS, NVLSTree, tree: solver/cost/collective.py)
+            return f"per-flow: {format_bytes(self.flow_bytes)} at {self.flow_gbps:g} GB/s (NCCL's bus bandwidth)"
         if self.kind == "none" or self.link is None:
             return "no traffic"
-        from .traffic.explicit import format_bytes
 
         a, b = self.link
         if self.kind == "link":
@@ -314,7 +318,9 @@ class ClassCost:
         (all-reduce; all-gather / reduce-scatter: ``ring``) or ``p2p`` (all-to-all, send/recv);
         ``""`` when it moves no bytes.
     channels : int
-        NCCL channels of that part across nodes (1 inside one node; 0 when no bytes).
+        NCCL channels of that part: rail channels across nodes for a ring, tree or NVLSTree
+        (1 for a ring inside one node), NVLS heads for NVLS, 1 for all-to-all and send/recv
+        (their per-peer channels are not modelled); 0 when no bytes.
     """
 
     seconds: float

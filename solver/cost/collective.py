@@ -135,6 +135,15 @@ def _vec(fn, *cols) -> np.ndarray:
     return vals[np.asarray(inv).ravel()]
 
 
+def _cap_bottleneck(ref: Bottleneck | None, fb: float, bus_gbps: float, seconds: float) -> Bottleneck:
+    """The bottleneck of an algorithm limited by NCCL's bus-bandwidth cap (NVLS, NVLSTree, tree): ``per-flow``,
+    ``fb`` bytes at the algorithm's bus bandwidth, naming the busiest link of ``ref`` (the ring's flows) with no load."""
+    link = ref.link if ref is not None else None
+    cap = ref.capacity_gbps if ref is not None else 0.0
+    # no link load: the algorithm's bytes on the link are not the ring's (describe() says so)
+    return Bottleneck(kind="per-flow", link=link, capacity_gbps=cap, flow_bytes=fb, flow_gbps=bus_gbps)
+
+
 def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: np.ndarray, timer: Timer,
                record: bool = False) -> PartTimes:
     """Times of one part over ``L`` layouts (module doc).
@@ -219,7 +228,7 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
         ok = single & (bus > 0)
         t_bw = np.where(ok, fb / (np.maximum(bus, 1e-30) * 1e9), np.inf)
         t, lat = _best_protocol("nvls", kind, t_bw, k, nodes, model.latency)
-        bb = [Bottleneck(kind="per-flow", flow_bytes=fb, flow_gbps=float(x)) for x in bus] if bott is not None else None
+        bb = [_cap_bottleneck(bott[i], fb, float(bus[i]), t_bw[i]) for i in range(L)] if bott is not None else None
         cands.append((t, lat, "nvls", np.full(L, min(k, NVLS_MAX_HEADS)), bb))
     multi = nodes_row.reshape(L, g).min(axis=1) > 1
     if want in ("auto", "nvlstree", "tree") and multi.any():
@@ -244,7 +253,8 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
             bb = None
             if bott is not None:
                 bb = [bott2[i] if t_net[i] >= t_cap[i] and bott2 is not None else
-                      Bottleneck(kind="per-flow", flow_bytes=fb, flow_gbps=float(bus[i])) for i in range(L)]
+                      _cap_bottleneck(bott2[i] if bott2 is not None else bott[i], fb, float(bus[i]), t_bw[i])
+                      for i in range(L)]
             cands.append((t, lat, algo, c_min, bb))
     if not cands:
         return ring
