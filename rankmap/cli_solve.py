@@ -164,6 +164,21 @@ def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str)
     return None
 
 
+def _nccl_from_result(args: argparse.Namespace, result: dict, path: str, given):
+    """The result document's NCCL settings (``nccl``) when no NCCL flag is given, else ``given``."""
+    from rankmap.solver.job.resolve import job_nccl
+
+    flags = ("nccl_algo", "nccl_rate", "pxn", "nccl_latency")
+    doc = result.get("nccl") if isinstance(result, dict) else None
+    if any(vars(args).get(k) is not None for k in flags) or not isinstance(doc, dict):
+        return given
+    try:
+        return job_nccl({"nccl_algo": doc.get("algorithm"), "nccl_rate": doc.get("rates") or None,
+                         "pxn": doc.get("pxn"), "nccl_latency": doc.get("latency")})
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{path}: nccl: {e}", e.field) from None
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.cli import config_from_args, warn
     from rankmap.solver.job.resolve import job_cluster, job_nccl, job_traffic
@@ -176,6 +191,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     apply_megatron_sizes(args)
     graph = job_cluster(vars(args), warn)
     assignment, file_order, result = _read_assignment(args.assignment)
+    nccl = _nccl_from_result(args, result, args.assignment, nccl)
     _sizes_from_result(args, result, args.assignment)
     from rankmap.cli_traffic import megatron_from_args
 

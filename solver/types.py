@@ -463,6 +463,9 @@ class SolveResult:
         search before its deterministic work budget completed (the answer may
         then depend on the machine's load, and the status is never OPTIMAL);
         ``""`` when the budget completed.
+    nccl : NcclModel or None
+        How NCCL ran the collectives in the prediction (recorded in the JSON, so that
+        ``rankmap evaluate`` on this document predicts the same way).
     """
 
     config: ParallelConfig
@@ -478,6 +481,7 @@ class SolveResult:
     mode: str = "launcher"
     orders_searched: tuple[str, ...] = ()
     stopped_by: str = ""
+    nccl: Any = None
 
     @property
     def order(self) -> str:
@@ -522,6 +526,7 @@ class SolveResult:
             "traffic_explicit": (dict(getattr(self.traffic, "explicit", {}) or {})
                                  if getattr(self.traffic, "model", None) is not None else {}),
             "orders_searched": list(self.orders_searched),
+            "nccl": self.nccl.to_dict() if self.nccl is not None else None,
             "apply": dict(self.apply),
             "groups": {k: v.tolist() for k, v in self.groups.items()},
         }

@@ -591,6 +591,7 @@ def _result(cluster, best, base_cfg, baseline_dev, baseline_cost, status, bound,
         mode=options.mode,
         orders_searched=tuple(c.order for c in orders),
         stopped_by=stopped_by,
+        nccl=cluster.nccl,
     )
 
 
