@@ -165,7 +165,7 @@ def simulate_instance(o: Outcome, graph: nx.Graph, cluster, cfg, router: sm.Rout
     for mode, who, order, dev, pred in todo:
         c = cfg.with_order(order)
         assign = [cluster.devices[i] for i in dev]
-        nflows = max((len(f) for f in sm.class_flows(c, assign, o.traffic).values()), default=0)
+        nflows = max((len(f) for f in sm.class_flows(graph, c, assign, o.traffic, router).values()), default=0)
         if nflows > SIM_MAX_FLOWS:
             o.sim[mode] = dict(skipped=f"{nflows} flows in one class > {SIM_MAX_FLOWS}")
         layouts.append((c, assign))

@@ -1,17 +1,48 @@
-"""Which flows a layout's traffic makes, written out pair by pair for the SimGrid yardstick.
+"""Which flows a layout's traffic makes as NCCL runs it, written out pair by pair for the SimGrid yardstick.
 
-Independent of rankmap's time model: the shapes of DESIGN §3 (ring all-reduce,
-ring all-gather, ring point-to-point, all-to-all, pipeline chain with the
-interleaved wrap) and the subgroups of a class's parts are computed here from
-the group catalogue alone (``rankmap.solver.megatron_groups``, oracle-tested).
-Used by :mod:`simgrid_model`.
+Independent of rankmap's time model (nothing of ``rankmap.solver.cost`` is imported): the
+shapes of DESIGN §3 as NCCL runs them, and the subgroups of a class's parts, are computed
+here with plain loops over the groups of the Megatron catalogue
+(``rankmap.solver.megatron_groups``, oracle-tested).  Used by :mod:`simgrid_model`.
+
+What NCCL sees of a GPU (:func:`nccl_view`, from the cluster graph alone):
+
+* its **node**: the GPUs NCCL treats as one node: the GPU's ``nvlink_domain`` when it has
+  one (a multi-node NVLink rack is one node), else its ``host`` (else the GPU itself);
+* its **rail**: its nearest NIC, found breadth first from the GPU: the GPU's own neighbours
+  first, then up to 3 hops through PCIe switches and CPUs of its host (or of no host), the
+  first hop that finds NICs wins and among those the lowest ``nic_index`` (then node name);
+  the NICs nearest to a node's GPUs are numbered 0, 1, … in the order (NIC's host,
+  ``nic_index`` or else last, node name), and the GPU's rail is its NIC's number; ``None``
+  when no NIC is that near.
+
+Flows of one group, its members in ascending global rank, payload S, n members:
+
+* ring collectives (``ring_all_reduce`` 2(n−1)/n·S per ring edge, ``ring_all_gather``
+  (n−1)/n·S, ``ring_p2p`` S; call it fb):
+
+  - one node: a ring over the members in rank order, fb per edge;
+  - several nodes: the members grouped by node, nodes in order of first appearance (NCCL's
+    node order), members of a node in rank order; a ring inside each node's block of
+    k_h members carrying fb·(k_h−1)/k_h per edge (nothing for k_h = 1); c = the least
+    over the group's nodes of the number of distinct rails of its members there; node i's
+    j-th rail member (the first member on the j-th smallest rail; no rail sorts first)
+    sends fb/c to node i+1's j-th rail member, for j < c, the last node to the first.
+
+* ``all_to_all``: S/n from every member to every other; ``p2p_chain``: S between
+  consecutive members (rank order) each way, plus ``wrap``·S between the last and the
+  first each way (interleaved pipeline).  With PXN (NCCL's default) a flow to a member on
+  another node whose rail is r first crosses to the group's member on the sender's node
+  whose rail is r (the first in rank order), which sends it on; directly when the sender
+  is on rail r itself, when no member there is, or when the receiver has no rail.  Both
+  legs carry the flow's bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-__all__ = ["CLASS_SPECS", "group_flows", "class_parts", "class_part_triples"]
+__all__ = ["CLASS_SPECS", "NIC_SEARCH_HOPS", "nccl_view", "group_flows", "class_parts", "class_part_triples"]
 
 #: class -> (group name in the Megatron catalogue, collective shape)
 CLASS_SPECS: dict[str, tuple[str, str]] = {
@@ -25,41 +56,160 @@ CLASS_SPECS: dict[str, tuple[str, str]] = {
     "embedding": ("EMBEDDING_GROUP", "ring_all_reduce"),
 }
 
+#: How far (hops through PCIe switches and CPUs) a GPU's nearest NIC is looked for.
+NIC_SEARCH_HOPS = 3
+
+#: Sorts after any real ``nic_index``.
+_NO_INDEX = 1 << 30
+
+
+def _nic_index(data: Mapping) -> int:
+    idx = data.get("nic_index")
+    if isinstance(idx, int) and not isinstance(idx, bool):
+        return idx
+    return _NO_INDEX
+
+
+def nccl_view(graph) -> tuple[dict, dict]:
+    """``(node_of, rail_of)``: each GPU's NCCL node and rail (the module doc says how).
+
+    Returns
+    -------
+    node_of : dict GPU -> hashable
+        ``("domain", name)`` or ``("host", name)``.
+    rail_of : dict GPU -> int or None
+    """
+    nodes = graph.nodes
+    node_of: dict[Any, Any] = {}
+    nic_of: dict[Any, Any] = {}
+    for gpu, data in nodes(data=True):
+        if data.get("kind", "gpu") != "gpu":
+            continue
+        dom = data.get("nvlink_domain")
+        host = data.get("host")
+        node_of[gpu] = ("domain", dom) if dom is not None else ("host", str(gpu) if host in (None, "") else str(host))
+        # breadth first: hop 0 = the GPU's neighbours; PCIe switches and CPUs of its host are walked through
+        frontier, seen, best = [gpu], {gpu}, None
+        for _hop in range(NIC_SEARCH_HOPS):
+            found, nxt = [], []
+            for x in frontier:
+                for y in graph.neighbors(x):
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    kind = nodes[y].get("kind", "gpu")
+                    if kind == "nic":
+                        found.append(y)
+                    elif kind in ("pcie_switch", "cpu") and nodes[y].get("host") in (None, host):
+                        nxt.append(y)
+            if found:
+                best = min(found, key=lambda y: (_nic_index(nodes[y]), str(y)))
+                break
+            frontier = nxt
+        nic_of[gpu] = best
+    # number the NICs of each NCCL node
+    nics_of_node: dict[Any, set] = {}
+    for gpu, nic in nic_of.items():
+        if nic is not None:
+            nics_of_node.setdefault(node_of[gpu], set()).add(nic)
+    number: dict[tuple, int] = {}
+    for nd, nics in nics_of_node.items():
+        ordered = sorted(nics, key=lambda y: (str(nodes[y].get("host", "")), _nic_index(nodes[y]), str(y)))
+        for j, nic in enumerate(ordered):
+            number[(nd, nic)] = j
+    rail_of = {gpu: (None if nic is None else number[(node_of[gpu], nic)]) for gpu, nic in nic_of.items()}
+    return node_of, rail_of
+
 
 def _ring(members, nbytes):
     n = len(members)
     return [(members[i], members[(i + 1) % n], nbytes) for i in range(n)]
 
 
-def group_flows(kind: str, members: Sequence[int], payload: float, wrap: float = 0.0) -> list[tuple[int, int, float]]:
-    """Rank-level flows ``(src_rank, dst_rank, bytes)`` of one group (members sorted here).
+def _ring_bytes(kind: str, n: int, payload: float) -> float:
+    if kind == "ring_all_reduce":
+        return 2.0 * (n - 1) / n * payload
+    if kind == "ring_all_gather":
+        return (n - 1) / n * payload
+    if kind == "ring_p2p":
+        return float(payload)
+    raise ValueError(f"unknown collective kind {kind!r}")
 
-    Shapes as DESIGN §3 states them, written out pair by pair: ``ring_all_reduce``
-    2(n−1)/n·S per ring edge, ``ring_all_gather`` (n−1)/n·S per ring edge,
-    ``ring_p2p`` S per ring edge (ring attention), ``all_to_all`` S/n per ordered
-    pair, ``p2p_chain`` S between consecutive members both ways, plus ``wrap``·S
-    between the last and the first both ways (interleaved pipeline).
+
+def _rail_sort(r):
+    return -1 if r is None else r
+
+
+def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, rail_of: Mapping,
+                wrap: float = 0.0, pxn: bool = True) -> list[tuple[Any, Any, float]]:
+    """GPU-level flows ``(src, dst, bytes)`` of one group as NCCL runs it (module doc).
+
+    Parameters
+    ----------
+    kind : str
+        ``ring_all_reduce``, ``ring_all_gather``, ``ring_p2p``, ``all_to_all`` or ``p2p_chain``.
+    devices : sequence
+        The GPU of each member, members in ascending global rank.
+    payload : float
+        S, bytes.
+    node_of, rail_of : mapping GPU -> node, GPU -> rail or None
+        From :func:`nccl_view`.
+    wrap : float
+        ``p2p_chain`` only: the last ↔ first flows carry ``wrap``·S.
+    pxn : bool
+        Relay all-to-all and pipeline flows across nodes through the rail member (NCCL's default).
     """
-    m = sorted(int(x) for x in members)
+    m = list(devices)
     n = len(m)
     if n < 2 or payload <= 0:
         return []
-    if kind == "ring_all_reduce":
-        return _ring(m, 2.0 * (n - 1) / n * payload)
-    if kind == "ring_all_gather":
-        return _ring(m, (n - 1) / n * payload)
-    if kind == "ring_p2p":
-        return _ring(m, float(payload))
+    if kind in ("ring_all_reduce", "ring_all_gather", "ring_p2p"):
+        fb = _ring_bytes(kind, n, payload)
+        blocks: dict[Any, list] = {}  # node -> its members in rank order; nodes by first appearance
+        for d in m:
+            blocks.setdefault(node_of[d], []).append(d)
+        if len(blocks) == 1:
+            return _ring(m, fb)
+        out = []
+        for members in blocks.values():
+            k = len(members)
+            if k > 1:
+                out += _ring(members, fb * (k - 1) / k)
+        by_rail = []  # per node: the first member on each distinct rail, rails ascending
+        for members in blocks.values():
+            first: dict = {}
+            for d in members:
+                first.setdefault(rail_of[d], d)
+            by_rail.append([first[r] for r in sorted(first, key=_rail_sort)])
+        c = min(len(x) for x in by_rail)
+        nn = len(by_rail)
+        for i in range(nn):
+            for j in range(c):
+                out.append((by_rail[i][j], by_rail[(i + 1) % nn][j], fb / c))
+        return out
+
+    def send(a, b, nbytes):
+        if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:
+            on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]
+            if on_rail and a not in on_rail:
+                return [(a, on_rail[0], nbytes), (on_rail[0], b, nbytes)]
+        return [(a, b, nbytes)]
+
     if kind == "all_to_all":
-        return [(a, b, payload / n) for a in m for b in m if a != b]
+        out = []
+        for a in m:
+            for b in m:
+                if a != b:
+                    out += send(a, b, payload / n)
+        return out
     if kind == "p2p_chain":
         out = []
         for a, b in zip(m, m[1:]):
-            out.append((a, b, float(payload)))
-            out.append((b, a, float(payload)))
+            out += send(a, b, float(payload))
+            out += send(b, a, float(payload))
         if wrap > 0 and n > 1:
-            out.append((m[-1], m[0], wrap * payload))
-            out.append((m[0], m[-1], wrap * payload))
+            out += send(m[-1], m[0], wrap * payload)
+            out += send(m[0], m[-1], wrap * payload)
         return out
     raise ValueError(f"unknown collective kind {kind!r}")
 
@@ -97,15 +247,18 @@ def class_parts(traffic: Mapping[str, float], cls: str) -> list[tuple[str, float
     return [(CLASS_SPECS[cls][1], payload, 0, 1, 0.0)] if payload > 0 else []
 
 
-def class_part_triples(cfg, assignment: Sequence[Any], traffic: Mapping[str, float]) -> dict[str, list[list[tuple]]]:
-    """Device-level flows ``(src GPU, dst GPU, bytes)`` of each part of every class with a positive payload.
+def class_part_triples(graph, cfg, assignment: Sequence[Any], traffic: Mapping[str, float],
+                       view: tuple[Mapping, Mapping] | None = None, pxn: bool = True) -> dict[str, list[list[tuple]]]:
+    """GPU-level flows ``(src GPU, dst GPU, bytes)`` of each part of every class with a positive payload.
 
-    The parts of a class run one after the other (DESIGN §3: hierarchical cp,
-    distributed-optimizer instances, node-limited dispatch), so each is
-    simulated on its own and the class's time is their sum.
+    ``assignment[r]`` is the GPU of global rank r; ``view`` a precomputed
+    :func:`nccl_view` of ``graph``.  The parts of a class run one after the other (DESIGN
+    §3: hierarchical cp, distributed-optimizer instances, node-limited dispatch), so each
+    is simulated on its own and the class's time is their sum.
     """
     from rankmap.solver import megatron_groups
 
+    node_of, rail_of = view if view is not None else nccl_view(graph)
     groups = megatron_groups(cfg)
     out: dict[str, list[list[tuple]]] = {}
     for cls in traffic:
@@ -120,9 +273,9 @@ def class_part_triples(cfg, assignment: Sequence[Any], traffic: Mapping[str, flo
             flows = []
             for row in groups[gname]:
                 for sub in _subgroup_rows(row, size, stride):
-                    for a, b, nb in group_flows(kind, sub, payload, wrap):
-                        da, db = assignment[a], assignment[b]
-                        if da != db:
-                            flows.append((da, db, nb))
+                    devices = [assignment[r] for r in sub]
+                    for a, b, nb in group_flows(kind, devices, payload, node_of, rail_of, wrap, pxn):
+                        if a != b and nb > 0:
+                            flows.append((a, b, nb))
             out[cls].append(flows)
     return out

@@ -3,16 +3,24 @@
 This module is the yardstick for ``rankmap.solver``'s predicted per-class times
 (DESIGN §2-4).  It deliberately does not import anything of rankmap's time
 model: routes are computed here with networkx and the sharing of links is left
-to SimGrid's max-min solver.  Only the group catalogue
-(``rankmap.solver.megatron_groups``, the Megatron oracle-tested part) is used,
-to know which ranks talk to which.
+to SimGrid's max-min solver; NCCL's flows are written out pair by pair in
+:mod:`simgrid_flows`.  Only the group catalogue (``rankmap.solver.megatron_groups``,
+the Megatron oracle-tested part) is used, to know which ranks talk to which, and
+the GPU-name table (``rankmap.solver.fabric.rates.gpu_arch``) to know the GPU
+generation the calibrated NVLink rate depends on.
 
 Model
 -----
 * Every undirected edge of the cluster graph is a split-duplex link: two
-  independent directions of ``bandwidth`` GB/s (1e9 bytes/s) each.
+  independent directions of its *calibrated* rate each, the rate NCCL achieves
+  on it as rankmap's model uses it (DESIGN §4): the edge's ``bandwidth`` GB/s
+  (1e9 bytes/s) times :func:`link_factor` (``link`` ``net`` and ``fabric``
+  x0.96; ``nvlink`` x0.8, Hopper 0.824, Blackwell 0.802, by the graph's ``gpu``;
+  other links x1).  Only the GPU-name table ``gpu_arch`` is imported from
+  rankmap; the factors are written here and checked against rankmap's
+  calibration table by ``tests/test_simgrid.py``.
 * A flow from GPU ``s`` to GPU ``d`` is routed on the widest path (largest
-  bottleneck capacity) whose interior nodes are not GPUs; among those the ones
+  bottleneck rate) whose interior nodes are not GPUs; among those the ones
   with the fewest hops; when several such paths remain the flow is split
   evenly over all of them (ECMP).  Paths are enumerated, so this is for small
   graphs (hundreds of nodes).
@@ -30,24 +38,29 @@ child process (this file run as a script, JSON on stdin / stdout; the child
 imports only ``json`` and ``simgrid``).  :func:`simulate_many` runs several
 children in parallel.
 
-Traffic (DESIGN §3), one simulation per class, all of the class's groups at
-once; members of a group in ascending global rank:
+Traffic (DESIGN §3), one simulation per part of a class, all of the class's
+groups at once, flows as NCCL runs the collective (:mod:`simgrid_flows`
+writes them pair by pair: NCCL nodes and rails from the graph, rings per node
+and rail-aligned channels across nodes, PXN for all-to-all and pipeline):
 
 ============ ============================================ ===============================
-class        group                                        flows (group of n, payload S)
+class        group                                        collective (group of n, payload S)
 ============ ============================================ ===============================
-tp           TENSOR_MODEL_PARALLEL_GROUP                  ring all-reduce: m_i -> m_(i+1 mod n), 2(n-1)/n·S
-cp           CONTEXT_PARALLEL_GROUP                       ring all-gather: (n-1)/n·S per ring edge
-dp           DATA_PARALLEL_GROUP_WITH_CP                  ring, (n-1)/n·S per ring edge
-edp          EXPERT_DATA_PARALLEL_GROUP                   ring, (n-1)/n·S per ring edge
+tp           TENSOR_MODEL_PARALLEL_GROUP                  ring all-reduce, 2(n-1)/n·S per ring edge
+cp           CONTEXT_PARALLEL_GROUP                       ring send/recv, S per ring edge
+dp           DATA_PARALLEL_GROUP_WITH_CP                  ring all-gather, (n-1)/n·S per ring edge
+edp          EXPERT_DATA_PARALLEL_GROUP                   ring all-gather
 etp          EXPERT_TENSOR_PARALLEL_GROUP                 ring all-reduce
-ep           EXPERT_MODEL_PARALLEL_GROUP                  all-to-all: S/n for every ordered pair
-pp           PIPELINE_MODEL_PARALLEL_GROUP                S between consecutive members, each direction
+ep           EXPERT_MODEL_PARALLEL_GROUP                  all-to-all: S/n for every ordered pair (PXN)
+pp           PIPELINE_MODEL_PARALLEL_GROUP                S between consecutive members, each direction (PXN)
 embedding    EMBEDDING_GROUP                              ring all-reduce
 ============ ============================================ ===============================
 
-Flows whose two ranks sit on the same GPU vanish.  The simulated step time is
-the sum over classes of each class's makespan.
+Across NCCL nodes a ring's bytes fb per edge become a ring inside each node
+(fb·(k_h−1)/k_h per edge) and c rail-aligned channels of fb/c from node to
+node.  The simulated step time is the sum over classes of each class's
+makespan; it is what rankmap predicts as the *bandwidth* time of the *ring*
+algorithm (``NcclModel(algorithm="ring", latency=False)``).
 """
 
 from __future__ import annotations
@@ -63,7 +76,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from simgrid_flows import CLASS_SPECS, class_part_triples, class_parts, group_flows  # noqa: F401,E402
+from simgrid_flows import CLASS_SPECS, class_part_triples, class_parts, group_flows, nccl_view  # noqa: F401,E402
 
 __all__ = [
     "CLASS_SPECS",
@@ -73,6 +86,9 @@ __all__ = [
     "SimResult",
     "SimulationError",
     "class_flows",
+    "link_factor",
+    "link_rate",
+    "nccl_view",
     "route_flows",
     "sanity_check",
     "simgrid_available",
@@ -135,14 +151,40 @@ def _is_gpu(graph, n) -> bool:
     return graph.nodes[n].get("kind", "gpu") == "gpu"
 
 
-def _bandwidth(graph, u, v) -> float:
+#: NCCL's calibrated rate over the line rate (DESIGN §4, rankmap's calibration table): a NIC port
+#: (``link`` ``net``) and switch links (``fabric``) 0.96 (48 of 50 GB/s per 400G NIC); an NVLink
+#: NCCL's per-port figure over the nominal 25 GB/s (SM70/SM80 20.0, SM90 20.6, SM100 40.1 of 50).
+NET_FACTOR = 0.96
+NVLINK_FACTOR = {"volta": 0.8, "ampere": 0.8, "hopper": 0.824, "blackwell": 0.802}
+NVLINK_FACTOR_DEFAULT = 0.8
+
+
+def graph_arch(graph) -> str | None:
+    """GPU architecture family of the cluster (``graph.graph['gpu']``), rankmap's name table."""
+    from rankmap.solver.fabric.rates import gpu_arch
+
+    return gpu_arch(graph.graph.get("gpu"))
+
+
+def link_factor(data: Mapping, arch: str | None) -> float:
+    """Calibration factor of an edge with attributes ``data`` (kind = ``link`` up to a ``+``)."""
+    kind = str(data.get("link", "") or "").split("+")[0]
+    if kind in ("net", "fabric"):
+        return NET_FACTOR
+    if kind == "nvlink":
+        return NVLINK_FACTOR.get(arch or "", NVLINK_FACTOR_DEFAULT)
+    return 1.0
+
+
+def link_rate(graph, u, v, arch: str | None = None) -> float:
+    """Calibrated rate of edge ``u``-``v``, GB/s per direction: ``bandwidth`` x :func:`link_factor`."""
     data = graph.edges[u, v]
     if "bandwidth" not in data:
         raise SimulationError(f"edge {u!r}-{v!r} has no bandwidth")
     bw = float(data["bandwidth"])
     if not bw > 0 or bw == float("inf"):
         raise SimulationError(f"edge {u!r}-{v!r} has bandwidth {bw!r}; need a finite positive GB/s")
-    return bw
+    return bw * link_factor(data, arch)
 
 
 class Router:
@@ -156,7 +198,13 @@ class Router:
         if graph.is_directed() or graph.is_multigraph():
             raise SimulationError("the cluster graph must be an undirected simple networkx.Graph")
         self.graph = graph
-        self._adj = {u: [(v, _bandwidth(graph, u, v)) for v in graph.neighbors(u)] for u in graph.nodes}
+        self.arch = graph_arch(graph)
+        #: calibrated rate (GB/s) of every edge, both orientations
+        self.rate: dict[tuple, float] = {}
+        for u, v in graph.edges:
+            self.rate[(u, v)] = self.rate[(v, u)] = link_rate(graph, u, v, self.arch)
+        self._adj = {u: [(v, self.rate[(u, v)]) for v in graph.neighbors(u)] for u in graph.nodes}
+        self._view: tuple | None = None
         self._gpu = {n: _is_gpu(graph, n) for n in graph.nodes}
         self._widest: dict[Any, dict[Any, float]] = {}
         self._bfs: dict[tuple[Any, float], tuple[dict, dict]] = {}
@@ -248,8 +296,14 @@ class Router:
         return out
 
     def bandwidth(self, src, dst) -> float:
-        """Widest-path capacity between two GPUs, GB/s."""
+        """Widest-path (calibrated) rate between two GPUs, GB/s."""
         return self.widest(src)[dst]
+
+    def view(self) -> tuple:
+        """The graph's :func:`simgrid_flows.nccl_view` (NCCL node and rail of each GPU), cached."""
+        if self._view is None:
+            self._view = nccl_view(self.graph)
+        return self._view
 
 
 def route_flows(graph, flows: Iterable[Flow], router: Router | None = None) -> dict:
@@ -258,7 +312,7 @@ def route_flows(graph, flows: Iterable[Flow], router: Router | None = None) -> d
     Returns
     -------
     dict
-        ``links``: ``[[name, bytes_per_second], ...]``;
+        ``links``: ``[[name, bytes_per_second], ...]`` (calibrated rates, :func:`link_rate`);
         ``parts``: ``[[flow_index, src_host, dst_host, [[link, dir], ...], bytes, delay_s], ...]``
         where ``dir`` is 0 for the edge's first-to-second endpoint (SimGrid UP) and 1 for
         the reverse (DOWN), and ``src_host`` carries the ECMP path index so every
@@ -268,7 +322,7 @@ def route_flows(graph, flows: Iterable[Flow], router: Router | None = None) -> d
     edge_index: dict[tuple, tuple[int, int]] = {}
     links = []
     for i, (u, v, data) in enumerate(graph.edges(data=True)):
-        links.append([f"e{i}", _bandwidth(graph, u, v) * 1e9])
+        links.append([f"e{i}", router.rate[(u, v)] * 1e9])
         edge_index[(u, v)] = (i, 0)
         edge_index[(v, u)] = (i, 1)
     names: dict[Any, str] = {}
@@ -443,19 +497,24 @@ def simulate_many(jobs: Sequence[tuple[Any, Sequence[Flow]]], workers: int | Non
 # --------------------------------------------------------------------------- traffic
 
 
-def class_flows(cfg, assignment: Sequence[Any], traffic: Mapping[str, float]) -> dict[str, list[Flow]]:
-    """Device-level flows of every class with a positive payload (all its parts together).
+def class_flows(graph, cfg, assignment: Sequence[Any], traffic: Mapping[str, float],
+                router: Router | None = None) -> dict[str, list[Flow]]:
+    """GPU-level flows of every class with a positive payload (all its parts together).
 
     ``cfg`` is a rankmap ``ParallelConfig`` (only its group catalogue is used),
-    ``assignment[r]`` the GPU node of global rank ``r``; see :mod:`simgrid_flows`.
+    ``assignment[r]`` the GPU node of global rank ``r``; the flows are NCCL's on ``graph``
+    (its nodes and rails), see :mod:`simgrid_flows`.
     """
-    return {cls: [f for part in parts for f in part] for cls, parts in class_part_flows(cfg, assignment, traffic).items()}
+    return {cls: [f for part in parts for f in part]
+            for cls, parts in class_part_flows(graph, cfg, assignment, traffic, router).items()}
 
 
-def class_part_flows(cfg, assignment: Sequence[Any], traffic: Mapping[str, float]) -> dict[str, list[list[Flow]]]:
-    """Device-level :class:`Flow` lists of each part of every class (:func:`simgrid_flows.class_part_triples`)."""
+def class_part_flows(graph, cfg, assignment: Sequence[Any], traffic: Mapping[str, float],
+                     router: Router | None = None) -> dict[str, list[list[Flow]]]:
+    """GPU-level :class:`Flow` lists of each part of every class (:func:`simgrid_flows.class_part_triples`)."""
+    view = router.view() if router is not None else nccl_view(graph)
     return {cls: [[Flow(a, b, nb) for a, b, nb in part] for part in parts]
-            for cls, parts in class_part_triples(cfg, assignment, traffic).items()}
+            for cls, parts in class_part_triples(graph, cfg, assignment, traffic, view=view).items()}
 
 
 @dataclass(frozen=True)
@@ -476,7 +535,7 @@ def simulate_layouts(graph, layouts: Sequence[tuple[Any, Sequence[Any]]], traffi
     router = router or Router(graph)
     jobs, index = [], []
     for li, (cfg, assignment) in enumerate(layouts):
-        for cls, parts in class_part_flows(cfg, assignment, traffic).items():
+        for cls, parts in class_part_flows(graph, cfg, assignment, traffic, router).items():
             for flows in parts:
                 jobs.append((graph, flows))
                 index.append((li, cls, len(flows)))

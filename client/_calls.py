@@ -108,6 +108,7 @@ def solve(
     omit_groups: bool = False,
     exposure: Mapping[str, float] | None = None,
     launch_order: str | Sequence[str] | None = None,
+    nccl: Any = None,
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
@@ -127,6 +128,9 @@ def solve(
     not named are 1): the objective is ``Σ_c x_c·T_c``.  ``launch_order``:
     how the launcher numbers the hosts, the baseline: ``"sorted"`` (default,
     natural-sorted names), ``"listed"`` or the host names in launch order.
+    ``nccl``: how NCCL runs the collectives, as the CLI's ``--nccl-algo``, ``--nccl-rate``,
+    ``--no-pxn``, ``--no-nccl-latency``: an :class:`~rankmap.solver.NcclModel` or a mapping of
+    its fields, e.g. ``{"algorithm": "ring", "rates": {"nic": 45}}`` (None: NCCL's defaults).
     Returns a :class:`~rankmap.solver.results.SolveResult`.
     """
 
@@ -134,7 +138,8 @@ def solve(
         return wire.solve_request(
             graph, sizes=sizes, traffic=traffic, model=model, mode=mode, orders=orders, constraints=constraints,
             exclude_devices=exclude_devices, exclude_hosts=exclude_hosts, time_limit_seconds=time_limit_seconds,
-            seed=seed, omit_groups=omit_groups, exposure=exposure, launch_order=launch_order, **size_kwargs,
+            seed=seed, omit_groups=omit_groups, exposure=exposure, launch_order=launch_order, nccl=nccl,
+            **size_kwargs,
         )
 
     return Call("Solve", build, wire.result_from_proto, timeout)
@@ -181,27 +186,31 @@ def evaluate(
     traffic: Mapping[str, float] | str | None = None,
     model: str | Mapping | Any | None = None,
     exposure: Mapping[str, float] | None = None,
+    nccl: Any = None,
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
     """Predicted communication time of running global rank r on GPU ``assignment[r]`` under ``order``.
 
-    Sizes, traffic, model and ``exposure`` as in :meth:`solve`; returns a
+    Sizes, traffic, model, ``exposure`` and ``nccl`` as in :meth:`solve`; returns a
     :class:`~rankmap.solver.results.CostBreakdown` whose ``total_seconds`` is ``Σ_c x_c·T_c``.
     """
 
     def build():
         return wire.evaluate_request(graph, assignment, order=order, sizes=sizes, traffic=traffic, model=model,
-                                     exposure=exposure, **size_kwargs)
+                                     exposure=exposure, nccl=nccl, **size_kwargs)
 
     return Call("Evaluate", build, wire.evaluate_cost, timeout)
 
 
 @_call("CostBreakdown")
-def evaluate_config(graph, cfg, assignment, traffic, exposure=None, *, timeout: float | None = None) -> Call:
-    """``rankmap.solver.evaluate(graph, cfg, assignment, traffic, exposure=exposure)`` on the server (same
-    arguments: a ``ParallelConfig`` with its order, payloads or a model-derived ``Traffic``)."""
-    return Call("Evaluate", lambda: wire.evaluate_request_from_config(graph, cfg, assignment, traffic, exposure),
+def evaluate_config(graph, cfg, assignment, traffic, exposure=None, *, nccl=None,
+                    timeout: float | None = None) -> Call:
+    """``rankmap.solver.evaluate(graph, cfg, assignment, traffic, exposure=exposure, nccl=nccl)`` on the server
+    (same arguments: a ``ParallelConfig`` with its order, payloads or a model-derived ``Traffic``, an
+    ``NcclModel``)."""
+    return Call("Evaluate",
+                lambda: wire.evaluate_request_from_config(graph, cfg, assignment, traffic, exposure, nccl=nccl),
                 wire.evaluate_cost, timeout)
 
 

@@ -3,8 +3,9 @@
 ``rankmap solve CLUSTER`` takes a cluster graph file (node-link JSON or
 GraphML), or a job file (``.yaml``/``.yml``) naming the cluster, the sizes,
 the traffic, constraints, mode, orders and solver options.  Every flag has a
-job-file key (the flag's long name with ``_`` for ``-``); flags override the
-file; an unknown key is an error naming it.
+job-file key (the flag's long name with ``_`` for ``-``; ``--no-pxn`` and
+``--no-nccl-latency`` are ``pxn: false`` and ``nccl_latency: false``); flags
+override the file; an unknown key is an error naming it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def solve_from_args(args: argparse.Namespace):
 
         # validate the cluster here as an in-process solve would (local_index, bandwidth
         # ranges, ...): bad input is exit 2 before anything is sent, whatever the server says
-        cluster_from_graph(graph)
+        cluster_from_graph(graph, nccl=options.nccl)
         with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
                            token_file=getattr(args, "token_file", None)) as client:
             result = client.solve_config(graph, cfg, traffic, options)
@@ -163,17 +164,35 @@ def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str)
     return None
 
 
+def _nccl_from_result(args: argparse.Namespace, result: dict, path: str, given):
+    """The result document's NCCL settings (``nccl``) when no NCCL flag is given, else ``given``."""
+    from rankmap.solver.job.values import job_nccl
+
+    flags = ("nccl_algo", "nccl_rate", "pxn", "nccl_latency")
+    doc = result.get("nccl") if isinstance(result, dict) else None
+    if any(vars(args).get(k) is not None for k in flags) or not isinstance(doc, dict):
+        return given
+    try:
+        return job_nccl({"nccl_algo": doc.get("algorithm"), "nccl_rate": doc.get("rates") or None,
+                         "pxn": doc.get("pxn"), "nccl_latency": doc.get("latency")})
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{path}: nccl: {e}", e.field) from None
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from rankmap.cli import config_from_args, warn
     from rankmap.solver.job.resolve import job_cluster, job_traffic
+    from rankmap.solver.job.values import job_nccl
     from rankmap.solver import evaluate
 
     from rankmap.cli_traffic import apply_megatron_sizes
 
     exposure = exposure_from_value(args.exposure)
+    nccl = job_nccl(vars(args))
     apply_megatron_sizes(args)
     graph = job_cluster(vars(args), warn)
     assignment, file_order, result = _read_assignment(args.assignment)
+    nccl = _nccl_from_result(args, result, args.assignment, nccl)
     _sizes_from_result(args, result, args.assignment)
     from rankmap.cli_traffic import megatron_from_args
 
@@ -210,12 +229,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from rankmap.client import RankmapClient
         from rankmap.solver.fabric.cluster import cluster_from_graph
 
-        cluster_from_graph(graph)  # bad cluster input is exit 2 before anything is sent, as for solve
+        cluster_from_graph(graph, nccl=nccl)  # bad cluster input is exit 2 before anything is sent, as for solve
         with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
                            token_file=getattr(args, "token_file", None)) as client:
-            cost = client.evaluate_config(graph, cfg, assignment, traffic, exposure)
+            cost = client.evaluate_config(graph, cfg, assignment, traffic, exposure, nccl=nccl)
     else:
-        cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure)
+        cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure, nccl=nccl)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
            "cost": cost.to_dict()}
     if args.format == "table":
@@ -231,6 +250,24 @@ _EXPOSURE_HELP = (
     "share x of each class's time not overlapped with compute, in [0, 1], e.g. tp=0.5,dp=0.2 "
     "(classes not named: 1); the objective is the predicted communication time per step, sum of x*T per class"
 )
+
+
+def add_nccl_arguments(p: argparse.ArgumentParser) -> None:
+    """``--nccl-algo``, ``--nccl-rate``, ``--no-pxn``, ``--no-nccl-latency``: how NCCL runs the collectives
+    (:func:`rankmap.solver.job.values.job_nccl`; job keys ``nccl_algo``, ``nccl_rate``, ``pxn``,
+    ``nccl_latency``).  Unset flags are None, so a job file's keys fill them."""
+    from rankmap.solver.fabric.rates import ALGORITHMS
+
+    p.add_argument("--nccl-algo", type=str.lower, choices=ALGORITHMS, default=None, metavar="ALGO",
+                   help="all-reduce algorithm, as NCCL_ALGO: " + "|".join(ALGORITHMS)
+                        + " (default auto: NCCL's tuner picks the fastest; one a group cannot run falls back to ring)")
+    p.add_argument("--nccl-rate", action="append", default=None, metavar="KEY=GBPS",
+                   help="GB/s NCCL achieves per NIC port (nic=45) or per NVLink port (nvlink=20.6) instead of the "
+                        "calibrated rates (repeatable)")
+    p.add_argument("--no-pxn", dest="pxn", action="store_const", const=False, default=None,
+                   help="no PXN for all-to-all and send/recv across nodes (as NCCL_PXN_DISABLE=1)")
+    p.add_argument("--no-nccl-latency", dest="nccl_latency", action="store_const", const=False, default=None,
+                   help="leave NCCL's latency model out of the predicted times (bandwidth terms only)")
 
 
 def register(subparsers) -> None:
@@ -273,6 +310,7 @@ def register(subparsers) -> None:
                    help=f"search budget, seconds (default {JOB_DEFAULTS['time_limit']:g})")
     s.add_argument("--seed", type=int_at_least(0), default=None,
                    help=f"CP-SAT random seed (default {JOB_DEFAULTS['seed']})")
+    add_nccl_arguments(s)
     s.add_argument("--format", choices=("json", "table"), default=None,
                    help=f"json or table (default {JOB_DEFAULTS['format']})")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
@@ -296,6 +334,7 @@ def register(subparsers) -> None:
     add_size_arguments(e, world_size_required=False)
     add_model_arguments(e)
     e.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
+    add_nccl_arguments(e)
     e.add_argument("--format", choices=("json", "table"), default="json")
     e.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="evaluate on a rankmap server instead of in process")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-__all__ = ["TABLE_WIDTH", "cost_table", "solve_table", "wrap_command", "runs_text", "LAUNCHERS"]
+__all__ = ["TABLE_WIDTH", "algo_text", "cost_table", "solve_table", "wrap_command", "runs_text", "LAUNCHERS"]
 
 #: Widest line of a table, columns.
 TABLE_WIDTH = 160
@@ -47,11 +47,23 @@ def _exposure_note(cost) -> str:
     return "exposure " + ", ".join(f"{c} {x:g}" for c, x in partial) + " (other classes 1)"
 
 
+def algo_text(class_cost) -> str:
+    """How NCCL runs a class (:class:`~rankmap.solver.results.ClassCost` ``algorithm`` and ``channels``):
+    ``ring×8``, ``nvls``, ``p2p×4``: the algorithm, then ``×channels`` when more than one; ``-`` when
+    the class moves no bytes (or the answer came from a server that does not say)."""
+    algo = str(getattr(class_cost, "algorithm", "") or "")
+    if not algo:
+        return "-"
+    channels = int(getattr(class_cost, "channels", 0) or 0)
+    return _clip(algo, 8) + (f"×{channels}" if channels > 1 else "")
+
+
 def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
     """The per-class rows of a cost (DESIGN §4) and its total line.
 
     One row per class that moves bytes: bytes one rank sends per step, the
-    class's time ``T_c`` (and the baseline's, when given) and what limits it
+    class's time ``T_c`` (and the baseline's, when given), how NCCL runs it
+    (``algo``: :func:`algo_text`, the chosen layout's) and what limits it
     (:meth:`~rankmap.solver.results.Bottleneck.describe`); then the predicted
     communication time per step, ``Σ_c x_c·T_c``.  Rows are clipped to
     :data:`TABLE_WIDTH` columns.
@@ -64,6 +76,7 @@ def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
         cols.append(("time", ">10s"))
     else:
         cols += [("time (chosen)", ">13s"), ("time (baseline)", ">15s")]
+    cols.append(("algo", "<11s"))
 
     def row(cells: list[str], tail: str) -> str:
         return _clip(("  ".join(format(c, f) for c, (_, f) in zip(cells, cols)) + "  " + tail).rstrip())
@@ -78,11 +91,13 @@ def cost_table(cost, traffic: Mapping[str, float], baseline=None) -> list[str]:
         cells = [c, format_bytes(cc.bytes_per_rank), _fmt_s(t)]
         if baseline is not None:
             cells.append(_fmt_s(tb))
+        cells.append(algo_text(cc))
         lines.append(row(cells, cc.bottleneck.describe()))
     note = _exposure_note(cost)
     cells = ["total/step", "", _fmt_s(cost.total_seconds)]
     if baseline is not None:
         cells.append(_fmt_s(baseline.total_seconds))
+    cells.append("")
     lines.append(row(cells, "predicted communication time per step, Σ x_c·T_c" + (f"; {note}" if note else "")))
     return lines
 

@@ -240,7 +240,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         job = wire.parse_evaluate_request(request, guard.check)
         guard.check()
-        cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure)
+        cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure, nccl=job.nccl)
         guard.check()
         return wire.evaluate_response(cost, job.traffic)
 

@@ -29,6 +29,7 @@ _LAZY = {
     "Cluster": "fabric.cluster",
     "cluster_from_graph": "fabric.cluster",
     "layout_cost": "cost.timemodel",
+    "NcclModel": "fabric.rates",
     "lower_bound": "bound.analytic",
     "candidate_orders": "megatron.orders",
     "evaluate": "search.evaluate",

@@ -68,9 +68,13 @@ class Bottleneck:
 
     def describe(self) -> str:
         """One line for people, e.g. ``limited by leaf0→spine at 100% (72 GB, 32 flows, 400 GB/s)``."""
+        from .traffic.explicit import format_bytes
+
+        if self.kind == "per-flow" and self.load_bytes == 0 and self.flow_bytes > 0:
+            # an algorithm at NCCL's bus-bandwidth cap (NVLS, NVLSTree, tree: solver/cost/collective.py)
+            return f"per-flow: {format_bytes(self.flow_bytes)} at {self.flow_gbps:g} GB/s (NCCL's bus bandwidth)"
         if self.kind == "none" or self.link is None:
             return "no traffic"
-        from .traffic.explicit import format_bytes
 
         a, b = self.link
         if self.kind == "link":
@@ -95,8 +99,17 @@ class ClassCost:
     payload_bytes : float
         ``S``, the class's payload per rank per step (the traffic input).
     latency_seconds : float
-        The latency term included in ``seconds`` (0 when no edge has ``latency_us``).
+        The latency term included in ``seconds``: NCCL's latency model (:func:`rankmap.solver.cost.nccl.latency_seconds`)
+        plus the graph's per-hop ``latency_us`` along the routes.
     bottleneck : Bottleneck
+    algorithm : str
+        How NCCL runs the class's slowest part: ``ring``, ``tree``, ``nvls``, ``nvlstree``
+        (all-reduce; all-gather / reduce-scatter: ``ring``) or ``p2p`` (all-to-all, send/recv);
+        ``""`` when it moves no bytes.
+    channels : int
+        NCCL channels of that part: rail channels across nodes for a ring, tree or NVLSTree
+        (1 for a ring inside one node), NVLS heads for NVLS, 1 for all-to-all and send/recv
+        (their per-peer channels are not modelled); 0 when no bytes.
     """
 
     seconds: float
@@ -105,6 +118,8 @@ class ClassCost:
     payload_bytes: float = 0.0
     latency_seconds: float = 0.0
     bottleneck: Bottleneck = Bottleneck()
+    algorithm: str = ""
+    channels: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,6 +129,8 @@ class ClassCost:
             "payload_bytes": self.payload_bytes,
             "latency_seconds": self.latency_seconds,
             "bottleneck": self.bottleneck.to_dict(),
+            "algorithm": self.algorithm,
+            "channels": self.channels,
         }
 
 
@@ -235,6 +252,9 @@ class SolveResult:
         search before its deterministic work budget completed (the answer may
         then depend on the machine's load, and the status is never OPTIMAL);
         ``""`` when the budget completed.
+    nccl : NcclModel or None
+        How NCCL ran the collectives in the prediction (recorded in the JSON, so that
+        ``rankmap evaluate`` on this document predicts the same way).
     """
 
     config: ParallelConfig
@@ -250,6 +270,7 @@ class SolveResult:
     mode: str = "launcher"
     orders_searched: tuple[str, ...] = ()
     stopped_by: str = ""
+    nccl: Any = None
 
     @property
     def order(self) -> str:
@@ -294,6 +315,7 @@ class SolveResult:
             "traffic_explicit": (dict(getattr(self.traffic, "explicit", {}) or {})
                                  if getattr(self.traffic, "model", None) is not None else {}),
             "orders_searched": list(self.orders_searched),
+            "nccl": self.nccl.to_dict() if self.nccl is not None else None,
             "apply": dict(self.apply),
             "groups": {k: v.tolist() for k, v in self.groups.items()},
         }

@@ -157,6 +157,9 @@ class SolveOptions:
         ``tp-cp-ep-pp-dp`` (``--use-tp-pp-dp-mapping``; megatron-core
         ``initialize_model_parallel(order=...)``).  Set from the job's Megatron
         arguments when they are given.
+    nccl : NcclModel
+        How NCCL runs the collectives (:mod:`rankmap.solver.fabric.rates`): algorithm (``NCCL_ALGO``),
+        PXN, rate overrides, latency.  Default: NCCL's own defaults.
     """
 
     mode: str = "launcher"
@@ -169,9 +172,16 @@ class SolveOptions:
     exposure: Mapping[str, float] = None  # type: ignore[assignment]
     launch_order: str | tuple[str, ...] = "sorted"
     baseline_order: str = "tp-cp-ep-dp-pp"
+    nccl: "NcclModel" = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
+        from .fabric.rates import DEFAULT_NCCL, NcclModel
         from .megatron.orders import MEGATRON_CLI_ORDERS
+
+        if self.nccl is None:
+            object.__setattr__(self, "nccl", DEFAULT_NCCL)
+        elif not isinstance(self.nccl, NcclModel):
+            raise InvalidArgumentError(f"nccl must be an NcclModel, got {type(self.nccl).__name__}", "nccl")
 
         if self.baseline_order not in MEGATRON_CLI_ORDERS:
             raise InvalidArgumentError(

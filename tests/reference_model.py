@@ -4,6 +4,16 @@ Written from the design text only (no rankmap.solver time-model code): routes
 by enumerating every simple path with networkx, flows written out group by
 group, loads summed per directed link in a dict.  Tests compare rankmap's
 vectorised model and search against it.
+
+Collectives run as NCCL runs them (DESIGN §3): a group's hosts in first-appearance
+order; across hosts, rings of c channels (c = min over the hosts of the distinct NICs
+nearest the members), fb/c per channel from the member on the j-th rail of a host to
+the member on the j-th rail of the next, fb·(k_h−1)/k_h per edge of the ring inside a
+host of k_h members; all-to-all and pipeline sends relayed by PXN; NCCL's latency
+added (the least over Simple/LL128/LL of latency + bandwidth time / efficiency).
+Only the ring algorithm: graphs that name a GPU generation (``graph['gpu']``, which
+enables NVLS/tree) and graphs with ``link`` attributes (calibrated rates) or
+``latency_us`` are out of its scope.
 """
 
 from __future__ import annotations
@@ -55,12 +65,134 @@ def routes(g: nx.Graph, u, v):
     return [(p, 1.0 / len(best)) for p in best], best_key[0]
 
 
-class Reference:
-    """Pair routes cached for one graph."""
+# NCCL latencies, microseconds, per protocol (DESIGN §4, NCCL tuning.cc): ring base, NVLink step, network step
+LAT_BASE = {"simple": 8.4, "ll128": 14.0, "ll": 6.6}
+LAT_INTRA = {"simple": 3.4, "ll128": 1.9, "ll": 0.6}
+LAT_NET = {"simple": 14.0, "ll128": 4.0, "ll": 2.7}
+PROTOCOL_EFFICIENCY = {"simple": 1.0, "ll128": 0.92, "ll": 0.5}
 
-    def __init__(self, g: nx.Graph):
+
+def nccl_latency_us(shape: str, protocol: str, n: int, nodes: int) -> float:
+    """NCCL's latency of one collective of ``n`` ranks over ``nodes`` hosts, microseconds (ring algorithm)."""
+    base, intra, net = LAT_BASE[protocol], LAT_INTRA[protocol], LAT_NET[protocol]
+    if shape in ("a2a", "p2p"):  # one step: over NVLink inside a host, over the network across hosts
+        return base + (net if nodes > 1 else intra)
+    steps = 2 * (n - 1) if shape == "ar" else n - 1  # all-reduce: reduce-scatter + all-gather
+    net_steps = 0 if nodes == 1 else min(steps, (2 if shape == "ar" else 1) * (nodes - 1))
+    lat = base + (steps - net_steps) * intra + net_steps * net
+    if shape == "ar" and nodes > 1 and protocol == "simple":
+        lat *= 1.4  # multi-node ring all-reduce, Simple: NCCL's plateau factor
+    return lat
+
+
+class Reference:
+    """Pair routes cached for one graph.
+
+    ``latency=False``: bandwidth terms only (``NcclModel(latency=False)``); ``pxn=False``:
+    all-to-all and pipeline sends go directly (``NCCL_PXN_DISABLE=1``).
+    """
+
+    def __init__(self, g: nx.Graph, latency: bool = True, pxn: bool = True):
+        if g.graph.get("gpu") or any("link" in d or "latency_us" in d for _, _, d in g.edges(data=True)):
+            raise NotImplementedError("the reference covers graphs without a GPU generation, link kinds or latencies")
         self.g = g
         self.cache = {}
+        self.latency = latency
+        self.pxn = pxn
+        self._rail = {}
+
+    def node(self, d):
+        """The NCCL node of a GPU: its NVLink domain, else its host (a host of its own when absent)."""
+        data = self.g.nodes[d]
+        if data.get("nvlink_domain") is not None:
+            return ("domain", data["nvlink_domain"])
+        return ("host", data.get("host", d))
+
+    def nic(self, d):
+        """The NIC nearest to GPU ``d``: fewest hops through PCIe switches / CPUs of its host, then nic_index, name."""
+        g = self.g
+        host = g.nodes[d].get("host")
+        frontier, seen = [d], {d}
+        for _ in range(3):
+            found, nxt = [], []
+            for x in frontier:
+                for y in g[x]:
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    kind = g.nodes[y].get("kind", "gpu")
+                    if kind == "nic":
+                        found.append(y)
+                    elif kind in ("pcie_switch", "cpu") and g.nodes[y].get("host") in (None, host):
+                        nxt.append(y)
+            if found:
+                return min(found, key=lambda x: (g.nodes[x].get("nic_index", 1 << 30), str(x)))
+            frontier = nxt
+        return None
+
+    def rail(self, d):
+        """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (sorted by host, nic_index, name); -1 none."""
+        if d not in self._rail:
+            g = self.g
+            gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
+            nics = sorted({self.nic(x) for x in gpus} - {None},
+                          key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
+            mine = self.nic(d)
+            self._rail[d] = nics.index(mine) if mine is not None else -1
+        return self._rail[d]
+
+    def nccl_flows(self, cfg, cls, payload, device_of_rank):
+        """[(src device, dst device, bytes)] of a class as NCCL runs it (module doc), and the most hosts of a group."""
+        out, most = [], 1
+        shape = SHAPE[cls]
+        for grp in megatron_groups(cfg)[GROUP[cls]].tolist():
+            devs = [device_of_rank[r] for r in sorted(grp)]
+            n = len(devs)
+            if n < 2 or payload == 0:
+                continue
+            nodes = []  # hosts by first appearance, each with its members in rank order
+            for d in devs:
+                for nd in nodes:
+                    if self.node(nd[0]) == self.node(d):
+                        nd.append(d)
+                        break
+                else:
+                    nodes.append([d])
+            most = max(most, len(nodes))
+            if shape in ("p2p", "a2a"):
+                pairs = ([(a, b) for a, b in zip(devs, devs[1:])] + [(b, a) for a, b in zip(devs, devs[1:])]
+                         if shape == "p2p" else [(a, b) for a in devs for b in devs if a != b])
+                nbytes = payload if shape == "p2p" else payload / n
+                for a, b in pairs:
+                    relay = None
+                    if self.pxn and self.node(a) != self.node(b) and self.rail(b) >= 0 and self.rail(a) != self.rail(b):
+                        relay = next((x for x in devs if self.node(x) == self.node(a) and self.rail(x) == self.rail(b)),
+                                     None)
+                    if relay is None:
+                        out.append((a, b, nbytes))
+                    else:  # PXN: over NVLink to the member on b's rail, out through its NIC
+                        out += [(a, relay, nbytes), (relay, b, nbytes)]
+                continue
+            fb = payload if shape == "ring" else (2 if shape == "ar" else 1) * (n - 1) / n * payload
+            if len(nodes) == 1:
+                out += [(devs[i], devs[(i + 1) % n], fb) for i in range(n)]
+                continue
+            for nd in nodes:  # the ring inside each host
+                k = len(nd)
+                out += [(nd[i], nd[(i + 1) % k], fb * (k - 1) / k) for i in range(k)]
+
+            def on_rails(nd):  # the first member on each distinct rail, rails ascending
+                first = {}
+                for d in nd:
+                    first.setdefault(self.rail(d), d)
+                return [first[r] for r in sorted(first)]
+
+            rails = [on_rails(nd) for nd in nodes]
+            c = min(len(r) for r in rails)
+            for i in range(len(nodes)):
+                for j in range(c):
+                    out.append((rails[i][j], rails[(i + 1) % len(nodes)][j], fb / c))
+        return out, most
 
     def route(self, u, v):
         if (u, v) not in self.cache:
@@ -68,7 +200,10 @@ class Reference:
         return self.cache[(u, v)]
 
     def flows(self, cfg, cls, payload):
-        """[(src rank, dst rank, bytes)] of a class, group by group."""
+        """[(src rank, dst rank, bytes)] of a class, group by group, as one ring in rank order (no channels, no PXN).
+
+        The rank-level traffic the search's surrogate weighs (test_polish); times use :meth:`nccl_flows`.
+        """
         out = []
         for grp in megatron_groups(cfg)[GROUP[cls]].tolist():
             grp = sorted(grp)
@@ -91,9 +226,9 @@ class Reference:
     def class_time(self, cfg, cls, payload, device_of_rank):
         load = {}
         worst = 0.0
-        for a, b, nbytes in self.flows(cfg, cls, payload):
-            u, v = device_of_rank[a], device_of_rank[b]
-            if u == v:
+        flows, nodes = self.nccl_flows(cfg, cls, payload, device_of_rank)
+        for u, v, nbytes in flows:
+            if u == v or nbytes == 0:
                 continue
             paths, bw = self.route(u, v)
             for path, share in paths:
@@ -101,7 +236,11 @@ class Reference:
                 for x, y in zip(path, path[1:]):
                     load[(x, y)] = load.get((x, y), 0.0) + nbytes * share
         link = max((ld / (self.g[x][y]["bandwidth"] * 1e9) for (x, y), ld in load.items()), default=0.0)
-        return max(worst, link)
+        t = max(worst, link)
+        if not self.latency or t == 0:
+            return t
+        n = {c: len(v[0]) for c, v in megatron_groups(cfg).items()}[GROUP[cls]]
+        return min(nccl_latency_us(SHAPE[cls], p, n, nodes) * 1e-6 + t / eff for p, eff in PROTOCOL_EFFICIENCY.items())
 
     def cost(self, cfg, traffic, device_of_rank):
         """Σ_c T_c (seconds) of a layout (device node id per global rank)."""

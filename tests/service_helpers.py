@@ -214,9 +214,9 @@ def sample_cost() -> CostBreakdown:
     link = Bottleneck("link", ("leaf0", "spine"), 72e9, 400.0, 1.0, 32, 2.25e9, 50.0)
     flow = Bottleneck("per-flow", ("h0g0", "h0-nvs"), 1e9, 450.0, 0.25, 1, 4e9, 450.0)
     classes = {
-        "tp": ClassCost(0.0089, 0.5, 3e9, 4e9, 1e-5, flow),
+        "tp": ClassCost(0.0089, 0.5, 3e9, 4e9, 1e-5, flow, algorithm="nvls", channels=1),
         "cp": ClassCost(0.0),
-        "dp": ClassCost(0.18, 0.2, 1.75e9, 1e9, 2e-6, link),
+        "dp": ClassCost(0.18, 0.2, 1.75e9, 1e9, 2e-6, link, algorithm="ring", channels=8),
         "pp": ClassCost(0.0, 1.0, 0.0, 0.0, 0.0, Bottleneck()),
     }
     by_class = {c: cc.seconds for c, cc in classes.items()}

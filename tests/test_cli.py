@@ -16,7 +16,8 @@ from cli_helpers import bad_input, run, write_job  # noqa: E402
 DATA = Path(__file__).parent / "data"
 
 
-CLASS_COST_KEYS = {"seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck"}
+CLASS_COST_KEYS = {"seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck",
+                   "algorithm", "channels"}
 BOTTLENECK_KEYS = {"kind", "link", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes", "flow_gbps"}
 
 
@@ -279,7 +280,10 @@ def test_cost_table_rows_from_a_cost():
     assert "predicted communication time per step" in rows["total/step"]
     assert "exposure tp 0.5, dp 0.2" in rows["total/step"]
     alone = cost_table(chosen, {"tp": 4e9, "dp": 1e9})
-    assert "time (baseline)" not in alone[0] and alone[0].split()[:4] == ["class", "bytes/rank", "time", "bottleneck"]
+    assert "time (baseline)" not in alone[0] and alone[0].split()[:5] == ["class", "bytes/rank", "time", "algo",
+                                                                          "bottleneck"]
+    # how NCCL runs each class: "-" where the cost does not say (an older server's answer)
+    assert rows["dp"].split()[7] == "-"
 
 
 def test_solve_bad_cluster_is_one_line(capsys, tmp_path):
@@ -354,3 +358,172 @@ def test_evaluate_names_an_entry_that_is_not_a_gpu(capsys, tmp_path):
     script.write_text("#!/bin/bash\nsrun python pretrain_gpt.py\n")
     bad_input(capsys, "evaluate", hgx, "--assignment", script, "--tp", "4",
               needle="'srun python pretrain_gpt.py' is not a GPU of the cluster")
+
+
+# --------------------------------------------------------------------------- how NCCL runs collectives (issue 25)
+
+
+def h100_cluster(capsys, tmp_path, hosts: int = 1) -> Path:
+    """``rankmap cluster --gpus-per-node 8 --gpu h100`` (``hosts`` > 1: ``--nodelist node[1-N]``), as a file."""
+    path = tmp_path / f"h100x{hosts}.json"
+    extra = ["--nodelist", f"node[1-{hosts}]"] if hosts > 1 else []
+    code, _, err = run(capsys, "cluster", "--gpus-per-node", "8", "--gpu", "h100", *extra, "-o", path)
+    assert code == 0, err
+    return path
+
+
+def _tp8_evaluate(capsys, tmp_path, cluster, *flags) -> dict:
+    """``rankmap evaluate`` of tp8 on the first host's GPUs in index order, 4 GB of tp traffic: the tp class."""
+    asg = tmp_path / "tp8.json"
+    gpus = [n["id"] for n in json.loads(cluster.read_text())["nodes"] if n.get("kind") == "gpu"]
+    asg.write_text(json.dumps(gpus[:8]))
+    code, out, err = run(capsys, "evaluate", cluster, "--assignment", asg, "--world-size", "8", "--tp", "8",
+                         "--traffic", "tp=4e9", *flags)
+    assert code == 0, err
+    return json.loads(out)["cost"]["classes"]["tp"]
+
+
+def test_nccl_algo_ring_vs_nvls_on_one_h100_host(capsys, tmp_path):
+    """tp8 all-reduce of S = 4 GB on one 8×H100 host: NCCL runs NVLS by default, ring when forced
+    (--nccl-algo, case-insensitive as NCCL_ALGO).  By hand: NCCL's per-NVLink rate 20.6 GB/s × 18
+    links = 370.8 GB/s of ring busbw; NVLS 2·0.85·370.8·7/9 ≈ 490.3 GB/s; time = 2·(7/8)·S / busbw plus
+    NCCL's latency (ring 56 us, NVLS 25 us at 8 ranks on one node), none with --no-nccl-latency."""
+    from rankmap.solver.cost.nccl import latency_seconds
+
+    cluster = h100_cluster(capsys, tmp_path)
+    S, ring_bus, nvls_bus = 4e9, 18 * 20.6e9, 2 * 0.85 * 18 * 20.6e9 * 7 / 9
+    auto = _tp8_evaluate(capsys, tmp_path, cluster)
+    assert (auto["algorithm"], auto["channels"]) == ("nvls", 8)
+    assert auto["latency_seconds"] == pytest.approx(latency_seconds("nvls", "simple", "all_reduce", 8, 1)) == 25e-6
+    assert auto["seconds"] == pytest.approx(2 * 7 / 8 * S / nvls_bus + 25e-6, rel=1e-9)
+    for flag in ("ring", "RING", "Ring"):
+        ring = _tp8_evaluate(capsys, tmp_path, cluster, "--nccl-algo", flag)
+        assert (ring["algorithm"], ring["channels"]) == ("ring", 1)
+        assert ring["latency_seconds"] == pytest.approx(latency_seconds("ring", "simple", "all_reduce", 8, 1)) == 56e-6
+        assert ring["seconds"] == pytest.approx(2 * 7 / 8 * S / ring_bus + 56e-6, rel=1e-9)
+    assert ring["seconds"] > 1.3 * auto["seconds"]
+    for flag in ("nvls", "auto"):
+        forced = _tp8_evaluate(capsys, tmp_path, cluster, "--nccl-algo", flag)
+        assert forced["algorithm"] == "nvls" and forced["seconds"] == pytest.approx(auto["seconds"], rel=1e-12)
+    # bandwidth terms alone
+    bare = _tp8_evaluate(capsys, tmp_path, cluster, "--nccl-algo", "ring", "--no-nccl-latency")
+    assert bare["latency_seconds"] == 0 and bare["seconds"] == pytest.approx(2 * 7 / 8 * S / ring_bus, rel=1e-12)
+    # one NVLink port at 10 GB/s instead of 20.6: NVLS on 18 × 10 GB/s
+    slow = _tp8_evaluate(capsys, tmp_path, cluster, "--nccl-rate", "nvlink=10")
+    assert slow["algorithm"] == "nvls"
+    assert slow["seconds"] == pytest.approx(2 * 7 / 8 * S / (2 * 0.85 * 180e9 * 7 / 9) + 25e-6, rel=1e-9)
+    same = _tp8_evaluate(capsys, tmp_path, cluster, "--nccl-rate", "NVLINK=20.6")
+    assert same["algorithm"] == "nvls" and same["seconds"] == pytest.approx(auto["seconds"], rel=1e-12)
+    # solve: the chosen layout's tp all-reduce is the forced algorithm's
+    code, out, err = run(capsys, "solve", cluster, "--tp", "8", "--traffic", "tp=4e9", "--nccl-algo", "ring",
+                         "--time-limit", "5")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert_cost_document(doc["cost"])
+    assert doc["cost"]["classes"]["tp"]["algorithm"] == "ring"
+    assert doc["cost"]["classes"]["tp"]["seconds"] == pytest.approx(ring["seconds"], rel=1e-9)
+
+
+def test_nccl_flags_are_the_api_and_the_job_keys(capsys, tmp_path):
+    """Every flag reaches the time model as the NcclModel field it names (2 hosts × 8 H100: ep all-to-all and
+    dp rings across the NICs), and the job-file keys (nccl_algo, nccl_rate as a mapping, a string or a list,
+    pxn, nccl_latency) give the same as the flags; a flag wins over the file."""
+    from rankmap.solver import NcclModel, evaluate, parallel_config
+    from rankmap.solver.formats.graphfile import load_graph
+
+    cluster = h100_cluster(capsys, tmp_path, hosts=2)
+    graph = load_graph(str(cluster))
+    gpus = [n for n, d in graph.nodes(data=True) if d.get("kind") == "gpu"]
+    asg = tmp_path / "asg.json"
+    asg.write_text(json.dumps(gpus))
+    cfg = parallel_config(16, tp=2, ep=8)
+    traffic = {"tp": 1e9, "ep": 2e9, "dp": 1e9}
+    base = ["evaluate", cluster, "--assignment", asg, "--tp", "2", "--ep", "8", "--traffic", "tp=1e9,ep=2e9,dp=1e9"]
+    cases = [
+        ([], NcclModel()),
+        (["--nccl-algo", "tree"], NcclModel(algorithm="tree")),
+        (["--nccl-rate", "nic=25"], NcclModel(rates={"nic": 25})),
+        (["--nccl-rate", "nic=25", "--nccl-rate", "nvlink=15"], NcclModel(rates={"nic": 25, "nvlink": 15})),
+        (["--nccl-rate", "nic=25,nvlink=15"], NcclModel(rates={"nic": 25, "nvlink": 15})),
+        (["--no-pxn"], NcclModel(pxn=False)),
+        (["--no-nccl-latency"], NcclModel(latency=False)),
+    ]
+    docs = []
+    for flags, model in cases:
+        code, out, err = run(capsys, *base, *flags)
+        assert code == 0, err
+        doc = json.loads(out)["cost"]
+        assert_cost_document(doc)
+        assert doc == evaluate(graph, cfg, gpus, traffic, nccl=model).to_dict(), flags
+        docs.append(doc)
+    default, _, nic25, *_ = docs
+    assert nic25["classes"]["ep"]["seconds"] > 1.5 * default["classes"]["ep"]["seconds"]  # 25 of 48 GB/s per NIC
+    assert default["classes"]["dp"]["algorithm"] == "ring" and default["classes"]["ep"]["algorithm"] == "p2p"
+    assert all(cc["latency_seconds"] == 0 or cc["bottleneck"]["kind"] == "none"
+               for cc in docs[-1]["classes"].values())
+    assert all(cc["latency_seconds"] == 0 for cc in docs[-1]["classes"].values())
+
+    # solve: flags and job keys give the same options, hence the same result
+    flags = ["--nccl-algo", "tree", "--nccl-rate", "nic=25", "--no-pxn", "--no-nccl-latency"]
+    solve = ["--tp", "2", "--ep", "8", "--traffic", "tp=1e9,ep=2e9,dp=1e9", "--time-limit", "5"]
+    code, out, err = run(capsys, "solve", cluster, *solve, *flags)
+    assert code == 0, err
+    flagged = json.loads(out)
+    flagged.pop("solve_seconds")
+    for rate in ("{nic: 25}", "nic=25", "[nic=25]", "{NIC: '25'}"):
+        job = write_job(tmp_path, cluster, f"tp: 2\nep: 8\ntraffic: {{tp: 1e9, ep: 2e9, dp: 1e9}}\ntime_limit: 5\n"
+                                            f"nccl_algo: TREE\nnccl_rate: {rate}\npxn: false\nnccl_latency: false")
+        code, out, err = run(capsys, "solve", job)
+        assert code == 0, (rate, err)
+        doc = json.loads(out)
+        doc.pop("solve_seconds")
+        assert doc == flagged, rate
+    # the flag wins over the file (the file's rates are not read when the flag gives some)
+    code, out, err = run(capsys, "solve", job, "--nccl-algo", "auto", "--nccl-rate", "nic=48")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cost"]["classes"]["ep"]["seconds"] < flagged["cost"]["classes"]["ep"]["seconds"]
+    assert doc["cost"]["classes"]["dp"]["latency_seconds"] == 0  # nccl_latency: false still from the file
+
+
+def test_table_shows_each_class_algorithm_and_channels(capsys, tmp_path):
+    """--format table: an ``algo`` column per class (ring×8, nvls×8, p2p, ...: ClassCost algorithm and channels)
+    in solve and evaluate tables, every line within 160 columns."""
+    from rankmap.solve_report import algo_text
+    from rankmap.solver.results import ClassCost
+
+    assert [algo_text(ClassCost(1.0, algorithm=a, channels=c)) for a, c in
+            (("ring", 8), ("nvls", 1), ("p2p", 1), ("tree", 2), ("", 0))] == ["ring×8", "nvls", "p2p", "tree×2", "-"]
+    cluster = h100_cluster(capsys, tmp_path, hosts=2)
+    args = ["--tp", "2", "--ep", "8", "--traffic", "tp=4e9,ep=2e9,dp=1e9", "--time-limit", "5"]
+    code, out, err = run(capsys, "solve", cluster, *args)
+    assert code == 0, err
+    doc = json.loads(out)
+    result = tmp_path / "result.json"
+    result.write_text(out)
+    code, table, err = run(capsys, "solve", cluster, *args, "--format", "table")
+    assert code == 0, err
+    code, etable, err = run(capsys, "evaluate", cluster, "--assignment", result, "--format", "table")
+    assert code == 0, err
+    for text in (table, etable):
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= 160
+        header = next(line for line in lines if line.startswith("class "))
+        assert "algo" in header.split()
+        col = header.index("algo")
+        rows = {line.split()[0]: line for line in lines[lines.index(header) + 1:] if line.strip()}
+        for c in ("tp", "ep", "dp"):
+            cc = doc["cost"]["classes"][c]
+            want = cc["algorithm"] + (f"×{cc['channels']}" if cc["channels"] > 1 else "")
+            assert rows[c][col:].split()[0] == want, (c, rows[c])
+        assert rows["ep"][col:].startswith("p2p ")  # all-to-all
+        assert rows["dp"][col:].startswith("ring×")  # rings across the hosts: a channel per NIC
+    # tp8 inside a host: NVLink SHARP, unless ring is forced
+    for flags, algo in (([], "nvls"), (["--nccl-algo", "ring"], "ring")):
+        code, table, err = run(capsys, "solve", cluster, "--tp", "8", "--traffic", "tp=4e9,dp=1e9", "--time-limit",
+                               "5", "--format", "table", *flags)
+        assert code == 0, err
+        lines = table.splitlines()
+        col = next(line for line in lines if line.startswith("class ")).index("algo")
+        row = next(line for line in lines if line.startswith("tp "))
+        assert row[col:].split()[0].split("×")[0] == algo, row

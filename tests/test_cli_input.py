@@ -471,3 +471,64 @@ def test_trees_with_two_parents_and_overlapping_blocks_are_errors(capsys):
               needle="HyperNode 'l1' is a member of both 's1' and 's2'")
     bad_input(capsys, "cluster", "--fabric", bad / "slurm-overlapping-blocks.conf", "--gpu", "h100",
               "--gpus-per-node", "8", needle="node 'n3' is in blocks 'b1' and 'b2'")
+
+
+# ------------------------------------------------------------------ NCCL options (issue 25)
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--nccl-algo", "sideways"], "argument --nccl-algo: invalid choice: 'sideways'"),
+        (["--nccl-algo", "^nvls"], "invalid choice: '^nvls'"),
+        (["--nccl-algo", ""], "invalid choice: ''"),
+        (["--nccl-rate", "pcie=20"], "--nccl-rate 'pcie=20': unknown key 'pcie'; keys: nic, nvlink [nccl_rate.pcie]"),
+        (["--nccl-rate", "nic=0"], "--nccl-rate 'nic=0': the rate must be > 0 GB/s [nccl_rate.nic]"),
+        (["--nccl-rate", "nic=-45"], "--nccl-rate 'nic=-45': the rate must be > 0 GB/s [nccl_rate.nic]"),
+        (["--nccl-rate", "nic=nan"], "--nccl-rate 'nic=nan': 'nan' is not a finite number of GB/s"),
+        (["--nccl-rate", "nvlink=inf"], "'inf' is not a finite number of GB/s [nccl_rate.nvlink]"),
+        (["--nccl-rate", "nic=4_5"], "'4_5' is not a finite number"),
+        (["--nccl-rate", "nic=fast"], "'fast' is not a finite number"),
+        (["--nccl-rate", "nic=1e12"], "NCCL rate nic=1000000000000.0 must be a finite number of GB/s in 1e-6..1e9"),
+        (["--nccl-rate", "nic"], "--nccl-rate 'nic' is not KEY=GBPS (keys: nic, nvlink; e.g. nic=45) [nccl_rate]"),
+        (["--nccl-rate", "=45"], "--nccl-rate '=45' is not KEY=GBPS"),
+        (["--nccl-rate", "nic=45,"], "--nccl-rate '' is not KEY=GBPS"),
+        (["--nccl-rate", "nic=45", "--nccl-rate", "NIC=50"], "--nccl-rate 'NIC=50': nic given twice"),
+        (["--no-pxn=true"], "argument --no-pxn: ignored explicit argument 'true'"),
+        (["--no-nccl-latency=0"], "argument --no-nccl-latency: ignored explicit argument '0'"),
+        (["--nccl-algo"], "argument --nccl-algo: expected one argument"),
+    ],
+)
+@pytest.mark.parametrize("command", ["solve", "evaluate"])
+def test_bad_nccl_flags_are_one_line_exit_2(capsys, tmp_path, cluster_file, command, flags, needle):
+    extra = []
+    if command == "evaluate":
+        asg = tmp_path / "asg.json"
+        asg.write_text(json.dumps([f"node{h:03d}/gpu{i}" for h in range(2) for i in range(4)]))
+        extra = ["--assignment", str(asg)]
+    bad_input(capsys, command, cluster_file, *extra, "--traffic", "dp=1e9", *flags, needle=needle)
+
+
+@pytest.mark.parametrize(
+    "line, needle",
+    [
+        ("nccl_algo: sideways", "unknown NCCL algorithm 'sideways'; one of auto, ring, tree, nvls, nvlstree [nccl_algo]"),
+        ("nccl_algo: 3", "job key 'nccl_algo' must be a string, got 3"),
+        ("nccl_rate: {nic: 0}", "--nccl-rate 'nic=0': the rate must be > 0 GB/s [nccl_rate.nic]"),
+        ("nccl_rate: {nic: .nan}", "is not a finite number of GB/s [nccl_rate.nic]"),
+        ("nccl_rate: {nic: true}", "[nccl_rate.nic]"),
+        ("nccl_rate: {sys: 22}", "unknown key 'sys'; keys: nic, nvlink [nccl_rate.sys]"),
+        ("nccl_rate: 'nic=-1'", "the rate must be > 0 GB/s [nccl_rate.nic]"),
+        ("nccl_rate: [nic=45, nic=46]", "nic given twice"),
+        ("nccl_rate: 45", "nccl_rate must be KEY=GBPS (e.g. nic=45), a list of them or a mapping"),
+        ("nccl_rate: [45]", "nccl_rate must be KEY=GBPS strings or a mapping"),
+        ("pxn: 'no'", "job key 'pxn' must be true or false, got 'no' [pxn]"),
+        ("pxn: 0", "job key 'pxn' must be true or false, got 0"),
+        ("nccl_latency: 'false'", "job key 'nccl_latency' must be true or false, got 'false'"),
+        ("nccl_algorithm: ring", "unknown key 'nccl_algorithm' (did you mean 'nccl_algo'?)"),
+        ("no_pxn: true", "unknown key 'no_pxn' (did you mean 'pxn'?)"),
+    ],
+)
+def test_bad_nccl_job_keys(capsys, tmp_path, cluster_file, line, needle):
+    job = write_job(tmp_path, cluster_file, f"traffic: {{dp: 1e9}}\n{line}")
+    bad_input(capsys, "solve", job, needle=needle)

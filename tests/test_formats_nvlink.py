@@ -72,7 +72,9 @@ def test_slurm_blocks_are_nvlink_domains_gb200():
     assert sorted({w for w, _, _ in bandwidth_levels(G)}, reverse=True) == [900.0, 50.0]
     assert forest_after_twins(G)
     cl = cluster_from_graph(G)
-    assert cl.widest_levels_gbps[0] == 900.0
+    # the cluster model runs at NCCL's calibrated rates (DESIGN §4): GB200's 18 NVLinks at 40.1 of 50 GB/s
+    # each, 900 x 0.802 = 721.8 GB/s
+    assert cl.widest_levels_gbps[0] == pytest.approx(900.0 * 0.802)
     # the rack domain is the first level: 32 GPUs per level-0 domain
     assert (cl.widest_domains[0] == cl.widest_domains[0][0]).sum() == 32
 
@@ -177,7 +179,9 @@ def test_nvl72_builder():
     assert {G.nodes[g]["nvlink_domain"] for g in gpus} == {"rack0", "rack1"}
     assert forest_after_twins(G)
     cl = cluster_from_graph(G)
-    assert list(cl.widest_levels_gbps) == [900.0, 50.0]
+    # calibrated rates (DESIGN §4): the builder names no GPU generation, so NVLink at the default 20 of 25 GB/s
+    # per port, 900 x 0.8 = 720; a 400G NIC carries 48 of its 50 GB/s (x0.96)
+    assert list(cl.widest_levels_gbps) == pytest.approx([900.0 * 0.8, 50.0 * 0.96])
     with pytest.raises(InvalidArgumentError, match="racks 0 must be an integer >= 1"):
         nvl72_cluster(0)
 
@@ -194,7 +198,8 @@ def test_nvl72_example_reproducible(tmp_path, capsys, monkeypatch):
     assert {d["bandwidth"] for _, _, d in G.edges("nvlink:nvl72-rack1", data=True)} == {900.0}
     assert G.degree("nvlink:nvl72-rack1") == 72
     cl = cluster_from_graph(G)
-    assert list(cl.widest_levels_gbps) == [900.0, 50.0]
+    # calibrated rates (DESIGN §4), --gpu gb200: NVLink 900 x 0.802 = 721.8 (40.1 of 50 GB/s per port), NIC 50 x 0.96 = 48
+    assert list(cl.widest_levels_gbps) == pytest.approx([900.0 * 0.802, 50.0 * 0.96])
 
 
 def test_cli_nvlink_flags(capsys, tmp_path):

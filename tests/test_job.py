@@ -95,3 +95,43 @@ def test_resolve_job_defaults_values_and_precedence(cluster_file, tmp_path):
     assert err.value.field == "seed"
     with pytest.raises(InvalidArgumentError, match="no cluster given"):
         resolve_job({"tp": 2})
+
+
+def test_nccl_job_keys_reach_the_solve_options(cluster_file, tmp_path):
+    """nccl_algo / nccl_rate / pxn / nccl_latency (issue 25): one NcclModel in SolveOptions.nccl, whatever the
+    job came from (a job dict, a batch entry, flags given over a job file); unset keys are NCCL's defaults."""
+    from rankmap.batch import prepare_job
+    from rankmap.cli_batch import job_from_entry
+    from rankmap.solver import NcclModel
+    from rankmap.solver.fabric.rates import DEFAULT_NCCL
+    from rankmap.solver.job.model import JOB_DEFAULTS, JOB_KEYS
+    from rankmap.solver.job.resolve import resolve_job
+    from rankmap.solver.job.values import job_nccl, nccl_rates_from_value
+
+    assert {"nccl_algo", "nccl_rate", "pxn", "nccl_latency"} <= set(JOB_KEYS)
+    assert (JOB_DEFAULTS["nccl_algo"], JOB_DEFAULTS["pxn"], JOB_DEFAULTS["nccl_latency"]) == (
+        DEFAULT_NCCL.algorithm, DEFAULT_NCCL.pxn, DEFAULT_NCCL.latency)
+    assert job_nccl({}) is DEFAULT_NCCL
+    assert resolve_job({"cluster": str(cluster_file)}).options.nccl == DEFAULT_NCCL
+    want = NcclModel(algorithm="nvlstree", pxn=False, rates={"nic": 45.0, "nvlink": 20.0}, latency=False)
+    for rate in ({"nic": 45, "nvlink": "20"}, "nic=45,nvlink=20", ["nic=45", "NVLINK=20"]):
+        job = {"cluster": str(cluster_file), "nccl_algo": "NVLSTree", "nccl_rate": rate, "pxn": False,
+               "nccl_latency": False}
+        assert resolve_job(job).options.nccl == want, rate
+        # a batch entry is read the same way (spellings with dashes too)
+        entry = {"name": "x", "cluster": str(cluster_file), "nccl-algo": "nvlstree", "nccl-rate": rate, "pxn": False,
+                 "nccl-latency": False}
+        name, normalized = job_from_entry(entry, str(tmp_path), "entry")
+        assert prepare_job(normalized)[3].nccl == want
+    # flags (already typed values) win over the job's, key by key; nccl_rate as a whole
+    given = resolve_job({"cluster": str(cluster_file), "nccl_algo": "tree", "nccl_rate": {"nic": 45}, "pxn": False},
+                        given={"nccl_algo": "ring", "nccl_rate": ["nvlink=10"]})
+    assert given.options.nccl == NcclModel(algorithm="ring", pxn=False, rates={"nvlink": 10.0})
+    assert nccl_rates_from_value(None) == {} and nccl_rates_from_value(" nic = 45 , nvlink=1e1 ") == {
+        "nic": 45.0, "nvlink": 10.0}
+    with pytest.raises(InvalidArgumentError) as err:
+        resolve_job({"cluster": str(cluster_file), "nccl_rate": {"nic": -1}})
+    assert err.value.field == "nccl_rate.nic"
+    with pytest.raises(InvalidArgumentError) as err:
+        resolve_job({"cluster": str(cluster_file), "nccl_algo": "collnet"})
+    assert err.value.field == "nccl_algo" and "'collnet'" in err.value.message

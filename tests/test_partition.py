@@ -44,30 +44,34 @@ def test_tree_partition_keeps_pipeline_pairs_under_one_leaf():
     per rank, leaf-local on a 50 GB/s NIC: 1 ms): 321 ms.  The tree partition
     cuts the dp edges instead: pp runs leaf-local, each flow alone on its
     50 GB/s NIC, 4e9 / 50e9 = 80 ms; 16 dp flows of 5e7 leave each leaf:
-    8e8 / 200e9 = 4 ms.  Total 84 ms.
+    8e8 / 200e9 = 4 ms.  Total 84 ms.  Each class adds NCCL's latency (Simple, the fastest
+    protocol at these sizes): a pp send across hosts 8.4 + 14 = 22.4 us, a dp all-gather of
+    2 ranks on 2 hosts 8.4 + 1·14 = 22.4 us; inside one host a send is 8.4 + 3.4 = 11.8 us.
     """
     cl = cluster_from_graph(two_leaves())
     cfg = parallel_config(32, tp=8, pp=2)
     traffic = {"pp": 4e9, "dp": 1e8}
     groups = megatron_groups(cfg)
-    assert layout_cost(cl, cfg, np.arange(32), traffic).total_seconds == pytest.approx(0.321, rel=1e-9)
+    lat = 22.4e-6  # NCCL latency of a pp send, and of a dp all-gather of 2, across hosts
+    assert layout_cost(cl, cfg, np.arange(32), traffic).total_seconds == pytest.approx(0.321 + 2 * lat, rel=1e-9)
     ho = tree_partition_host_order(cl, cfg, groups, traffic)
     leaf = np.array([0, 0, 1, 1])
     assert sorted(ho.tolist()) == [0, 1, 2, 3]
     assert leaf[ho[0]] == leaf[ho[2]] and leaf[ho[1]] == leaf[ho[3]]
     dev = np.concatenate([cl.host_devices[h] for h in ho])
     cost = layout_cost(cl, cfg, dev, traffic)
-    assert cost.by_class["pp"] == pytest.approx(0.08, rel=1e-9)
-    assert cost.by_class["dp"] == pytest.approx(0.004, rel=1e-9)
+    assert cost.by_class["pp"] == pytest.approx(0.08 + lat, rel=1e-9)
+    assert cost.by_class["dp"] == pytest.approx(0.004 + lat, rel=1e-9)
     # free mode: every rank placed once; the rank graph is cut below the hosts too, so each pp pair
     # shares a host (tp carries no bytes here): 4e9 over each GPU's 450 GB/s NVSwitch link
     lay = tree_partition_layout(cl, cfg, groups, traffic)
     assert sorted(lay.tolist()) == list(range(32))
-    assert layout_cost(cl, cfg, lay, traffic).by_class["pp"] == pytest.approx(4e9 / 450e9, rel=1e-9)
+    # (a send inside one host: NCCL latency 8.4 + 3.4 = 11.8 us)
+    assert layout_cost(cl, cfg, lay, traffic).by_class["pp"] == pytest.approx(4e9 / 450e9 + 11.8e-6, rel=1e-9)
     # the solve finds it (or better) in both modes
     for mode in ("launcher", "free"):
         res = solve(cl, cfg, traffic, SolveOptions(mode=mode, time_limit_seconds=2.0))
-        assert res.cost.total_seconds <= 0.084 * (1 + 1e-9)
+        assert res.cost.total_seconds <= (0.084 + 2 * lat) * (1 + 1e-9)
 
 
 def test_repair_gives_exact_sizes():
@@ -91,7 +95,7 @@ def test_bisection_variant_is_a_valid_layout_with_the_same_leaf_local_pipeline()
 
     With two leaves the tree's top node has two children, so bisection and the
     k-way cut make the same first split: pp 80 ms in launcher mode (see above),
-    4e9 / 450e9 in free mode.
+    4e9 / 450e9 in free mode; plus NCCL's latency of a send across hosts (22.4 us) or inside one (11.8 us).
     """
     cl = cluster_from_graph(two_leaves())
     cfg = parallel_config(32, tp=8, pp=2)
@@ -100,10 +104,10 @@ def test_bisection_variant_is_a_valid_layout_with_the_same_leaf_local_pipeline()
     ho = tree_partition_host_order(cl, cfg, groups, traffic, bisect=True)
     assert sorted(ho.tolist()) == [0, 1, 2, 3]
     dev = np.concatenate([cl.host_devices[h] for h in ho])
-    assert layout_cost(cl, cfg, dev, traffic).by_class["pp"] == pytest.approx(0.08, rel=1e-9)
+    assert layout_cost(cl, cfg, dev, traffic).by_class["pp"] == pytest.approx(0.08 + 22.4e-6, rel=1e-9)
     lay = tree_partition_layout(cl, cfg, groups, traffic, bisect=True)
     assert sorted(lay.tolist()) == list(range(32))
-    assert layout_cost(cl, cfg, lay, traffic).by_class["pp"] == pytest.approx(4e9 / 450e9, rel=1e-9)
+    assert layout_cost(cl, cfg, lay, traffic).by_class["pp"] == pytest.approx(4e9 / 450e9 + 11.8e-6, rel=1e-9)
 
 
 def test_clique_rank_graph_spreads_ring_bytes_over_every_peer():

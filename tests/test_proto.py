@@ -89,6 +89,13 @@ def test_contract_shape():
     assert [v.name for v in pb.Status.DESCRIPTOR.values] == ["STATUS_UNSPECIFIED", "STATUS_OPTIMAL", "STATUS_FEASIBLE"]
     link = pb.Link.DESCRIPTOR.fields_by_name
     assert "bandwidth_gbps" in link and "latency_us" in link
+    # what NCCL's rates and rails are read from (issue 25): link kinds and ports, NICs' hosts, the GPU generation
+    assert {f: link[f].number for f in ("kind", "nvlinks", "ports")} == {"kind": 5, "nvlinks": 6, "ports": 7}
+    assert link["nvlinks"].has_presence and link["ports"].has_presence
+    node = pb.Node.DESCRIPTOR.fields_by_name
+    assert (node["host"].number, node["nic_index"].number) == (3, 4)
+    assert node["host"].has_presence and node["nic_index"].has_presence
+    assert pb.Cluster.DESCRIPTOR.fields_by_name["gpu"].number == 4
     # the cost is the predicted communication time (DESIGN §4): T_c per class, details per class
     cost = pb.Cost.DESCRIPTOR
     assert cost.fields_by_name["total_seconds"].number == 1
@@ -101,8 +108,13 @@ def test_contract_shape():
     proto_text = (ROOT / "proto" / "rankmap" / "v1" / "rankmap.proto").read_text()
     assert "reserved 3;" in proto_text and 'reserved "time_by_class_seconds";' in proto_text
     assert set(pb.ClassCost.DESCRIPTOR.fields_by_name) == {
-        "seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck"
+        "seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck", "algorithm",
+        "channels",
     }
+    class_cost = pb.ClassCost.DESCRIPTOR.fields_by_name
+    assert (class_cost["algorithm"].number, class_cost["channels"].number) == (7, 8)
+    assert class_cost["algorithm"].type == class_cost["algorithm"].TYPE_STRING
+    assert class_cost["channels"].type == class_cost["channels"].TYPE_INT32
     bottleneck = pb.Bottleneck.DESCRIPTOR.fields_by_name
     assert set(bottleneck) == {
         "kind", "link_from", "link_to", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes",
@@ -119,3 +131,23 @@ def test_contract_shape():
         entry = fields["exposure"].message_type
         assert entry.GetOptions().map_entry
         assert entry.fields_by_name["value"].type == entry.fields_by_name["value"].TYPE_DOUBLE
+
+
+def test_nccl_options_on_solve_and_evaluate():
+    """How NCCL runs the collectives (issue 25): NcclOptions on both requests, added fields only."""
+    from rankmap.v1 import rankmap_pb2 as pb
+
+    assert [v.name for v in pb.NcclAlgorithm.DESCRIPTOR.values] == [
+        "NCCL_ALGORITHM_UNSPECIFIED", "NCCL_ALGORITHM_RING", "NCCL_ALGORITHM_TREE", "NCCL_ALGORITHM_NVLS",
+        "NCCL_ALGORITHM_NVLSTREE",
+    ]
+    nccl = pb.NcclOptions.DESCRIPTOR.fields_by_name
+    assert {f: nccl[f].number for f in nccl} == {"algorithm": 1, "disable_pxn": 2, "rates_gbps": 3,
+                                                 "disable_latency": 4}
+    assert nccl["algorithm"].enum_type.name == "NcclAlgorithm"
+    assert nccl["rates_gbps"].message_type.GetOptions().map_entry
+    # the defaults (all fields unset) are NCCL's: PXN and the latency model on
+    assert nccl["disable_pxn"].type == nccl["disable_latency"].type == nccl["disable_pxn"].TYPE_BOOL
+    for msg, number in ((pb.SolveRequest, 14), (pb.EvaluateRequest, 7)):
+        field = msg.DESCRIPTOR.fields_by_name["nccl"]
+        assert field.number == number and field.message_type.name == "NcclOptions", msg.DESCRIPTOR.name

@@ -527,3 +527,117 @@ def test_batch_deadline_reports_remaining_indices_and_stops(server, client):
     assert late and all(o.code == grpc.StatusCode.DEADLINE_EXCEEDED for o in late)
     assert wait_idle(server.servicer, 10), "batch items kept running after the deadline"
     assert client.health() == "SERVING"
+
+
+# --------------------------------------------------------------------------- how NCCL runs collectives (issue 25)
+
+
+def _h100_host(capsys, tmp_path):
+    """``rankmap cluster --gpus-per-node 8 --gpu h100``: one 8×H100 host (NVSwitch, 18 NVLinks per GPU)."""
+    from rankmap.cli import main
+
+    path = tmp_path / "h100.json"
+    assert main(["cluster", "--gpus-per-node", "8", "--gpu", "h100", "-o", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+def test_nccl_options_through_a_server(server, client, tmp_path, capsys):
+    """On a real server, 1 host × 8 H100, tp8 all-reduce of 4 GB: the answer names NVLS (8 channels) by default,
+    ring when --nccl-algo ring forces it, and the times are NCCL's (ring busbw 18 × 20.6 = 370.8 GB/s, NVLS
+    2·0.85·370.8·7/9 ≈ 490.3 GB/s, time 2·(7/8)·S / busbw + NCCL's latency): the same as in process,
+    for rankmap solve/evaluate --server and the Python client."""
+    from rankmap.cli import main
+    from rankmap.solver import NcclModel
+    from rankmap.solver.cost.nccl import latency_seconds
+    from rankmap.solver.formats.graphfile import load_graph
+
+    path = _h100_host(capsys, tmp_path)
+    S = 4e9
+    want = {"nvls": 2 * 7 / 8 * S / (2 * 0.85 * 370.8e9 * 7 / 9) + latency_seconds("nvls", "simple", "all_reduce", 8, 1),
+            "ring": 2 * 7 / 8 * S / 370.8e9 + latency_seconds("ring", "simple", "all_reduce", 8, 1)}
+    argv = ["solve", str(path), "--tp", "8", "--traffic", f"tp={S:g}", "--time-limit", "5"]
+    tp = {}
+    for flags, algo in (([], "nvls"), (["--nccl-algo", "ring"], "ring"), (["--nccl-algo", "RING", "--no-pxn"], "ring")):
+        docs = []
+        for extra in ([], ["--server", server.address]):
+            assert main(argv + flags + extra) == 0
+            doc = json.loads(capsys.readouterr().out)
+            doc.pop("solve_seconds")
+            docs.append(doc)
+        assert docs[0] == docs[1], flags  # the server predicts exactly what the in-process solve predicts
+        cc = docs[1]["cost"]["classes"]["tp"]
+        assert cc["algorithm"] == algo and cc["channels"] == (8 if algo == "nvls" else 1), flags
+        assert cc["seconds"] == pytest.approx(want[algo], rel=1e-9), flags
+        tp[algo] = cc["seconds"]
+    assert tp["ring"] > 1.3 * tp["nvls"]  # forcing ring costs NVLS's 1.32× busbw
+    # evaluate --server, the result file's layout
+    result = tmp_path / "result.json"
+    assert main(argv + ["--server", server.address]) == 0
+    result.write_text(capsys.readouterr().out)
+    for flags, algo in (([], "nvls"), (["--nccl-algo", "ring", "--no-nccl-latency"], "ring")):
+        docs = []
+        for extra in ([], ["--server", server.address]):
+            assert main(["evaluate", str(path), "--assignment", str(result), *flags, *extra]) == 0
+            docs.append(json.loads(capsys.readouterr().out))
+        assert docs[0] == docs[1], flags
+        assert docs[1]["cost"]["classes"]["tp"]["algorithm"] == algo
+    assert docs[1]["cost"]["classes"]["tp"]["latency_seconds"] == 0
+    assert docs[1]["cost"]["classes"]["tp"]["seconds"] == pytest.approx(2 * 7 / 8 * S / 370.8e9, rel=1e-12)
+    # the Python client: nccl= an NcclModel or a mapping of its fields
+    g = load_graph(str(path))
+    gpus = [n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+    for nccl, algo in ((None, "nvls"), (NcclModel(algorithm="ring"), "ring"), ({"algorithm": "tree"}, "ring")):
+        cost = client.evaluate(g, gpus, tp=8, traffic={"tp": S}, nccl=nccl)
+        local = evaluate(g, parallel_config(8, tp=8), gpus, {"tp": S}, nccl=nccl if not isinstance(nccl, dict)
+                         else NcclModel(**nccl))
+        assert cost == local and cost.classes["tp"].algorithm == algo, nccl  # tree on one node: ring, as NCCL
+    sol = client.solve(g, tp=8, traffic={"tp": S}, nccl={"algorithm": "ring", "rates": {"nvlink": 10}},
+                       time_limit_seconds=5)
+    assert sol.cost.classes["tp"].algorithm == "ring"
+    assert sol.cost.classes["tp"].seconds == pytest.approx(
+        2 * 7 / 8 * S / 180e9 + latency_seconds("ring", "simple", "all_reduce", 8, 1), rel=1e-9)
+
+
+@pytest.mark.parametrize("mutate, path, argument, needle", [
+    (lambda m: setattr(m, "algorithm", 7), "nccl.algorithm", "nccl_algo", "is not an NcclAlgorithm"),
+    (lambda m: m.rates_gbps.__setitem__("nic", float("nan")), "nccl.rates_gbps[nic]", "nccl_rate.nic", "finite"),
+    (lambda m: m.rates_gbps.__setitem__("nvlink", 0.0), "nccl.rates_gbps[nvlink]", "nccl_rate.nvlink", "nvlink=0.0"),
+    (lambda m: m.rates_gbps.__setitem__("sys", 22.0), "nccl.rates_gbps[sys]", "nccl_rate.sys", "unknown NCCL rate key"),
+])
+def test_bad_nccl_options_are_invalid_argument_naming_the_field(channel, mutate, path, argument, needle):
+    stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
+    g = make_cluster(2, 4)
+    req = wire.solve_request(g, tp=2, traffic=TRAFFIC)
+    ev = wire.evaluate_request(g, [f"h{i // 4}g{i % 4}" for i in range(8)], tp=2, traffic=TRAFFIC)
+    mutate(req.nccl)
+    mutate(ev.nccl)
+    for call, msg in ((stub.Solve, req), (stub.Evaluate, ev)):
+        with pytest.raises(grpc.RpcError) as err:
+            call(msg, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        violation, arg = _violation(err.value)
+        assert (violation.field, arg) == (path, argument) and needle in violation.description
+    # a BatchSolve item fails alone, with the same field
+    good = wire.solve_request(g, tp=2, traffic=TRAFFIC, time_limit_seconds=5)
+    got = {r.index: r for r in stub.BatchSolve(pb.BatchSolveRequest(requests=[good, req]), timeout=60)}
+    assert got[0].WhichOneof("outcome") == "result" and got[1].WhichOneof("outcome") == "error"
+    assert (got[1].error.field, got[1].error.argument) == (path, argument)
+
+
+def test_batch_entries_carry_nccl_keys_to_the_server(server, tmp_path, capsys):
+    """`rankmap batch --server`: a job's nccl_algo / nccl_rate / nccl_latency keys travel with its SolveRequest."""
+    from rankmap.cli import main
+
+    path = _h100_host(capsys, tmp_path)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(f"- {{name: auto, cluster: {path}, tp: 8, traffic: {{tp: 4e9}}, time_limit: 5}}\n"
+                    f"- {{name: ring, cluster: {path}, tp: 8, traffic: {{tp: 4e9}}, time_limit: 5, nccl_algo: ring,\n"
+                    f"   nccl_rate: {{nvlink: 10}}, nccl_latency: false}}\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["batch", str(jobs), "--server", server.address, "-o", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    docs = {d["name"]: d for d in map(json.loads, out.read_text().splitlines())}
+    auto, ring = (docs[n]["result"]["cost"]["classes"]["tp"] for n in ("auto", "ring"))
+    assert (auto["algorithm"], ring["algorithm"]) == ("nvls", "ring")
+    assert ring["latency_seconds"] == 0 and ring["seconds"] == pytest.approx(2 * 7 / 8 * 4e9 / 180e9, rel=1e-12)

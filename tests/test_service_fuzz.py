@@ -62,13 +62,41 @@ def sizes(draw, target):
         target.hierarchical_context_parallel_sizes.extend(draw(st.lists(st.integers(0, 4), max_size=70)))
 
 
+def nccl_attributes(draw, target):
+    """What the NCCL model reads off a cluster (issue 25): GPU generation, link kinds and ports, NICs."""
+    target.gpu = draw(st.one_of(st.sampled_from(["h100", "a100", "gb200", "v100", ""]), st.text(max_size=6)))
+    if target.links:
+        link = target.links[draw(st.integers(0, len(target.links) - 1))]
+        link.kind = draw(st.one_of(st.sampled_from(["nvlink", "net", "fabric", "pcie", "nvlink+pcie", ""]),
+                                   st.text(max_size=6)))
+        if draw(st.booleans()):
+            link.nvlinks = draw(FLOAT)
+        if draw(st.booleans()):
+            link.ports = draw(FLOAT)
+    if draw(st.booleans()):
+        node = target.nodes.add(id=draw(NAMES), kind="nic")
+        if draw(st.booleans()):
+            node.host = draw(NAMES)
+        if draw(st.booleans()):
+            node.nic_index = draw(st.integers(-(2**31), 2**31 - 1))
+
+
+def nccl_options(draw, target):
+    """``NcclOptions``: any enum number, any rate keys and values."""
+    target.algorithm = draw(st.one_of(st.integers(0, 4), st.integers(-3, 9)))
+    target.disable_pxn = draw(st.booleans())
+    target.disable_latency = draw(st.booleans())
+    for _ in range(draw(st.integers(0, 2))):
+        target.rates_gbps[draw(st.one_of(st.sampled_from(["nic", "nvlink", "NIC"]), st.text(max_size=5)))] = draw(FLOAT)
+
+
 @st.composite
 def cluster(draw, target):
     if draw(st.booleans()):
         target.CopyFrom(wire.graph_to_proto(two_hosts(draw(st.sampled_from([1, 2, 4])))))
         # mutate a little
         for _ in range(draw(st.integers(0, 2))):
-            choice = draw(st.integers(0, 3))
+            choice = draw(st.integers(0, 4))
             if choice == 0 and target.links:
                 target.links[draw(st.integers(0, len(target.links) - 1))].bandwidth_gbps = draw(FLOAT)
             elif choice == 1 and target.devices:
@@ -76,6 +104,8 @@ def cluster(draw, target):
                     st.integers(-(2**31), 2**31 - 1))
             elif choice == 2:
                 target.nodes.add(id=draw(NAMES), kind=draw(st.sampled_from(["", "gpu", "switch", "nic"])))
+            elif choice == 4:
+                nccl_attributes(draw, target)
             else:
                 target.links.add(source=draw(NAMES), target=draw(NAMES), latency_us=draw(FLOAT))
         return
@@ -125,6 +155,8 @@ def job_fields(draw, req):
     draw(sizes(req.sizes))
     if draw(st.booleans()):
         draw(traffic(req.traffic))
+    if draw(st.integers(0, 3)) == 0:
+        nccl_options(draw, req.nccl)
     return req
 
 

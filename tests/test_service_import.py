@@ -6,6 +6,7 @@ import asyncio
 
 import grpc
 import networkx as nx
+import numpy as np
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
@@ -46,7 +47,10 @@ def test_slurm_block_gb200_same_as_cli(client):
     assert G.graph["gpu"] == "gb200" and "96 hosts" in G.graph["name"]
     assert any("synthetic switch:root" in w for w in G.graph["warnings"])
     cl = cluster_from_graph(G)
-    assert len(cl.devices) == 384 and cl.widest_levels_gbps[0] == 900.0
+    # the link kinds and the GPU generation crossed the wire too: NCCL's per-NVLink rate on Blackwell,
+    # 18 x 40.1 GB/s of the nominal 900, exactly as in process
+    assert len(cl.devices) == 384 and cl.widest_levels_gbps[0] == pytest.approx(18 * 40.1)
+    assert np.array_equal(cl.widest_levels_gbps, cluster_from_graph(local).widest_levels_gbps)
 
 
 def test_kubernetes_nodes_with_kueue(client):

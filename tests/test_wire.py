@@ -10,6 +10,7 @@ import pytest
 from rankmap import wire
 from rankmap.solver import (
     InvalidArgumentError,
+    NcclModel,
     SolveOptions,
     evaluate,
     megatron_groups,
@@ -52,6 +53,56 @@ class TestConvert:
         a, b = cluster_from_graph(g), cluster_from_graph(back)
         assert a.devices == b.devices and a.hosts == b.hosts
         assert np.array_equal(a.domains, b.domains) and np.array_equal(a.levels_gbps, b.levels_gbps)
+
+    def test_graph_carries_what_the_nccl_model_reads(self):
+        """A real cluster file (link kinds, NVLink counts, NICs' hosts and indices, the GPU generation) crosses
+        the wire whole: the solver sees the same NCCL topology and predicts the same times (issue 25)."""
+        from pathlib import Path
+
+        from rankmap.solver import cluster_from_graph
+        from rankmap.solver.formats.graphfile import load_graph
+
+        g = load_graph(str(Path(__file__).parents[1] / "examples" / "clusters" / "hgx-a100-2nodes.json"))
+        msg = pb.Cluster.FromString(wire.graph_to_proto(g).SerializeToString())
+        assert msg.gpu == "a100"
+        assert {link.kind for link in msg.links} == {"pcie", "nvlink", "net", "sys"}
+        assert any(link.HasField("nvlinks") for link in msg.links)
+        nics = [n for n in msg.nodes if n.kind == "nic"]
+        assert nics and all(n.HasField("host") and n.HasField("nic_index") for n in nics)
+        back = wire.graph_from_proto(msg)
+        assert back.graph["gpu"] == "a100"
+        for u, v, data in g.edges(data=True):
+            for attr in ("link", "nvlinks", "bandwidth"):
+                assert back.edges[u, v].get(attr) == data.get(attr), (u, v, attr)
+        for n, data in g.nodes(data=True):
+            for attr in ("kind", "host", "nic_index", "local_index"):
+                assert back.nodes[n].get(attr) == data.get(attr), (n, attr)
+        a, b = cluster_from_graph(g), cluster_from_graph(back)
+        for name in ("node_of", "rail", "nic_gbps", "nvlink_gbps"):
+            assert np.array_equal(getattr(a.nccl_topology, name), getattr(b.nccl_topology, name)), name
+        assert a.nccl_topology.arch == b.nccl_topology.arch == "ampere"
+        cfg = parallel_config(16, tp=8)
+        gpus = [n for n, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+        assert evaluate(back, cfg, gpus, TRAFFIC) == evaluate(g, cfg, gpus, TRAFFIC)
+        # a graph without them (DESIGN §2's minimum) sends none of them
+        bare = wire.graph_to_proto(make_cluster(1, 2))
+        assert bare.gpu == "" and all(not link.kind and not link.HasField("nvlinks") for link in bare.links)
+        assert all(not n.HasField("host") and not n.HasField("nic_index") for n in bare.nodes)
+        # parallel links add their NVLink counts, as the importers do
+        two = pb.Cluster(devices=[pb.Device(id="a"), pb.Device(id="b")],
+                         links=[pb.Link(source="a", target="b", bandwidth_gbps=50, kind="nvlink", nvlinks=2),
+                                pb.Link(source="b", target="a", bandwidth_gbps=25, kind="nvlink", nvlinks=1)])
+        assert wire.graph_from_proto(two).edges["a", "b"] == {"bandwidth": 75.0, "latency_us": 0.0, "link": "nvlink",
+                                                              "nvlinks": 3}
+
+    @pytest.mark.parametrize("attr, value", [("nvlinks", 0.0), ("nvlinks", float("nan")), ("ports", -1.0),
+                                             ("ports", float("inf"))])
+    def test_bad_link_ports_name_the_proto_field(self, attr, value):
+        c = wire.graph_to_proto(make_cluster(1, 2))
+        setattr(c.links[1], attr, value)
+        with pytest.raises(InvalidArgumentError) as err:
+            wire.graph_from_proto(c)
+        assert wire.error_fields(err.value) == (f"cluster.links[1].{attr}", "cluster.edges")
 
     def test_graph_int_ids_become_strings(self):
         g = make_cluster(1, 2, int_ids=True)
@@ -191,7 +242,8 @@ class TestConvert:
         g = make_cluster(2, 2)
         opts = SolveOptions(mode="free", orders=("tp-cp-ep-pp-dp",), constraints=(parse_constraint("tp within host"),),
                             exclude_devices=("h1g1",), exclude_hosts=("h9",), time_limit_seconds=7.5, seed=3,
-                            exposure={"dp": 0.5}, launch_order="listed")
+                            exposure={"dp": 0.5}, launch_order="listed",
+                            nccl=NcclModel(algorithm="tree", pxn=False, rates={"nic": 45.0}, latency=False))
         req = wire.solve_request_from_config(g, parallel_config(2, tp=2), {"dp": 1e9}, opts)
         assert wire.parse_solve_request(req).options == opts
 
@@ -233,6 +285,9 @@ class TestConvert:
         assert (dp.seconds, dp.exposure, dp.bytes_per_rank, dp.payload_bytes, dp.latency_seconds) == (
             0.18, 0.2, 1.75e9, 1e9, 2e-6
         )
+        assert (dp.algorithm, dp.channels) == ("ring", 8)
+        assert (msg.classes["tp"].algorithm, msg.classes["tp"].channels) == ("nvls", 1)
+        assert (msg.classes["pp"].algorithm, msg.classes["pp"].channels) == ("", 0)
         b = dp.bottleneck
         assert b.kind == pb.BOTTLENECK_KIND_LINK and (b.link_from, b.link_to) == ("leaf0", "spine")
         assert (b.load_bytes, b.capacity_gbps, b.utilization, b.flows, b.flow_bytes, b.flow_gbps) == (
@@ -307,3 +362,93 @@ class TestConvert:
         assert wire.error_fields(err.value, "Evaluate") == ("exposure[dp]", "exposure.dp")
 
 
+
+
+# --------------------------------------------------------------------------- NCCL options (issue 25)
+
+
+class TestNccl:
+    MODEL = NcclModel(algorithm="nvls", pxn=False, rates={"nic": 45.0, "nvlink": 20.6}, latency=False)
+
+    @pytest.mark.parametrize("algorithm, value", [("auto", pb.NCCL_ALGORITHM_UNSPECIFIED),
+                                                  ("ring", pb.NCCL_ALGORITHM_RING), ("tree", pb.NCCL_ALGORITHM_TREE),
+                                                  ("nvls", pb.NCCL_ALGORITHM_NVLS),
+                                                  ("nvlstree", pb.NCCL_ALGORITHM_NVLSTREE)])
+    def test_every_algorithm_round_trips(self, algorithm, value):
+        msg = pb.NcclOptions()
+        wire.nccl_to_proto(msg, NcclModel(algorithm=algorithm))
+        assert msg.algorithm == value
+        assert wire.nccl_from_proto(pb.NcclOptions.FromString(msg.SerializeToString())) == NcclModel(algorithm)
+
+    def test_solve_and_evaluate_requests_carry_it(self):
+        g = make_cluster(1, 2)
+        req = pb.SolveRequest.FromString(wire.solve_request(g, nccl=self.MODEL).SerializeToString())
+        assert req.nccl.algorithm == pb.NCCL_ALGORITHM_NVLS and req.nccl.disable_pxn and req.nccl.disable_latency
+        assert dict(req.nccl.rates_gbps) == {"nic": 45.0, "nvlink": 20.6}
+        assert wire.parse_solve_request(req).options.nccl == self.MODEL
+        # a mapping of NcclModel's fields (the client's spelling) is the same model
+        mapped = wire.solve_request(g, nccl={"algorithm": "NVLS", "pxn": False, "rates": {"NIC": 45, "nvlink": 20.6},
+                                             "latency": False})
+        assert mapped == req
+        ev = wire.evaluate_request(g, ["h0g0", "h0g1"], nccl=self.MODEL)
+        assert wire.parse_evaluate_request(ev).nccl == self.MODEL
+        cfg = parallel_config(2)
+        ev2 = wire.evaluate_request_from_config(g, cfg, ["h0g0", "h0g1"], {"dp": 1e9}, nccl=self.MODEL)
+        assert ev2.nccl == ev.nccl
+        # NCCL's defaults leave the field unset: an old server sees the request it always saw
+        for default in (None, NcclModel(), {"algorithm": "auto"}):
+            assert not wire.solve_request(g, nccl=default).HasField("nccl")
+            assert not wire.evaluate_request(g, ["h0g0", "h0g1"], nccl=default).HasField("nccl")
+        from rankmap.solver.fabric.rates import DEFAULT_NCCL
+
+        assert wire.parse_solve_request(wire.solve_request(g)).options.nccl == DEFAULT_NCCL
+        assert wire.parse_evaluate_request(wire.evaluate_request(g, ["h0g0", "h0g1"])).nccl == DEFAULT_NCCL
+        # batch items take it by name
+        assert wire.solve_kwargs_request({"graph": g, "nccl": self.MODEL}).nccl == req.nccl
+
+    @pytest.mark.parametrize("mutate, path, argument, needle", [
+        (lambda m: setattr(m, "algorithm", 9), "nccl.algorithm", "nccl_algo", "not an NcclAlgorithm"),
+        (lambda m: m.rates_gbps.__setitem__("nic", 0.0), "nccl.rates_gbps[nic]", "nccl_rate.nic", "nic=0.0"),
+        (lambda m: m.rates_gbps.__setitem__("nic", -45.0), "nccl.rates_gbps[nic]", "nccl_rate.nic", "nic=-45.0"),
+        (lambda m: m.rates_gbps.__setitem__("nvlink", float("nan")), "nccl.rates_gbps[nvlink]", "nccl_rate.nvlink",
+         "finite"),
+        (lambda m: m.rates_gbps.__setitem__("nvlink", float("inf")), "nccl.rates_gbps[nvlink]", "nccl_rate.nvlink",
+         "finite"),
+        (lambda m: m.rates_gbps.__setitem__("pcie", 20.0), "nccl.rates_gbps[pcie]", "nccl_rate.pcie",
+         "unknown NCCL rate key 'pcie'"),
+        (lambda m: m.rates_gbps.update({"NIC": 45.0, "nic": 50.0}), "nccl.rates_gbps[nic]", "nccl_rate.nic",
+         "given twice"),
+    ])
+    def test_bad_values_name_the_proto_field(self, mutate, path, argument, needle):
+        g = make_cluster(1, 2)
+        for rpc, req, parse in (("Solve", wire.solve_request(g), wire.parse_solve_request),
+                                ("Evaluate", wire.evaluate_request(g, ["h0g0", "h0g1"]), wire.parse_evaluate_request)):
+            mutate(req.nccl)
+            with pytest.raises(InvalidArgumentError) as err:
+                parse(req)
+            assert wire.error_fields(err.value, rpc) == (path, argument), rpc
+            assert needle in err.value.message, err.value.message
+
+    @pytest.mark.parametrize("nccl, field", [({"algorithm": "sideways"}, "nccl_algo"),
+                                             ({"rates": {"nic": 0}}, "nccl_rate.nic"),
+                                             ({"rates": {"sys": 22}}, "nccl_rate.sys"),
+                                             ({"pxm": False}, "nccl"), ("ring", "nccl")])
+    def test_bad_values_client_side(self, nccl, field):
+        g = make_cluster(1, 2)
+        for build in (lambda: wire.solve_request(g, nccl=nccl),
+                      lambda: wire.evaluate_request(g, ["h0g0", "h0g1"], nccl=nccl)):
+            with pytest.raises(InvalidArgumentError) as err:
+                build()
+            assert err.value.field == field
+        # the solver's fields map to the request's paths (errors raised while solving)
+        assert wire.proto_field("nccl_algo") == "nccl.algorithm"
+        assert wire.proto_field("nccl_rate.nic") == "nccl.rates_gbps[nic]"
+
+    def test_class_algorithm_and_channels_round_trip_from_a_real_cost(self):
+        g = make_cluster(2, 4)
+        cost = evaluate(g, parallel_config(8, tp=4), [f"h{i // 4}g{i % 4}" for i in range(8)], TRAFFIC)
+        assert cost.classes["tp"].algorithm and cost.classes["dp"].channels >= 1
+        back = wire.cost_from_proto(pb.Cost.FromString(wire.cost_to_proto(cost).SerializeToString()))
+        assert back == cost
+        assert {c: (v.algorithm, v.channels) for c, v in back.classes.items()} == {
+            c: (v.algorithm, v.channels) for c, v in cost.classes.items()}

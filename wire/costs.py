@@ -43,11 +43,11 @@ def _class_order(keys: Iterable[str]) -> list[str]:
     return known + sorted(k for k in keys if k not in _TRAFFIC_CLASSES)
 
 
-#: The number fields of ``Bottleneck`` / ``ClassCost`` (same names in the messages), with their types.
+#: The scalar fields of ``Bottleneck`` / ``ClassCost`` (same names in the messages), with their types.
 _BOTTLENECK_NUMBERS = (("load_bytes", float), ("capacity_gbps", float), ("utilization", float), ("flows", int),
                        ("flow_bytes", float), ("flow_gbps", float))
 _CLASS_COST_NUMBERS = (("seconds", float), ("exposure", float), ("bytes_per_rank", float), ("payload_bytes", float),
-                       ("latency_seconds", float))
+                       ("latency_seconds", float), ("algorithm", str), ("channels", int))
 
 
 def _numbers(source, fields) -> dict:

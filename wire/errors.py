@@ -93,6 +93,9 @@ _SIMPLE = {
     "cluster.nodes": "cluster.devices",
     "rank": "assignment",
     "rank_offset": "sizes",
+    "nccl_algo": "nccl.algorithm",
+    "nccl_rate": "nccl.rates_gbps",
+    "nccl": "nccl",
 }
 
 
@@ -116,6 +119,8 @@ def proto_field(field: str, rpc: str = "Solve") -> str:
         return f"traffic.model.overrides[{field[len('model.'):]}]"
     if field.startswith("exposure."):
         return f"exposure[{field[len('exposure.'):]}]"
+    if field.startswith("nccl_rate."):
+        return f"nccl.rates_gbps[{field[len('nccl_rate.'):]}]"
     if field.startswith("cluster.edges"):
         return "cluster.links" + field[len("cluster.edges"):]
     return field

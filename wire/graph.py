@@ -31,8 +31,10 @@ def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
     """An ``nx.Graph`` of DESIGN §2 as a ``rankmap.v1.Cluster``.
 
     GPUs (``kind`` "gpu" or absent) become devices (``host``, ``local_index``,
-    ``nvlink_domain``), other nodes nodes, edges links, all in graph order; node
-    ids become strings.  Attributes outside the schema are dropped.
+    ``nvlink_domain``), other nodes nodes (``kind``, ``host``, ``nic_index``), edges
+    links (``bandwidth``, ``latency_us``, and what the NCCL model reads: ``link`` as
+    ``kind``, ``nvlinks``, ``ports``), all in graph order, the graph's ``gpu`` as
+    ``Cluster.gpu``; node ids become strings.  Attributes outside the schema are dropped.
 
     Raises
     ------
@@ -44,6 +46,9 @@ def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
     if not isinstance(graph, nx.Graph):
         raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
     out = pb.Cluster()
+    gpu = graph.graph.get("gpu")
+    if isinstance(gpu, str) and gpu:
+        out.gpu = gpu
     seen: dict[str, Hashable] = {}
     for n, data in graph.nodes(data=True):
         key = str(n)
@@ -64,13 +69,28 @@ def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
             if dom is not None:
                 dev.nvlink_domain = str(dom)
         else:
-            out.nodes.add(id=key, kind=str(data["kind"]))
+            node = out.nodes.add(id=key, kind=str(data["kind"]))
+            host = data.get("host")
+            if host is not None and host != "":
+                node.host = str(host)
+            nic = data.get("nic_index")
+            if isinstance(nic, (int, np.integer)) and not isinstance(nic, bool) and -(2**31) <= nic < 2**31:
+                node.nic_index = int(nic)  # the solver ignores any other value
     for u, v, data in graph.edges(data=True):
         link = out.links.add(source=str(u), target=str(v))
         if "bandwidth" in data:
             link.bandwidth_gbps = _wire_number(u, v, data, "bandwidth")
         if data.get("latency_us") is not None:
             link.latency_us = _wire_number(u, v, data, "latency_us")
+        kind = data.get("link")
+        if isinstance(kind, str) and kind:
+            link.kind = kind
+        for attr in ("nvlinks", "ports"):
+            value = data.get(attr)
+            # the solver reads a positive number and ignores anything else: send only what it reads
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+                    and math.isfinite(value) and value > 0:
+                setattr(link, attr, float(value))
     return out
 
 
@@ -177,7 +197,12 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
                 f"{path}.kind",
                 "cluster.nodes",
             )
-        nodes[nid] = {"kind": kind}
+        attrs = {"kind": kind}
+        if n.HasField("host") and n.host:
+            attrs["host"] = n.host
+        if n.HasField("nic_index"):
+            attrs["nic_index"] = int(n.nic_index)
+        nodes[nid] = attrs
     edges: dict[tuple[str, str], dict[str, Any]] = {}
     isfinite = math.isfinite
     for i, link in enumerate(cluster.links):
@@ -206,14 +231,32 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
                     "cluster.edges",
                 )
             data["latency_us"] = lat
+        if link.kind:
+            data["link"] = link.kind
+        for attr in ("nvlinks", "ports"):
+            if link.HasField(attr):
+                value = getattr(link, attr)
+                if not isfinite(value) or value <= 0:
+                    raise invalid(f"edge ({u!r}, {v!r}) has {attr} {value!r}; it must be a finite number > 0",
+                                  f"cluster.links[{i}].{attr}", "cluster.edges")
+                data[attr] = int(value) if value.is_integer() else value
         key = (u, v) if u <= v else (v, u)
         old = edges.get(key)
         if old is not None:
             # parallel physical links between two nodes are one link of the summed capacity (DESIGN §2)
             data["bandwidth"] = old["bandwidth"] + bw
             data["latency_us"] = max(old.get("latency_us", 0.0), data.get("latency_us", 0.0))
+            for attr in ("nvlinks", "ports"):  # ports of both (as the importers merge NVLink counts)
+                if attr in old and attr in data:
+                    data[attr] = old[attr] + data[attr]
+                elif attr in old:
+                    data[attr] = old[attr]
+            if "link" in old and "link" not in data:
+                data["link"] = old["link"]
         edges[key] = data
     g = nx.Graph()
+    if cluster.gpu:
+        g.graph["gpu"] = cluster.gpu
     items = list(nodes.items())
     for start in range(0, len(items), _CHECK_MASK + 1):
         check()

@@ -1,4 +1,4 @@
-"""Search options on the wire: mode, orders, constraints, exclusions, limits, exposure, launch order."""
+"""Search options on the wire: mode, orders, constraints, exclusions, limits, exposure, launch order, NCCL."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ __all__ = [
     "launch_order_to_proto",
     "launch_order_from_proto",
     "LAUNCH_POLICY_TO_PROTO",
+    "NCCL_ALGORITHM_TO_PROTO",
+    "NCCL_ALGORITHM_FROM_PROTO",
+    "nccl_to_proto",
+    "nccl_from_proto",
 ]
 
 MODE_TO_PROTO = {"launcher": pb.MODE_LAUNCHER, "free": pb.MODE_FREE, "fixed": pb.MODE_FIXED}
@@ -38,6 +42,76 @@ POLICY_FROM_PROTO = {v: k for k, v in POLICY_TO_PROTO.items()}
 LAUNCH_POLICY_TO_PROTO = {"sorted": pb.LAUNCH_ORDER_POLICY_SORTED, "listed": pb.LAUNCH_ORDER_POLICY_LISTED}
 _LAUNCH_POLICY_FROM_PROTO = {v: k for k, v in LAUNCH_POLICY_TO_PROTO.items()}
 _LAUNCH_POLICY_FROM_PROTO[pb.LAUNCH_ORDER_POLICY_UNSPECIFIED] = "sorted"
+#: ``NcclModel.algorithm`` <-> ``rankmap.v1.NcclAlgorithm`` (``auto`` is UNSPECIFIED).
+NCCL_ALGORITHM_TO_PROTO = {
+    "auto": pb.NCCL_ALGORITHM_UNSPECIFIED,
+    "ring": pb.NCCL_ALGORITHM_RING,
+    "tree": pb.NCCL_ALGORITHM_TREE,
+    "nvls": pb.NCCL_ALGORITHM_NVLS,
+    "nvlstree": pb.NCCL_ALGORITHM_NVLSTREE,
+}
+NCCL_ALGORITHM_FROM_PROTO = {v: k for k, v in NCCL_ALGORITHM_TO_PROTO.items()}
+
+
+def nccl_to_proto(target: "pb.NcclOptions", nccl) -> None:
+    """Fill an ``NcclOptions`` from an :class:`~rankmap.solver.NcclModel` or a mapping of its fields
+    (``algorithm``, ``pxn``, ``rates``, ``latency``); None leaves it unset (NCCL's defaults).
+
+    Raises
+    ------
+    InvalidArgumentError
+        What :class:`~rankmap.solver.NcclModel` refuses (an unknown algorithm or rate key, a rate
+        that is not a finite number > 0; fields ``nccl_algo``, ``nccl_rate.KEY``), or a value that
+        is neither (field ``nccl``).
+    """
+    from rankmap.solver.fabric.rates import NcclModel
+
+    if nccl is None:
+        return
+    if isinstance(nccl, Mapping):
+        unknown = sorted(set(nccl) - {"algorithm", "pxn", "rates", "latency"})
+        if unknown:
+            raise InvalidArgumentError(f"nccl has unknown field {unknown[0]!r}; known: algorithm, pxn, rates, latency",
+                                       "nccl")
+        nccl = NcclModel(**nccl)
+    if not isinstance(nccl, NcclModel):
+        raise InvalidArgumentError(f"nccl must be an NcclModel or a mapping of its fields, got {nccl!r}", "nccl")
+    target.algorithm = NCCL_ALGORITHM_TO_PROTO[nccl.algorithm]
+    target.disable_pxn = not nccl.pxn
+    target.disable_latency = not nccl.latency
+    for k, v in nccl.rates.items():
+        target.rates_gbps[k] = float(v)
+
+
+def nccl_from_proto(msg: "pb.NcclOptions"):
+    """The :class:`~rankmap.solver.NcclModel` of a request's ``nccl`` (unset: NCCL's defaults).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An algorithm that is not an ``NcclAlgorithm`` (proto path ``nccl.algorithm``, argument
+        ``nccl_algo``); an unknown rate key or a rate that is not a finite number > 0 (proto path
+        ``nccl.rates_gbps[KEY]``, argument ``nccl_rate.KEY``).
+    """
+    from rankmap.solver.fabric.rates import DEFAULT_NCCL, NcclModel
+
+    if msg.algorithm not in NCCL_ALGORITHM_FROM_PROTO:
+        raise invalid(f"nccl.algorithm {msg.algorithm} is not an NcclAlgorithm (one of "
+                      f"{', '.join(pb.NcclAlgorithm.keys())})", "nccl.algorithm", "nccl_algo")
+    rates = {}
+    for k in sorted(msg.rates_gbps):
+        v = msg.rates_gbps[k]
+        try:
+            NcclModel(rates={k: v})
+        except InvalidArgumentError as exc:
+            raise invalid(exc.message, f"nccl.rates_gbps[{k}]", f"nccl_rate.{k}") from None
+        if k.strip().lower() in rates:
+            raise invalid(f"NCCL rate {k.strip().lower()} is given twice (keys are case-insensitive)",
+                          f"nccl.rates_gbps[{k}]", f"nccl_rate.{k}")
+        rates[k.strip().lower()] = v
+    model = NcclModel(algorithm=NCCL_ALGORITHM_FROM_PROTO[msg.algorithm], pxn=not msg.disable_pxn, rates=rates,
+                      latency=not msg.disable_latency)
+    return DEFAULT_NCCL if model == DEFAULT_NCCL else model
 
 
 def launch_order_to_proto(target: "pb.LaunchOrder", launch_order) -> None:
@@ -184,8 +258,10 @@ def options_to_proto(
     seed: int | None = None,
     exposure: Mapping[str, float] | None = None,
     launch_order=None,
+    nccl=None,
 ) -> None:
-    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure, launch order)."""
+    """Fill the search fields of ``req`` (mode, orders, constraints, exclusions, limits, exposure, launch order,
+    NCCL: :func:`nccl_to_proto`, left unset for NCCL's defaults)."""
     if mode is not None:
         key = mode.strip().lower() if isinstance(mode, str) else mode
         if key not in MODE_TO_PROTO:
@@ -213,6 +289,16 @@ def options_to_proto(
     exposure_to_proto(req.exposure, exposure)
     if launch_order is not None and launch_order != "sorted":
         launch_order_to_proto(req.launch_order, launch_order)
+    _nccl_field_to_proto(req, nccl)
+
+
+def _nccl_field_to_proto(req, nccl) -> None:
+    """``req.nccl`` from ``nccl``; left unset when it is None or NCCL's defaults (older servers then see
+    the request they always saw)."""
+    msg = pb.NcclOptions()
+    nccl_to_proto(msg, nccl)
+    if msg.ByteSize():
+        req.nccl.CopyFrom(msg)
 
 
 def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
@@ -243,5 +329,6 @@ def options_from_proto(req: "pb.SolveRequest") -> SolveOptions:
         exclude_hosts=tuple(req.exclude_hosts),
         seed=int(req.seed),
         exposure=exposure,
+        nccl=nccl_from_proto(req.nccl),
         **kw,
     )

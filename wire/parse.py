@@ -21,7 +21,7 @@ from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import count_gpus, graph_from_proto
-from rankmap.wire.options import exposure_from_proto, options_from_proto
+from rankmap.wire.options import exposure_from_proto, nccl_from_proto, options_from_proto
 from rankmap.wire.sizes import config_from_proto
 from rankmap.wire.traffic import sizes_with_megatron, traffic_from_proto
 
@@ -57,6 +57,8 @@ class EvaluateJob:
     assignment: tuple[str, ...]
     traffic: dict[str, float]
     exposure: dict[str, float] = dataclasses.field(default_factory=dict)
+    nccl: Any = None
+    """How NCCL runs the collectives (:class:`~rankmap.solver.NcclModel`)."""
 
 
 def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
@@ -87,10 +89,11 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
 def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
     """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
     graph = graph_from_proto(req.cluster, check)
+    nccl = nccl_from_proto(req.nccl)
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
     cfg = config_from_proto(sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure))
+    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure), nccl)
 
 
 def parse_get_groups_request(req: "pb.GetGroupsRequest") -> ParallelConfig:

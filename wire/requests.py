@@ -20,7 +20,7 @@ from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import graph_to_proto
-from rankmap.wire.options import exposure_to_proto, options_to_proto
+from rankmap.wire.options import _nccl_field_to_proto, exposure_to_proto, options_to_proto
 from rankmap.wire.sizes import sizes_to_proto
 from rankmap.wire.traffic import traffic_to_proto
 
@@ -50,7 +50,7 @@ SIZE_ARGUMENTS = PARALLEL_SIZE_KEYS
 
 #: The ``SolveOptions`` fields, which :func:`solve_request` takes under the same names.
 _OPTION_KEYS = ("mode", "orders", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed",
-                "exposure", "launch_order")
+                "exposure", "launch_order", "nccl")
 
 
 def _cluster(graph) -> "pb.Cluster":
@@ -73,6 +73,7 @@ def solve_request(
     omit_groups: bool = False,
     exposure: Mapping[str, float] | None = None,
     launch_order=None,
+    nccl=None,
     **size_kwargs,
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` from a graph (or an already converted ``Cluster``) and plain values.
@@ -83,6 +84,9 @@ def solve_request(
     ``"tp within host"`` or :class:`Constraint`.  ``exposure``: ``x_c`` in
     [0, 1] per traffic class (classes not named are 1).  ``launch_order``:
     ``"sorted"`` (default), ``"listed"`` or the host names in launch order.
+    ``nccl``: how NCCL runs the collectives, an :class:`~rankmap.solver.NcclModel` or a
+    mapping of its fields (``{"algorithm": "ring", "pxn": False, "rates": {"nic": 45},
+    "latency": False}``); None: NCCL's defaults.
     Other arguments as in :func:`traffic_to_proto` and :class:`SolveOptions`.
 
     Raises
@@ -99,7 +103,7 @@ def solve_request(
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     options_to_proto(
         req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed, exposure,
-        launch_order,
+        launch_order, nccl,
     )
     return req
 
@@ -119,14 +123,15 @@ def evaluate_request_from_config(
     assignment: Sequence,
     traffic: Mapping[str, float] | None,
     exposure: Mapping[str, float] | None = None,
+    nccl=None,
 ) -> "pb.EvaluateRequest":
     """An ``EvaluateRequest`` carrying exactly the arguments of
-    ``evaluate(graph, cfg, assignment, traffic, exposure=exposure)``: ``cfg``'s sizes and order,
-    the traffic as in :func:`solve_request_from_config` (a model travels as the model, so the
+    ``evaluate(graph, cfg, assignment, traffic, exposure=exposure, nccl=nccl)``: ``cfg``'s sizes and
+    order, the traffic as in :func:`solve_request_from_config` (a model travels as the model, so the
     server derives the same shapes)."""
     wire_traffic, wire_model = _traffic_split(traffic)
     return evaluate_request(graph, assignment, order=cfg.order, sizes=ParallelSizes.of(cfg), traffic=wire_traffic,
-                            model=wire_model, exposure=exposure)
+                            model=wire_model, exposure=exposure, nccl=nccl)
 
 
 def solve_request_from_config(
@@ -167,12 +172,13 @@ def evaluate_request(
     traffic=None,
     model=None,
     exposure: Mapping[str, float] | None = None,
+    nccl=None,
     **size_kwargs,
 ) -> "pb.EvaluateRequest":
     """An ``EvaluateRequest``: the predicted time of ``assignment`` (device per global rank) under ``order``.
 
     Parallel sizes as in :func:`solve_request`; ``exposure``: ``x_c`` in [0, 1] per traffic
-    class, as there.
+    class, and ``nccl`` (how NCCL runs the collectives), as there.
     """
     if isinstance(assignment, (str, bytes)) or not isinstance(assignment, Iterable):
         raise InvalidArgumentError(f"assignment must be a list of device ids, got {assignment!r}", "assignment")
@@ -182,6 +188,7 @@ def evaluate_request(
     if traffic is not None or model is not None:
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     exposure_to_proto(req.exposure, exposure)
+    _nccl_field_to_proto(req, nccl)
     return req
 
 
@@ -216,6 +223,7 @@ _SOLVE_KEYS = (
     "omit_groups",
     "exposure",
     "launch_order",
+    "nccl",
 )
 
 

@@ -97,6 +97,7 @@ from ..megatron.config import ParallelConfig
 from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
+from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, node_levels, tree_may_run
 from .ringrate import RING_KINDS, ring_rate_gbps
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "EXACT_CUT_MAX_BLOCKS"]
@@ -145,20 +146,30 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         rr = ring_rate_gbps(cluster, n)
         if rr:
             per_flow = max(per_flow, fb / (rr * 1e9))
+    if kind in RING_KINDS:
+        # a group spanning NCCL nodes runs c channels of fb/c between them and ≥ fb·(c−1)/c per
+        # intra-node edge (solver/bound/ncclterms.py): the least over c of the larger of the two
+        r_inter = inter_host_rate_gbps(cluster) * 1e9
+        if r_inter > 0:
+            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / b[0])
+                        for c in range(1, max_channels(cluster, n) + 1))
+            per_flow = min(per_flow, split)
     cut = 0.0
     w = (n - 1) if kind == "all_to_all" else 1
     for doms, boundary, outs in ((cluster.widest_domains, cluster.widest_boundary_gbps,
                                   cluster.widest_domain_out_gbps),
                                  (cluster.domains, cluster.boundary_gbps, cluster.domain_out_gbps)):
+        whole_nodes = node_levels(cluster, doms)
         for k in range(min(doms.shape[0], boundary.size)):
             sizes = np.bincount(doms[k])
             whole = int((sizes // n).sum())
             split = max(0, num_groups - whole)
+            fbc = crossing_bytes(kind, fb, payload_bytes, cluster, n, bool(whole_nodes[k]))[1]
             if split and boundary[k] > 0:
                 # a split group touches at least max(2, ceil(n / largest domain)) domains, each with an out-flow
                 touched = max(2, -(-n // int(sizes.max())))
                 out_flows = split * (2 * (n - 1) if kind == "all_to_all" else touched)
-                cut = max(cut, fb * out_flows / (boundary[k] * 1e9))
+                cut = max(cut, fbc * out_flows / (boundary[k] * 1e9))
             # (only when the part's groups hold every rank: the embedding groups of pp >= 3 hold 2/pp
             # of them, and a domain may then hold none of their members)
             if k < len(outs) and outs[k].size == sizes.size and num_groups * n >= cluster.num_devices:
@@ -167,13 +178,16 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
                 cap = outs[k] * 1e9
                 ok = (s > 0) & (cap > 0)
                 if ok.any():
-                    cut = max(cut, float((s[ok] * w * fb / cap[ok]).max()))
+                    cut = max(cut, float((s[ok] * w * fbc / cap[ok]).max()))
     out_cap = out_cap_per_gpu(cluster)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
     if kind == "all_to_all":
         from .splitbound import all_to_all_split_bound
 
         port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb))
+    if kind == "all_reduce":
+        # NVLS, NVLSTree and tree move fewer bytes than the ring: the least of their floors
+        return min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf))
     return max(per_flow, port, cut)
 
 
@@ -277,14 +291,36 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     if not inter.any():
         return 0.0
     src, dst, fb = src[inter], dst[inter], fb[inter]
-    fb_min = float(fb.min())
+    if part.kind == "all_reduce" and tree_may_run(cluster):  # tree / NVLSTree send S across hosts, ring fb ≥ S
+        fb = np.minimum(fb, float(part.payload_bytes))
+    chans = max_channels(cluster, groups.shape[1]) if part.kind in RING_KINDS else 1
+    topo = cluster.nccl_topology
+    if chans > 1 and topo is not None and np.array_equal(topo.node_of, cluster.host_of):
+        # NCCL nodes are the hosts (blocks of G ranks): a group's channels are at most its fewest
+        # members on one of its hosts; the class is as slow as its slowest spanning group
+        from ..traffic import subgroups
+
+        sub = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part) // G
+        brk = np.diff(np.sort(sub, axis=1), axis=1) != 0
+        span = brk.any(axis=1)
+        if span.any():
+            s2 = np.sort(sub[span], axis=1)
+            k = s2.shape[1]
+            starts = np.concatenate([np.ones((s2.shape[0], 1), dtype=bool), s2[:, 1:] != s2[:, :-1]], axis=1)
+            run_id = np.cumsum(starts, axis=1) - 1
+            rows = np.repeat(np.arange(s2.shape[0]), k)
+            counts = np.zeros((s2.shape[0], k), dtype=np.int64)
+            np.add.at(counts, (rows, run_id.ravel()), 1)
+            fewest = np.where(counts > 0, counts, k + 1).min(axis=1)
+            chans = int(min(chans, int(fewest.min())))
+    fb_min = float(fb.min()) / chans
     best = 0.0
     # inter-host flow: at most the rate of the widest level where two hosts first share a domain
     wl = suffix_rates(cluster) * 1e9
     wd = cluster.widest_domains
     inter = inter_host_rate_gbps(cluster)
     if inter > 0:
-        best = max(best, float(fb.max()) / (inter * 1e9))
+        best = max(best, float(fb.max()) / chans / (inter * 1e9))
     # block graph components
     mat = coo_matrix((np.ones(src.size), (src, dst)), shape=(H, H))
     ncomp, comp = connected_components(mat, directed=False)

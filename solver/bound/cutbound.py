@@ -232,6 +232,7 @@ def joint_cut_bound(
     float
         A lower bound, seconds; at least ``Σ x_c·F0`` of the parts.
     """
+    from .ncclterms import crossing_bytes, node_levels
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
 
@@ -278,7 +279,7 @@ def joint_cut_bound(
         f0_here += sum(f0 for *_r, f0 in embs_here)
         best = f0_here
 
-        def shape_terms(m, cap, r_above, n_domains):
+        def shape_terms(m, cap, r_above, n_domains, node_level=True):
             """Per class, the parts' terms for one domain shape: (weak, strong, has chains)."""
             terms, strong, chains = {}, {}, False
             for c in classes:
@@ -288,12 +289,14 @@ def joint_cut_bound(
                 for p, g_p, kp, x, f0 in grid_parts[c]:
                     fb = flow_bytes(p.kind, p.payload_bytes, kp)
                     w = (kp - 1) if p.kind == "all_to_all" else 1
-                    g = x * w * fb / (cap * 1e9)
+                    # NCCL's channels and all-reduce algorithms (solver/bound/ncclterms.py)
+                    fb_flow, fb_cut = crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)
+                    g = x * w * fb_cut / (cap * 1e9)
                     if c == "pp" and p.kind == "p2p_chain" and kp == cfg.pp and kp >= 2:
                         chain.append((f0, max(f0, x * fb / r_above), g))
                         ebar = 2.0 * g_p / n_domains  # mean chain ends per domain
                         continue
-                    lst.append(_Term(f0, x * fb / r_above, g))
+                    lst.append(_Term(f0, x * fb_flow / r_above, g))
                     slst.append(lst[-1])
                 if chain:
                     embs = [(f0, x * flow_bytes(p.kind, p.payload_bytes, kp) / (cap * 1e9))
@@ -306,6 +309,7 @@ def joint_cut_bound(
 
         levels = []  # (labels, {label: weak terms or None})
         for doms, outs, widest in _hierarchies(cluster):
+            whole_nodes = node_levels(cluster, doms)
             for lvl in range(min(doms.shape[0], len(outs))):
                 sizes = np.bincount(doms[lvl])
                 caps = np.asarray(outs[lvl], dtype=float)
@@ -319,7 +323,7 @@ def joint_cut_bound(
                     if cap <= 0 or m < 1 or m >= cfg.world_size:
                         least_strong = 0.0  # that domain may be the one
                         continue
-                    terms, strong, chains = shape_terms(m, cap, r_above, sizes.size)
+                    terms, strong, chains = shape_terms(m, cap, r_above, sizes.size, bool(whole_nodes[lvl]))
                     weak = domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
                     weak_of[(m, cap)] = (terms, weak)
                     best = max(best, weak)

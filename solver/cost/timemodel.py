@@ -44,6 +44,7 @@ from ..megatron.config import ParallelConfig
 from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from ..fabric.links import LinkLoads
+from .collective import A2A_BATCH as _A2A_BATCH, collective_steps, flow_bytes, part_times
 from ..traffic import (CLASS_GROUP, TRAFFIC_CLASSES, Collective, class_collectives, class_group_size,
                       collective_bytes_per_rank, subgroups)
 from ..results import Bottleneck, ClassCost, CostBreakdown
@@ -59,24 +60,6 @@ __all__ = [
     "layout_cost",
 ]
 
-#: Above this many flows an all-to-all class is routed one ring offset at a time.
-_A2A_BATCH = 4_000_000
-
-
-def flow_bytes(kind: str, payload_bytes: float, n: int) -> float:
-    """Bytes of one flow of a collective over ``n`` ranks with payload S (see module doc)."""
-    s = float(payload_bytes)
-    if n <= 1:
-        return 0.0
-    if kind == "all_reduce":
-        return 2.0 * (n - 1) / n * s
-    if kind == "all_gather":
-        return (n - 1) / n * s
-    if kind == "all_to_all":
-        return s / n
-    if kind in ("p2p_chain", "ring_p2p"):
-        return s
-    raise ValueError(f"unknown collective kind {kind!r}")
 
 
 def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
@@ -94,17 +77,6 @@ def bytes_per_rank(kind: str, payload_bytes: float, n: int) -> float:
     if kind == "ring_p2p":
         return float(payload_bytes)
     return flow_bytes(kind, payload_bytes, n)
-
-
-def collective_steps(kind: str, n: int) -> int:
-    """Sequential communication steps (each pays the route latency once).
-
-    Ring all-reduce 2(n−1), ring all-gather n−1, all-to-all 1 (all sends at
-    once), pipeline send 1.
-    """
-    if n <= 1:
-        return 0
-    return {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "ring_p2p": n - 1}.get(kind, 1)
 
 
 def class_flows(kind: str, groups: np.ndarray):
@@ -177,36 +149,49 @@ def part_flows(part: Collective, groups: np.ndarray):
         yield np.concatenate([a, b]), np.concatenate([b, a]), part.wrap * float(part.payload_bytes)
 
 
+def _fabric_timer(cluster: Cluster, exposure: float, stats: dict | None):
+    """The time model's timer (:data:`~rankmap.solver.cost.collective.Timer`) for one layout: flows routed
+    on the fabric, ``max(link load / rate, slowest flow)`` and the busiest link as the bottleneck."""
+    fab = cluster.fabric
+
+    def timer(batches, record):
+        loads = None
+        for src, dst, b, _seg in batches:
+            loads = _merge(loads, fab.route_loads(src, dst, b))
+        if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
+            return np.zeros(1), np.zeros(1), [None]
+        cap = fab.capacities_gbps()
+        ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
+        if stats is not None and record:
+            stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
+        link = int(np.argmax(ratio))
+        link_t = float(ratio[link])
+        t = max(link_t, loads.max_flow_seconds)
+        is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
+        bott = Bottleneck(
+            kind="link" if is_link else "per-flow",
+            link=tuple(str(x) for x in fab.link_name(link)),
+            load_bytes=float(loads.load_bytes[link]),
+            capacity_gbps=float(cap[link]),
+            utilization=float(link_t / t) if t > 0 else 0.0,
+            flows=int(loads.flows[link]),
+            flow_bytes=loads.max_flow_bytes,
+            flow_gbps=loads.max_flow_gbps,
+        )
+        return np.array([t]), np.array([loads.max_latency_seconds]), [bott]
+
+    return timer
+
+
 def _part_time(cluster: Cluster, part: Collective, groups: np.ndarray, dev_of_rank: np.ndarray, exposure: float,
                stats: dict | None):
-    """(seconds, latency seconds, Bottleneck or None) of one part."""
-    fab = cluster.fabric
-    loads = None
-    for src, dst, fb in part_flows(part, groups):
-        loads = _merge(loads, fab.route_loads(dev_of_rank[src], dev_of_rank[dst], fb))
-    if loads is None or (loads.max_flow_seconds <= 0 and not loads.load_bytes.any()):
-        return 0.0, 0.0, None
-    cap = fab.capacities_gbps()
-    ratio = np.where(np.isfinite(cap), loads.load_bytes / (cap * 1e9), 0.0)
-    if stats is not None:
-        stats["pressure"] = stats.get("pressure", 0.0) + exposure * float(np.dot(ratio, ratio))
-    link = int(np.argmax(ratio))
-    link_t = float(ratio[link])
-    t = max(link_t, loads.max_flow_seconds)
-    k = part.size or np.asarray(groups).shape[1]
-    latency = loads.max_latency_seconds * collective_steps(part.kind, k)
-    is_link = link_t > loads.max_flow_seconds * (1 + 1e-9)
-    bott = Bottleneck(
-        kind="link" if is_link else "per-flow",
-        link=tuple(str(x) for x in fab.link_name(link)),
-        load_bytes=float(loads.load_bytes[link]),
-        capacity_gbps=float(cap[link]),
-        utilization=float(link_t / t) if t > 0 else 0.0,
-        flows=int(loads.flows[link]),
-        flow_bytes=loads.max_flow_bytes,
-        flow_gbps=loads.max_flow_gbps,
-    )
-    return t + latency, latency, bott
+    """(seconds, latency seconds, Bottleneck or None, algorithm, channels) of one part (:mod:`.collective`)."""
+    pt = part_times(cluster, part, groups, np.asarray(dev_of_rank)[None, :], _fabric_timer(cluster, exposure, stats),
+                    record=True)
+    if pt is None or pt.bottleneck is None or pt.bottleneck[0] is None:
+        return 0.0, 0.0, None, "", 0
+    return (float(pt.seconds[0]), float(pt.latency_seconds[0]), pt.bottleneck[0], pt.algorithm[0],
+            int(pt.channels[0]))
 
 
 def parts_time(
@@ -238,17 +223,17 @@ def parts_time(
     n = groups.shape[1] if groups.ndim == 2 else 1
     bpr = float(sum(collective_bytes_per_rank(p, n) for p in parts))
     total = lat = 0.0
-    worst, bott = -1.0, None
+    worst, bott, algorithm, channels = -1.0, None, "", 0
     if groups.size and n > 1:
         for p in parts:
-            t, l_s, b = _part_time(cluster, p, groups, dev_of_rank, exposure, stats)
+            t, l_s, b, algo, ch = _part_time(cluster, p, groups, dev_of_rank, exposure, stats)
             total += t
             lat += l_s
             if b is not None and t > worst:
-                worst, bott = t, b
+                worst, bott, algorithm, channels = t, b, algo, ch
     if bott is None:
         return ClassCost(0.0, exposure, bpr, float(payload_bytes))
-    return ClassCost(total, exposure, bpr, float(payload_bytes), lat, bott)
+    return ClassCost(total, exposure, bpr, float(payload_bytes), lat, bott, algorithm, channels)
 
 
 def class_time(

@@ -62,7 +62,7 @@ def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
     return kept, adj, members
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None) -> Fabric:
     """Build the :class:`Fabric` of a validated cluster graph.
 
     ``check`` (optional) is called every 65,536 edges: a cancellation check point.
@@ -74,6 +74,9 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
         edges of a multigraph are summed (parallel physical links).
     devices : sequence
         GPU node ids in device order (``Cluster.devices``).
+    rate : callable (u, v, edge data) -> float, optional
+        The rate an edge carries, GB/s (NCCL's calibrated rate, :func:`rankmap.solver.fabric.rates.link_efficiency`);
+        default its ``bandwidth``.
 
     Raises
     ------
@@ -101,7 +104,7 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None) -> Fabric:
             check()
         if u == v:
             continue
-        c = float(data["bandwidth"])
+        c = float(rate(u, v, data)) if rate is not None else float(data["bandwidth"])
         lat = float(data.get("latency_us", 0.0) or 0.0) * 1e-6
         ug, vg = u in gpu_set, v in gpu_set
         if ug and vg:

@@ -29,6 +29,8 @@ from .build import fabric_from_graph
 from .domains import bandwidth_levels, non_relay_extra
 from .graph import edge_bandwidth, gpus_by_host, simple_graph
 from .links import Fabric
+from .rails import NcclTopology, nccl_topology
+from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
 
 __all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
 
@@ -76,7 +78,12 @@ class Cluster:
         of them outward); empty when not computed.  Used by the lower bound.
     fabric : Fabric
         The physical links (capacities, routes) used by the time model
-        (:mod:`.links`); built by :func:`cluster_from_graph`.
+        (:mod:`.links`); built by :func:`cluster_from_graph`.  Its capacities are the rates NCCL
+        achieves (:mod:`.rates`), not line rates.
+    nccl : NcclModel
+        How NCCL runs the collectives (:mod:`.rates`); the time model reads it.
+    nccl_topology : NcclTopology
+        Each GPU's NCCL node, rail NIC and NIC / NVLink rates (:mod:`.rails`).
     host_extra : dict of int -> numpy.ndarray of float64, shape (G_h, G_h)
         For hosts where some GPU pair is slower than the ultrametric says
         because its widest path relays through a third GPU (e.g. a DGX-1
@@ -100,6 +107,8 @@ class Cluster:
     boundary_gbps: np.ndarray = None  # type: ignore[assignment]
     domain_out_gbps: tuple = ()
     widest_domain_out_gbps: tuple = ()
+    nccl: "NcclModel" = None  # type: ignore[assignment]
+    nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -269,10 +278,10 @@ class Cluster:
         drop = [self.devices[i] for i in np.flatnonzero(~keep)]
         g = graph.copy()
         g.remove_nodes_from(drop)
-        return cluster_from_graph(g)
+        return cluster_from_graph(g, nccl=self.nccl)
 
 
-def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
+def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = None) -> Cluster:
     """Validate a cluster graph and compute its devices and bandwidth domains.
 
     ``check``: called every :data:`CHECK_EVERY` nodes or edges and between phases (a
@@ -289,6 +298,11 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
         graph is read as undirected; parallel edges of a multigraph are one
         link of the summed capacity (DESIGN §2).
 
+    nccl : NcclModel, optional
+        How collectives run (:mod:`.rates`); its rate overrides and NCCL's link efficiencies
+        turn each edge's capacity into the rate NCCL achieves on it (``link`` ``net``,
+        ``fabric``, ``nvlink``; other links as given), which every later computation uses.
+
     Returns
     -------
     Cluster
@@ -302,6 +316,21 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
         (<= 256 characters); GPUs not connected to each other.
     """
     graph = simple_graph(graph)
+    nccl = DEFAULT_NCCL if nccl is None else nccl
+    arch = gpu_arch(graph.graph.get("gpu"))
+    memo: dict = {}
+
+    def rate(u, v, data) -> float:
+        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s; memoised per link kind and port counts."""
+        link = data.get("link")
+        if link is None:
+            return edge_bandwidth(u, v, data)
+        key = (link, data.get("nvlinks"), data.get("ports"))
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = link_efficiency(data, arch, nccl)
+        b = edge_bandwidth(u, v, data)  # validated even when an override replaces it
+        return got[1] if got[1] is not None else b * got[0]
     nodes = list(graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
@@ -328,7 +357,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     bw = np.empty(m, dtype=np.float64)
     i = 0
     for u, v, data in graph.edges(data=True):
-        b = edge_bandwidth(u, v, data)
+        b = rate(u, v, data)
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
         if check is not None and not i % CHECK_EVERY:
@@ -337,7 +366,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
 
     if check is not None:
         check()
-    fabric = fabric_from_graph(graph, devices, check)
+    fabric = fabric_from_graph(graph, devices, check, rate)
     if check is not None:
         check()
     # Domains come from per-GPU fair shares of the switch links: a leaf uplink of 400 GB/s under 32
@@ -406,4 +435,7 @@ def cluster_from_graph(graph: nx.Graph, check=None) -> Cluster:
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
+    object.__setattr__(cl, "nccl", nccl)
+    object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
+                                                        (nodes, src, dst, raw_bw)))
     return cl

@@ -94,6 +94,10 @@ JOB_KEYS = (
     "exclude_device",
     "time_limit",
     "seed",
+    "nccl_algo",
+    "nccl_rate",
+    "pxn",
+    "nccl_latency",
     "format",
     "server",
 )
@@ -109,6 +113,10 @@ JOB_DEFAULTS: Mapping[str, Any] = {
                          ("time_limit", "time_limit_seconds"), ("seed", "seed"))},
     "format": "json",
     "block_links": "nvlink",
+    # how NCCL runs the collectives (NcclModel's defaults: NCCL's own)
+    "nccl_algo": "auto",
+    "pxn": True,
+    "nccl_latency": True,
 }
 
 #: Job keys naming a topology file (relative paths are resolved against the job file's directory).

@@ -27,7 +27,7 @@ from ..errors import InvalidArgumentError
 from ..formats.safe import strict_int
 from ..megatron.ranks import DEFAULT_ORDER
 from .model import JOB_DEFAULTS, SIZE_KEYS, job_sizes, load_job_file, megatron_sizes, usable_gpus
-from .values import exposure_from_value, fill_job, launch_order_from_value, parse_rates
+from .values import exposure_from_value, fill_job, job_nccl, launch_order_from_value, parse_rates
 
 __all__ = [
     "ResolvedJob",
@@ -258,6 +258,7 @@ def job_options(job: Mapping[str, Any]):
         exposure=exposure_from_value(job.get("exposure")),
         # without rankmap Megatron builds its groups in the order its arguments select (the baseline)
         baseline_order=_megatron(job).order if job.get("megatron_args") is not None else "tp-cp-ep-dp-pp",
+        nccl=job_nccl(job),
     )
 
 

@@ -12,7 +12,7 @@ from ..formats.safe import strict_float, strict_int
 from .model import JOB_CLUSTER_FILES, JOB_DEFAULTS
 
 __all__ = ["fill_job", "parse_exposure", "exposure_from_value", "launch_order_from_value", "parse_rates",
-           "server_address"]
+           "nccl_rates_from_value", "job_nccl", "NCCL_KEYS", "server_address"]
 
 #: Job keys holding an integer (ASCII digits when written as a string; never a bool or a float).
 _INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "seq_length",
@@ -21,7 +21,12 @@ _INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optim
 _LIST_KEYS = ("constraint", "exclude_host", "exclude_device", "rate")
 #: Job keys holding a string.
 _STR_KEYS = ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format", "server",
-             "topology_name", "dtype", "megatron_args", "block_links", *JOB_CLUSTER_FILES)
+             "topology_name", "dtype", "megatron_args", "block_links", "nccl_algo", *JOB_CLUSTER_FILES)
+#: Job keys of how NCCL runs the collectives (``--nccl-algo``, ``--nccl-rate``, ``--no-pxn``,
+#: ``--no-nccl-latency``): :func:`job_nccl`.
+NCCL_KEYS = ("nccl_algo", "nccl_rate", "pxn", "nccl_latency")
+#: Job keys holding true or false (a ``--no-...`` flag sets them false).
+_BOOL_KEYS = ("pxn", "nccl_latency")
 
 
 def parse_exposure(text: str) -> dict[str, float]:
@@ -149,6 +154,96 @@ def parse_rates(items: list[str] | None) -> dict[str, float]:
     return out
 
 
+def nccl_rates_from_value(value: Any) -> dict[str, float]:
+    """``--nccl-rate`` / job key ``nccl_rate``: GB/s NCCL achieves per NIC port (``nic``) or per
+    NVLink port (``nvlink``), :class:`~rankmap.solver.fabric.rates.NcclModel` ``rates``.
+
+    ``value``: None (no override), ``"nic=45"`` or ``"nic=45,nvlink=20"``, a list of such
+    strings (the repeated flag), or a mapping ``{nic: 45}``.  Keys are case-insensitive.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An item that is not KEY=GBPS, an unknown key, a key given twice, or a rate that is
+        not a finite number > 0 (field ``nccl_rate`` / ``nccl_rate.KEY``), naming the item.
+    """
+    from ..fabric.rates import NCCL_RATE_KEYS
+
+    keys = ", ".join(NCCL_RATE_KEYS)
+    if value is None:
+        return {}
+    pairs: list[tuple[str, Any, str]] = []  # (key, value, the item as written)
+    if isinstance(value, Mapping):
+        pairs = [(str(k), v, f"{k}={v}") for k, v in value.items()]
+    elif isinstance(value, (str, list, tuple)):
+        items = [value] if isinstance(value, str) else list(value)
+        for item in items:
+            if not isinstance(item, str):
+                raise InvalidArgumentError(
+                    f"nccl_rate must be KEY=GBPS strings or a mapping of {keys} to GB/s, got {item!r}", "nccl_rate")
+            for part in item.split(","):
+                part = part.strip()
+                key, sep, rate = part.partition("=")
+                if not sep or not key.strip() or not rate.strip():
+                    raise InvalidArgumentError(f"--nccl-rate {part!r} is not KEY=GBPS (keys: {keys}; e.g. nic=45)",
+                                               "nccl_rate")
+                pairs.append((key, rate.strip(), part))
+    else:
+        raise InvalidArgumentError(
+            f"nccl_rate must be KEY=GBPS (e.g. nic=45), a list of them or a mapping of {keys} to GB/s, got {value!r}",
+            "nccl_rate")
+    out: dict[str, float] = {}
+    for key, rate, item in pairs:
+        k = key.strip().lower()
+        if k not in NCCL_RATE_KEYS:
+            raise InvalidArgumentError(f"--nccl-rate {item!r}: unknown key {key.strip()!r}; keys: {keys}",
+                                       f"nccl_rate.{k}")
+        if k in out:
+            raise InvalidArgumentError(f"--nccl-rate {item!r}: {k} given twice", f"nccl_rate.{k}")
+        try:
+            gbps = strict_float(rate, "rate")
+        except InvalidArgumentError:
+            raise InvalidArgumentError(f"--nccl-rate {item!r}: {rate!r} is not a finite number of GB/s",
+                                       f"nccl_rate.{k}") from None
+        if not gbps > 0:
+            raise InvalidArgumentError(f"--nccl-rate {item!r}: the rate must be > 0 GB/s", f"nccl_rate.{k}")
+        out[k] = gbps
+    return out
+
+
+def _nccl_bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"job key {key!r} must be true or false, got {value!r}", key)
+    return value
+
+
+def job_nccl(job: Mapping[str, Any]):
+    """The :class:`~rankmap.solver.fabric.rates.NcclModel` of ``job`` (parsed flags or job keys):
+    ``nccl_algo`` (``NCCL_ALGO``: auto, ring, tree, nvls, nvlstree; case-insensitive),
+    ``nccl_rate`` (:func:`nccl_rates_from_value`), ``pxn`` and ``nccl_latency`` (true or false);
+    unset keys take :data:`~rankmap.solver.job.model.JOB_DEFAULTS` (NCCL's defaults).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown algorithm (field ``nccl_algo``), a bad rate (``nccl_rate.KEY``), a
+        ``pxn`` / ``nccl_latency`` that is not a bool.
+    """
+    from ..fabric.rates import DEFAULT_NCCL, NcclModel
+
+    algo = job.get("nccl_algo")
+    if algo is not None and not isinstance(algo, str):
+        raise InvalidArgumentError(f"job key 'nccl_algo' must be a string, got {algo!r}", "nccl_algo")
+    pxn, latency = job.get("pxn"), job.get("nccl_latency")
+    model = NcclModel(
+        algorithm=algo if algo is not None else JOB_DEFAULTS["nccl_algo"],
+        pxn=_nccl_bool("pxn", pxn) if pxn is not None else JOB_DEFAULTS["pxn"],
+        rates=nccl_rates_from_value(job.get("nccl_rate")),
+        latency=_nccl_bool("nccl_latency", latency) if latency is not None else JOB_DEFAULTS["nccl_latency"],
+    )
+    return DEFAULT_NCCL if model == DEFAULT_NCCL else model
+
+
 def server_address(text: str) -> str:
     """``HOST:PORT`` of a rankmap server (port 1..65535, ASCII digits), stripped.
 
@@ -208,6 +303,10 @@ def _check_value(key: str, value: Any) -> Any:
             raise InvalidArgumentError(
                 f"job key 'orders' must be default, megatron-cli, all or a list of orders, got {value!r}", "orders"
             )
+    if key == "nccl_rate" and value is not None:
+        value = nccl_rates_from_value(value)  # validates; names the bad item
+    if key in _BOOL_KEYS and value is not None:
+        value = _nccl_bool(key, value)
     if key in _STR_KEYS and value is not None and not isinstance(value, str):
         raise InvalidArgumentError(f"job key {key!r} must be a string, got {value!r}", key)
     if key == "server" and value is not None:
@@ -248,7 +347,7 @@ def fill_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> 
                 out[key] = model_from_mapping(value, source="job model")
             continue
         unset = not out.get(key) if key in _LIST_KEYS else out.get(key) is None
-        if not unset and key in ("traffic", "exposure"):
+        if not unset and key in ("traffic", "exposure", "nccl_rate"):
             continue  # the given value stands; the job's is not read
         value = _check_value(key, value)
         if unset:

@@ -141,4 +141,5 @@ def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, o
         mode=p.options.mode,
         orders_searched=tuple(c.order for c in orders),
         stopped_by=p.deadline.stopped_by,
+        nccl=p.cluster.nccl,
     )

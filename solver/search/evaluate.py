@@ -24,11 +24,14 @@ def evaluate(
     assignment: Sequence[str],
     traffic: Mapping[str, float],
     exposure: Mapping[str, float] | None = None,
+    nccl=None,
 ) -> CostBreakdown:
     """Predicted communication time of a given layout (DESIGN §4).
 
     ``assignment[r]`` is the GPU node id running global rank r; ``exposure``
-    gives x_c per class (missing classes: 1).
+    gives x_c per class (missing classes: 1); ``nccl`` (:class:`~rankmap.solver.fabric.rates.NcclModel`)
+    how NCCL runs the collectives (default NCCL's defaults; ignored when ``graph`` is a
+    :class:`Cluster`, which carries its own).
 
     Raises
     ------
@@ -37,7 +40,7 @@ def evaluate(
         unknown or non-GPU node, or uses a GPU twice; on a bad exposure.
     """
     exposure = check_exposure(exposure)
-    cluster = graph if isinstance(graph, Cluster) else cluster_from_graph(graph)
+    cluster = graph if isinstance(graph, Cluster) else cluster_from_graph(graph, nccl=nccl)
     traffic = check_traffic(traffic)
     assignment = list(assignment)
     if len(assignment) != cfg.world_size:

@@ -6,10 +6,12 @@ objective (:mod:`rankmap.solver.cost.timemodel`) is proved by enumeration: statu
 
 Scoring in bulk: for every ordered device pair (d, e) the route of a 1-byte
 flow is computed once (:meth:`Fabric.route_loads`), giving its load on every
-directed link ``R[d, e, ℓ]``, its per-flow time ``q[d, e]`` and latency.  A
-class with flows (src_f, dst_f) of ``b`` bytes then costs, for each layout p,
-``max(max_ℓ b·Σ_f R[p(src_f), p(dst_f), ℓ] / cap_ℓ, max_f b·q[p(src_f), p(dst_f)])
-+ steps·max_f lat[…]`` — the same formula as :func:`~rankmap.solver.cost.timemodel.class_time`.
+directed link ``R[d, e, ℓ]``, its per-flow time ``q[d, e]`` and latency.  Each part's
+flows are NCCL's for each layout (channels, node order, PXN, all-reduce algorithms and
+latency: :func:`~rankmap.solver.cost.collective.part_times`, the time model's own code),
+and a layout's flows (s_f, d_f) of ``b_f`` bytes take
+``max(max_ℓ Σ_f b_f·R[s_f, d_f, ℓ] / cap_ℓ, max_f b_f·q[s_f, d_f])`` — what
+:meth:`Fabric.route_loads` gives the time model for that layout.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Mapping
 import numpy as np
 
 from ..fabric.cluster import Cluster
-from ..cost.timemodel import class_groups, collective_steps, part_flows
+from ..cost.collective import part_times
+from ..cost.timemodel import class_groups
 from ..traffic import TRAFFIC_CLASSES, class_collectives
 from .constraints import satisfies_batch
 from .problem import REL_TOL, Candidate, Problem
@@ -65,6 +68,7 @@ class PairRoutes:
         used = np.flatnonzero(rows.reshape(-1, cap.size).any(axis=0))
         self.R = rows[:, :, used]
         self.inv_cap = 1.0 / (cap[used] * 1e9)
+        self.cluster = cluster
 
 
 def enumerate_layouts(cluster: Cluster, mode: str) -> np.ndarray:
@@ -90,11 +94,38 @@ def enumerate_layouts(cluster: Cluster, mode: str) -> np.ndarray:
     return np.array(out, dtype=np.int64).reshape(-1, n)
 
 
+def _table_timer(routes: PairRoutes, L: int):
+    """A :data:`~rankmap.solver.cost.collective.Timer` over ``L`` layouts from the per-pair table: per layout,
+    ``max(max link load / rate, slowest flow)`` and the largest route latency (no bottleneck objects)."""
+
+    def timer(batches, _record):
+        load = np.zeros((L, routes.inv_cap.size))
+        per_flow = np.zeros(L)
+        lat = np.zeros(L)
+        for src, dst, b, seg in batches:
+            b = np.broadcast_to(np.asarray(b, dtype=float), np.shape(src))
+            keep = (src != dst) & (b > 0)
+            src, dst, b, seg = src[keep], dst[keep], b[keep], np.asarray(seg)[keep]
+            if not src.size:
+                continue
+            r = routes.R[src, dst] * b[:, None]  # (F, L')
+            for j in range(r.shape[1]):
+                load[:, j] += np.bincount(seg, weights=r[:, j], minlength=L)
+            np.maximum.at(per_flow, seg, routes.q[src, dst] * b)
+            np.maximum.at(lat, seg, routes.lat[src, dst])
+        link_t = (load * routes.inv_cap).max(axis=1) if load.shape[1] else np.zeros(L)
+        return np.maximum(link_t, per_flow), lat, None
+
+    return timer
+
+
 def bulk_cost(
     routes: PairRoutes, cfg, groups, traffic: Mapping[str, float], layouts: np.ndarray,
     exposure: Mapping[str, float] | None = None, deadline=None,
 ) -> np.ndarray:
-    """Predicted communication time (seconds) of each layout row, shape (L,).
+    """Predicted communication time (seconds) of each layout row, shape (L,): exactly
+    :func:`~rankmap.solver.cost.timemodel.layout_cost`'s total (the same
+    :func:`~rankmap.solver.cost.collective.part_times`, timed from the pair table).
 
     Layouts are scored in chunks of ``_CHUNK`` rows; once ``deadline`` (a
     :class:`~rankmap.solver.search.deadline.Deadline`) has passed, the rows not scored
@@ -107,33 +138,25 @@ def bulk_cost(
     """
     exposure = dict(exposure or {})
     fam = class_groups(cfg, groups)
+    cluster = routes.cluster
     total = np.zeros(layouts.shape[0])
-    phases = []
+    parts = []
     for c in TRAFFIC_CLASSES:
         arr = fam[c] - cfg.rank_offset
         if arr.shape[1] <= 1:
             continue
         for part in class_collectives(traffic, c):
-            batches = list(part_flows(part, arr))
-            if not batches:
-                continue
-            src = np.concatenate([f[0] for f in batches])
-            dst = np.concatenate([f[1] for f in batches])
-            fb = np.concatenate([np.full(f[0].shape[0], f[2]) for f in batches])
-            steps = collective_steps(part.kind, part.size or arr.shape[1])
-            phases.append((src, dst, fb, steps, float(exposure.get(c, 1.0))))
+            parts.append((part, arr, float(exposure.get(c, 1.0))))
     for lo in range(0, layouts.shape[0], _CHUNK):
         if deadline is not None and deadline.check():
             total[lo:] = np.inf
             break
         P = layouts[lo:lo + _CHUNK]
-        for src, dst, fb, steps, x in phases:
-            ds, dd = P[:, src], P[:, dst]
-            load = (routes.R[ds, dd] * fb[None, :, None]).sum(axis=1)  # (l, L')
-            link_t = (load * routes.inv_cap).max(axis=1) if load.shape[1] else np.zeros(P.shape[0])
-            per_flow = (routes.q[ds, dd] * fb[None, :]).max(axis=1)
-            lat = routes.lat[ds, dd].max(axis=1) * steps
-            total[lo:lo + _CHUNK] += x * (np.maximum(link_t, per_flow) + lat)
+        timer = _table_timer(routes, P.shape[0])
+        for part, arr, x in parts:
+            pt = part_times(cluster, part, arr, P, timer)
+            if pt is not None:
+                total[lo:lo + _CHUNK] += x * pt.seconds
     return total
 
 

@@ -193,7 +193,7 @@ def cluster_model(graph: nx.Graph | Cluster, options: SolveOptions, deadline: De
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         # the cluster model takes seconds at 131,072 GPUs: cancellation (a gRPC deadline) stops it
-        cluster = cluster_from_graph(g, check=deadline.cancel_check())
+        cluster = cluster_from_graph(g, check=deadline.cancel_check(), nccl=options.nccl)
     deadline.check()  # raises if cancelled; a passed deadline is recorded
     return cluster
 

@@ -27,6 +27,14 @@ class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODE_FREE: _ClassVar[Mode]
     MODE_FIXED: _ClassVar[Mode]
 
+class NcclAlgorithm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NCCL_ALGORITHM_UNSPECIFIED: _ClassVar[NcclAlgorithm]
+    NCCL_ALGORITHM_RING: _ClassVar[NcclAlgorithm]
+    NCCL_ALGORITHM_TREE: _ClassVar[NcclAlgorithm]
+    NCCL_ALGORITHM_NVLS: _ClassVar[NcclAlgorithm]
+    NCCL_ALGORITHM_NVLSTREE: _ClassVar[NcclAlgorithm]
+
 class BottleneckKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BOTTLENECK_KIND_UNSPECIFIED: _ClassVar[BottleneckKind]
@@ -67,6 +75,11 @@ MODE_UNSPECIFIED: Mode
 MODE_LAUNCHER: Mode
 MODE_FREE: Mode
 MODE_FIXED: Mode
+NCCL_ALGORITHM_UNSPECIFIED: NcclAlgorithm
+NCCL_ALGORITHM_RING: NcclAlgorithm
+NCCL_ALGORITHM_TREE: NcclAlgorithm
+NCCL_ALGORITHM_NVLS: NcclAlgorithm
+NCCL_ALGORITHM_NVLSTREE: NcclAlgorithm
 BOTTLENECK_KIND_UNSPECIFIED: BottleneckKind
 BOTTLENECK_KIND_NONE: BottleneckKind
 BOTTLENECK_KIND_LINK: BottleneckKind
@@ -99,34 +112,46 @@ class Device(_message.Message):
     def __init__(self, id: _Optional[str] = ..., host: _Optional[str] = ..., local_index: _Optional[int] = ..., nvlink_domain: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("id", "kind")
+    __slots__ = ("id", "kind", "host", "nic_index")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    NIC_INDEX_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
+    host: str
+    nic_index: int
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., nic_index: _Optional[int] = ...) -> None: ...
 
 class Link(_message.Message):
-    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us")
+    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     bandwidth_gbps: float
     latency_us: float
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ...) -> None: ...
+    kind: str
+    nvlinks: float
+    ports: float
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ...) -> None: ...
 
 class Cluster(_message.Message):
-    __slots__ = ("devices", "nodes", "links")
+    __slots__ = ("devices", "nodes", "links", "gpu")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     links: _containers.RepeatedCompositeFieldContainer[Link]
-    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ...) -> None: ...
+    gpu: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[Link, _Mapping]]] = ..., gpu: _Optional[str] = ...) -> None: ...
 
 class ParallelSizes(_message.Message):
     __slots__ = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "hierarchical_context_parallel_sizes")
@@ -191,6 +216,25 @@ class OrderSearch(_message.Message):
     policy: OrderPolicy
     orders: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, policy: _Optional[_Union[OrderPolicy, str]] = ..., orders: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NcclOptions(_message.Message):
+    __slots__ = ("algorithm", "disable_pxn", "rates_gbps", "disable_latency")
+    class RatesGbpsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_PXN_FIELD_NUMBER: _ClassVar[int]
+    RATES_GBPS_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_LATENCY_FIELD_NUMBER: _ClassVar[int]
+    algorithm: NcclAlgorithm
+    disable_pxn: bool
+    rates_gbps: _containers.ScalarMap[str, float]
+    disable_latency: bool
+    def __init__(self, algorithm: _Optional[_Union[NcclAlgorithm, str]] = ..., disable_pxn: _Optional[bool] = ..., rates_gbps: _Optional[_Mapping[str, float]] = ..., disable_latency: _Optional[bool] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
     __slots__ = ("preset", "overrides")
@@ -295,20 +339,24 @@ class Cost(_message.Message):
     def __init__(self, total_seconds: _Optional[float] = ..., by_class_seconds: _Optional[_Mapping[str, float]] = ..., classes: _Optional[_Mapping[str, ClassCost]] = ...) -> None: ...
 
 class ClassCost(_message.Message):
-    __slots__ = ("seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck")
+    __slots__ = ("seconds", "exposure", "bytes_per_rank", "payload_bytes", "latency_seconds", "bottleneck", "algorithm", "channels")
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     BYTES_PER_RANK_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
     seconds: float
     exposure: float
     bytes_per_rank: float
     payload_bytes: float
     latency_seconds: float
     bottleneck: Bottleneck
-    def __init__(self, seconds: _Optional[float] = ..., exposure: _Optional[float] = ..., bytes_per_rank: _Optional[float] = ..., payload_bytes: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., bottleneck: _Optional[_Union[Bottleneck, _Mapping]] = ...) -> None: ...
+    algorithm: str
+    channels: int
+    def __init__(self, seconds: _Optional[float] = ..., exposure: _Optional[float] = ..., bytes_per_rank: _Optional[float] = ..., payload_bytes: _Optional[float] = ..., latency_seconds: _Optional[float] = ..., bottleneck: _Optional[_Union[Bottleneck, _Mapping]] = ..., algorithm: _Optional[str] = ..., channels: _Optional[int] = ...) -> None: ...
 
 class Bottleneck(_message.Message):
     __slots__ = ("kind", "link_from", "link_to", "load_bytes", "capacity_gbps", "utilization", "flows", "flow_bytes", "flow_gbps")
@@ -430,7 +478,7 @@ class ApplyInfo(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., rendezvous: _Optional[str] = ..., slurm: _Optional[_Union[SlurmLaunch, _Mapping]] = ..., torchrun: _Optional[_Iterable[_Union[TorchrunLaunch, _Mapping]]] = ..., mpirun: _Optional[_Union[MpirunLaunch, _Mapping]] = ..., kubernetes: _Optional[_Union[KubernetesLaunch, _Mapping]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., gpus_file: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order")
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order", "nccl")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -451,6 +499,7 @@ class SolveRequest(_message.Message):
     OMIT_GROUPS_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_ORDER_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     orders: OrderSearch
@@ -464,7 +513,8 @@ class SolveRequest(_message.Message):
     omit_groups: bool
     exposure: _containers.ScalarMap[str, float]
     launch_order: LaunchOrder
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ...) -> None: ...
+    nccl: NcclOptions
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
     __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit")
@@ -528,7 +578,7 @@ class SolveResponse(_message.Message):
     def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure")
+    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -542,13 +592,15 @@ class EvaluateRequest(_message.Message):
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     order: str
     assignment: _containers.RepeatedScalarFieldContainer[str]
     traffic: Traffic
     exposure: _containers.ScalarMap[str, float]
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    nccl: NcclOptions
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("cost", "traffic_bytes")

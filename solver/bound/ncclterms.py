@@ -1,0 +1,120 @@
+"""What NCCL's channels and algorithms let a part save, as factors the bound terms must allow (DESIGN §3, §5).
+
+The time model (:mod:`rankmap.solver.cost.nccl`) runs a ring collective that spans NCCL
+nodes as ``c`` channels of ``fb/c`` bytes between nodes, visits each node's k_h members
+with ``fb·(k_h−1)/k_h`` per edge, and runs all-reduce as the fastest of ring, tree, NVLS
+and NVLSTree, whose inter-node flows carry S (not ``fb = 2(k−1)/k·S``).  A term of the
+bound that assumed one ring of ``fb`` per edge stays a lower bound once
+
+* a flow crossing nodes is counted at ``fb / c_max`` (:func:`max_channels`: ``c`` is the
+  least of the group's nodes' rails, so at most the second-largest rail count of any
+  node, and at most ⌊k/2⌋ since two nodes each hold ≥ c members);
+* bytes crossing a domain boundary finer than an NCCL node are counted at
+  ``fb / max(2, c_max)`` (an intra-node edge carries ≥ fb/2, a channel fb/c);
+* all-reduce's cut and crossing terms use S (every touched domain still sends S out
+  under tree and NVLSTree, and fb ≥ S under ring), and its per-flow floor is the least
+  of the algorithms' floors (:func:`all_reduce_floor_seconds`).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..cost.nccl import NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
+from ..fabric.cluster import Cluster
+
+__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run"]
+
+_CH: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
+RING_KINDS = ("all_reduce", "all_gather", "ring_p2p")
+
+
+def max_channels(cluster: Cluster, k: int | None = None) -> int:
+    """The most NCCL channels a group of ``k`` members can run across nodes (≥ 1)."""
+    c = _CH.get(cluster)
+    if c is None:
+        topo = cluster.nccl_topology
+        if topo is None:
+            c = 1
+        else:
+            ok = topo.rail >= 0
+            per = np.zeros(int(topo.node_of.max(initial=0)) + 1, dtype=np.int64)
+            if ok.any():
+                pairs = np.unique(topo.node_of[ok] * (int(topo.rail.max()) + 1) + topo.rail[ok])
+                np.add.at(per, pairs // (int(topo.rail.max()) + 1), 1)
+            per = np.sort(np.maximum(per, 1))[::-1]
+            c = int(per[1]) if per.size >= 2 else 1
+        _CH[cluster] = c
+    if k is not None:
+        c = min(c, max(1, k // 2))
+    return max(1, c)
+
+
+def node_levels(cluster: Cluster, doms: np.ndarray) -> np.ndarray:
+    """Per level of ``doms`` (shape (L, n)): True when every domain is a union of whole NCCL nodes."""
+    topo = cluster.nccl_topology
+    node = topo.node_of if topo is not None else cluster.host_of
+    nn = np.unique(node).size
+    out = np.zeros(doms.shape[0], dtype=bool)
+    for k in range(doms.shape[0]):
+        out[k] = np.unique(node * (int(doms[k].max()) + 1) + doms[k]).size == nn
+    return out
+
+
+def tree_may_run(cluster: Cluster) -> bool:
+    """Whether the time model may run an all-reduce across nodes as tree or NVLSTree (S per node boundary).
+
+    Only when the cluster names a GPU generation (``topo.arch``) and the NCCL model lets the tuner pick or
+    forces one of them; otherwise every all-reduce across nodes is a ring, which sends ``fb ≥ S``.
+    """
+    topo = cluster.nccl_topology
+    model = cluster.nccl
+    algo = getattr(model, "algorithm", "auto") if model is not None else "auto"
+    return topo is not None and topo.arch is not None and algo in ("auto", "tree", "nvlstree")
+
+
+def crossing_bytes(kind: str, fb: float, payload_bytes: float, cluster: Cluster, k: int,
+                   node_level: bool = True) -> tuple[float, float]:
+    """``(per-flow crossing bytes, cut bytes)`` a bound may charge one split group of a part.
+
+    Ring kinds: a crossing flow ``fb / c_max``; cut bytes ``fb`` at node-or-coarser levels,
+    ``fb / max(2, c_max)`` finer.  All-reduce: S in place of fb where tree or NVLSTree may run
+    (:func:`tree_may_run`).  Others: fb.
+    """
+    if kind not in RING_KINDS:
+        return fb, fb
+    c = max_channels(cluster, k)
+    base = min(fb, float(payload_bytes)) if kind == "all_reduce" and tree_may_run(cluster) else fb
+    cut = base if node_level else base / max(2, c)
+    return base / c, cut
+
+
+def all_reduce_floor_seconds(cluster: Cluster, k: int, payload_bytes: float, fb: float,
+                             ring_floor_seconds: float) -> float:
+    """A lower bound on an all-reduce part's bandwidth time: the least over the algorithms the model may pick.
+
+    ``ring_floor_seconds``: the ring's own floor (computed by the caller).  NVLS: ``fb /
+    nvls_bus(min(k, 8))`` at the widest NVLink of the cluster, only when some NCCL node holds
+    ``k`` GPUs (NVLS runs a group inside one node); NVLSTree: ``fb`` over the most bus bandwidth
+    any head count and node count allows; tree: ``2S`` over its bus cap.
+    """
+    topo = cluster.nccl_topology
+    if topo is None or topo.arch is None:
+        return ring_floor_seconds
+    best = ring_floor_seconds
+    nvl = float(topo.nvlink_gbps.max(initial=0.0))
+    nic = float(topo.nic_gbps.max(initial=0.0))
+    c = max_channels(cluster, k)
+    fits = k <= int(np.bincount(topo.node_of).max(initial=0))  # a group of k inside one NCCL node
+    bus = nvls_bus_gbps(min(k, NVLS_MAX_HEADS), nvl, topo.arch) if nvl > 0 and fits else 0.0
+    if bus > 0:
+        best = min(best, fb / (bus * 1e9))
+    bus = max((nvlstree_bus_gbps(h, 2, c, nvl, nic, topo.arch) for h in range(2, NVLS_MAX_HEADS + 1)), default=0.0)
+    if bus > 0:
+        best = min(best, fb / (bus * 1e9))
+    bus = tree_bus_gbps(2, c, nic, topo.arch)
+    if bus > 0:
+        best = min(best, 2.0 * float(payload_bytes) / (bus * 1e9))
+    return best

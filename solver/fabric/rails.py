@@ -1,0 +1,168 @@
+"""What NCCL sees of each GPU: its node, its rail NIC, its NIC and NVLink rates (DESIGN §3).
+
+NCCL builds rings per *node*: the GPUs of one host, or of one multi-node NVLink domain
+(an NVL72 rack: MNNVL makes the rack one node).  Between nodes a ring channel leaves and
+enters through NICs; each GPU has a *rail*, the NIC nearest to it (NCCL's PIX/PXB path
+type, ``src/graph/paths.cc``), numbered inside its node.  One pass over each GPU's
+neighbourhood (no all-pairs structure), so 131,072 GPUs cost a few seconds at most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import networkx as nx
+import numpy as np
+
+__all__ = ["NcclTopology", "nccl_topology"]
+
+#: Hops (through PCIe switches and CPUs of the GPU's host) searched for the nearest NIC.
+NIC_SEARCH_HOPS = 3
+
+
+@dataclass(frozen=True, eq=False)
+class NcclTopology:
+    """Per-device NCCL view of a cluster.
+
+    Attributes
+    ----------
+    node_of : numpy.ndarray of int64, shape (n,)
+        NCCL node of each device (device order): its ``nvlink_domain`` if any, else its host.
+    rail : numpy.ndarray of int64, shape (n,)
+        Index of the device's nearest NIC among its node's NICs (sorted by host, then
+        ``nic_index``/name); -1 when no NIC is near (one host without NICs).
+    nic_gbps : numpy.ndarray of float64, shape (n,)
+        Calibrated rate of that NIC's port (its link out of the host), GB/s; 0 when none.
+    nvlink_gbps : numpy.ndarray of float64, shape (n,)
+        Calibrated rate of the device's links to NVSwitches (or its NVLink domain), GB/s;
+        0 when it has none (NVLS needs it).
+    arch : str or None
+        GPU architecture family of the cluster (``graph.graph['gpu']``), for NCCL's per-architecture constants.
+    """
+
+    node_of: np.ndarray
+    rail: np.ndarray
+    nic_gbps: np.ndarray
+    nvlink_gbps: np.ndarray
+    arch: str | None = None
+
+
+def _nic_key(graph: nx.Graph, x) -> tuple:
+    d = graph.nodes[x]
+    idx = d.get("nic_index")
+    idx = int(idx) if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool) else 1 << 30
+    return (idx, str(x))
+
+
+def _nearest_nic(graph: nx.Graph, d) -> object:
+    """The nearest NIC of GPU ``d`` through PCIe switches and CPUs of its host (≤ NIC_SEARCH_HOPS hops), or None."""
+    nodes = graph.nodes
+    host = nodes[d].get("host")
+    frontier, seen = [d], {d}
+    for _hop in range(NIC_SEARCH_HOPS):
+        nxt, found = [], []
+        for x in frontier:
+            for y in graph[x]:
+                if y in seen:
+                    continue
+                seen.add(y)
+                kind = nodes[y].get("kind", "gpu")
+                if kind == "nic":
+                    found.append(y)
+                elif kind in ("pcie_switch", "cpu") and nodes[y].get("host") in (None, host):
+                    nxt.append(y)
+        if found:
+            return min(found, key=lambda x: _nic_key(graph, x))
+        frontier = nxt
+    return None
+
+
+def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
+                  edges: tuple) -> NcclTopology:
+    """The :class:`NcclTopology` of a validated cluster graph.
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        Simple undirected graph (DESIGN §2 schema).
+    devices : sequence
+        GPU node ids in device order, length n.
+    host_of : numpy.ndarray of int, shape (n,)
+        Host index of each device.
+    fabric : Fabric
+        The cluster's links (:mod:`.links`), whose GPU attachments and rates give each GPU's
+        NVSwitch and NIC links without a per-GPU graph search (one is run only for GPUs with
+        no NIC among their attachments, e.g. a DGX-1's, whose NICs sit behind PCIe switches).
+    arch : str or None
+    edges : (nodes, src, dst, rate)
+        The graph's node list and its edges as index arrays with their calibrated rates
+        (GB/s), shapes (m,): a NIC's port rate is its fastest link to a network switch.
+    """
+    n = len(devices)
+    nodes = graph.nodes
+    names = fabric.node_names
+    N = len(names)
+    rep = [m.split("|")[0] for m in names]  # a merged twin set's first member stands for it
+    kind = np.array([str(nodes[x].get("kind", "")) if x in nodes else "" for x in rep] + [""])
+    att = np.where(fabric.att_node >= 0, fabric.att_node, N)  # (n, A), N = no attachment
+    akind = kind[att]
+    nvl = np.where(akind == "nvswitch", fabric.att_gbps, 0.0).sum(axis=1)
+    # node of each device: its NVLink domain, else its host
+    H = int(host_of.max(initial=-1)) + 1
+    dom_ids: dict = {}
+    node_of = np.asarray(host_of, dtype=np.int64).copy()
+    for i, d in enumerate(devices):
+        dom = nodes[d].get("nvlink_domain")
+        if dom is not None:
+            node_of[i] = H + dom_ids.setdefault(dom, len(dom_ids))
+    # nearest NIC: a NIC among the GPU's attachments (the first by nic_index/name), else a short search
+    is_nic = akind == "nic"
+    nic_node = np.full(n, -1, dtype=np.int64)  # forest node index of the rail NIC, or -1
+    has = is_nic.any(axis=1)
+    if has.any():
+        nic_rank = {}
+        cand = np.unique(att[is_nic])
+        for x in cand.tolist():
+            nic_rank[x] = _nic_key(graph, rep[x])
+        order = sorted(nic_rank, key=lambda x: nic_rank[x])
+        pos = np.full(N + 1, 1 << 40, dtype=np.int64)
+        pos[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+        keyed = np.where(is_nic, pos[att], 1 << 40)
+        pick = np.argmin(keyed, axis=1)
+        nic_node[has] = att[np.flatnonzero(has), pick[has]]
+    extra: dict = {}  # device -> graph NIC for GPUs found by the search (not a forest attachment)
+    for i in np.flatnonzero(~has).tolist():
+        x = _nearest_nic(graph, devices[i])
+        if x is not None:
+            extra[i] = x
+            nic_node[i] = fabric.node_index.get(x, -1) if fabric.node_index else -1
+    # rails: each node's NICs numbered by (host, nic_index, name)
+    rail = np.full(n, -1, dtype=np.int64)
+    nic_gbps = np.zeros(n)
+    key_dev = [(int(node_of[i]), rep[int(nic_node[i])] if nic_node[i] >= 0 else extra.get(i))
+               for i in range(n)] if extra or has.any() else []
+    per_node: dict = {}
+    for nd, x in key_dev:
+        if x is not None:
+            per_node.setdefault(nd, set()).add(x)
+    index: dict = {}
+    for nd, nics in per_node.items():
+        for j, x in enumerate(sorted(nics, key=lambda x: (str(nodes[x].get("host", "")), _nic_key(graph, x)))):
+            index[(nd, x)] = j
+    # port rate of each NIC: its fastest link to a node that is not a GPU, PCIe switch, CPU, NVSwitch or NIC
+    gnodes, esrc, edst, erate = edges
+    local_kinds = {"gpu", "pcie_switch", "cpu", "nvswitch", "nic"}
+    code = np.array([0 if nodes[x].get("kind", "gpu") == "nic" else
+                     (1 if nodes[x].get("kind", "gpu") not in local_kinds else 2) for x in gnodes] + [2])
+    port = np.zeros(len(gnodes) + 1)
+    for a, b in ((esrc, edst), (edst, esrc)):
+        sel = (code[a] == 0) & (code[b] == 1)
+        np.maximum.at(port, a[sel], erate[sel])
+    gidx = {x: i for i, x in enumerate(gnodes)} if key_dev else {}
+    for i, (nd, x) in enumerate(key_dev):
+        if x is None:
+            continue
+        rail[i] = index[(nd, x)]
+        nic_gbps[i] = port[gidx[x]]
+    return NcclTopology(node_of, rail, nic_gbps, nvl, arch)
