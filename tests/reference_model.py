@@ -131,7 +131,7 @@ class Reference:
         return None
 
     def rail(self, d):
-        """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (sorted by host, nic_index, name); -1 none."""
+        """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (by host, nic_index, name); -1 none."""
         if d not in self._rail:
             g = self.g
             gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
