@@ -28,7 +28,7 @@ from rankmap.wire.costs import (
 )
 from rankmap.wire.errors import error_from_batch, error_to_proto
 from rankmap.wire.graph import graph_from_proto
-from rankmap.wire.options import MODE_FROM_PROTO, MODE_TO_PROTO
+from rankmap.wire.options import MODE_FROM_PROTO, MODE_TO_PROTO, nccl_from_proto, nccl_to_proto
 from rankmap.wire.sizes import config_from_resolved, config_to_proto
 from rankmap.wire.traffic import model_from_proto, model_to_proto, value_from_proto, value_to_proto
 
@@ -84,6 +84,8 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
         out.traffic_model.CopyFrom(model_to_proto(model))
         for k, v in (getattr(result.traffic, "explicit", None) or {}).items():
             out.traffic_explicit[k] = float(v)
+    if getattr(result, "nccl", None) is not None:
+        nccl_to_proto(out.nccl, result.nccl)
     apply_to_proto(result.apply or {}, out.apply)
     if not omit_groups:
         groups_to_proto(result.groups, out.groups)
@@ -120,6 +122,7 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         mode=MODE_FROM_PROTO.get(msg.mode, "launcher"),
         orders_searched=tuple(msg.orders_searched),
         stopped_by=str(msg.stopped_by),
+        nccl=nccl_from_proto(msg.nccl) if msg.HasField("nccl") else None,
     )
 
 

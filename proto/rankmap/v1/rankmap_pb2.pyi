@@ -517,7 +517,7 @@ class SolveRequest(_message.Message):
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit")
+    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit", "nccl")
     class GroupsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -557,6 +557,7 @@ class SolveResponse(_message.Message):
     STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_MODEL_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_EXPLICIT_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
     config: ParallelConfig
     mode: Mode
     order: str
@@ -575,7 +576,8 @@ class SolveResponse(_message.Message):
     stopped_by: str
     traffic_model: ModelSpec
     traffic_explicit: _containers.ScalarMap[str, float]
-    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    nccl: NcclOptions
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl")
