@@ -101,7 +101,7 @@ def test_nccl_job_keys_reach_the_solve_options(cluster_file, tmp_path):
     """nccl_algo / nccl_rate / pxn / nccl_latency (issue 25): one NcclModel in SolveOptions.nccl, whatever the
     job came from (a job dict, a batch entry, flags given over a job file); unset keys are NCCL's defaults."""
     from rankmap.batch import prepare_job
-    from rankmap.cli_batch import job_from_entry
+    from rankmap.batch_input import job_from_entry
     from rankmap.solver import NcclModel
     from rankmap.solver.fabric.rates import DEFAULT_NCCL
     from rankmap.solver.job.model import JOB_DEFAULTS, JOB_KEYS

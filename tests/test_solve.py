@@ -84,11 +84,14 @@ def test_dp_heavy_keeps_default_order():
     cfg = parallel_config(16, tp=4, pp=2)
     res = solve(two_hosts(), cfg, {"tp": 4e9, "dp": 8e9, "pp": 1e8}, SolveOptions(orders="megatron-cli"))
     assert res.order == "tp-cp-ep-dp-pp"
-    # dp pairs (g, g+4) inside a host on NVSwitch; pp crosses hosts over 50 GB/s rail NICs:
-    # tp 2·3/4·4e9 / 450e9 = 13.33 ms, dp 1/2·8e9 / 450e9 = 8.89 ms, pp 1e8 / 50e9 = 2 ms
-    assert res.cost.by_class["tp"] == pytest.approx(2 * 3 / 4 * 4e9 / 450e9, rel=1e-9)
-    assert res.cost.by_class["dp"] == pytest.approx(0.5 * 8e9 / 450e9, rel=1e-9)
-    assert res.cost.by_class["pp"] == pytest.approx(1e8 / 50e9, rel=1e-9)
+    # dp pairs (g, g+4) inside a host on NVSwitch; pp crosses hosts over the rail NICs.  NCCL's rates:
+    # NVLink 450 x 0.8 = 360 GB/s, NIC 50 x 0.96 = 48 GB/s; NCCL's latency (Simple) added:
+    # tp ring all-reduce of 4 in a host 2·3/4·4e9 / 360e9 = 16.67 ms + (8.4 + 6 x 3.4) us,
+    # dp ring all-gather of 2 in a host 1/2·8e9 / 360e9 = 11.11 ms + (8.4 + 3.4) us,
+    # pp send across hosts on the same rail 1e8 / 48e9 = 2.08 ms + (8.4 + 14) us
+    assert res.cost.by_class["tp"] == pytest.approx(2 * 3 / 4 * 4e9 / 360e9 + 28.8e-6, rel=1e-9)
+    assert res.cost.by_class["dp"] == pytest.approx(0.5 * 8e9 / 360e9 + 11.8e-6, rel=1e-9)
+    assert res.cost.by_class["pp"] == pytest.approx(1e8 / 48e9 + 22.4e-6, rel=1e-9)
     assert res.bound_seconds <= res.cost.total_seconds
     # DP groups inside hosts
     host = {d: d.split("/")[0] for d in res.assignment}
@@ -295,8 +298,9 @@ def test_mid_size_solve_is_deterministic_and_never_worse_than_the_launcher():
     res = solve(g, cfg, tr, SolveOptions(orders="default", time_limit_seconds=10))
     assert res.cost.total_seconds <= res.baseline.cost.total_seconds
     assert evaluate(g, res.config, res.assignment, tr).total_seconds == pytest.approx(res.cost.total_seconds, rel=1e-12)
-    # tp (4 ranks on one NVSwitch): 2·3/4·S / 450 GB/s per ring edge, no link shared more
-    assert res.cost.by_class["tp"] == pytest.approx(2 * 3 / 4 * tr["tp"] / 450e9, rel=1e-9)
+    # tp (4 ranks on one NVSwitch): 2·3/4·S / (450 x 0.8 = 360 GB/s, NCCL's NVLink rate) per ring edge, no
+    # link shared more, plus NCCL's ring latency of 4 ranks in a node, Simple: 8.4 + 6 x 3.4 = 28.8 us
+    assert res.cost.by_class["tp"] == pytest.approx(2 * 3 / 4 * tr["tp"] / 360e9 + 28.8e-6, rel=1e-9)
     assert res.bound_seconds <= res.cost.total_seconds
     again = solve(g, cfg, tr, SolveOptions(orders="default", time_limit_seconds=10))
     assert again.assignment == res.assignment  # deterministic
