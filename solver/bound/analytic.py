@@ -97,7 +97,8 @@ from ..megatron.config import ParallelConfig
 from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
 from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
-from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, node_levels, tree_may_run
+from .ncclterms import (all_reduce_floor_seconds, crossing_bytes, latency_extra_seconds, max_channels, node_levels,
+                        tree_may_run)
 from .ringrate import RING_KINDS, ring_rate_gbps
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "EXACT_CUT_MAX_BLOCKS"]
@@ -222,8 +223,13 @@ def lower_bound(
     exposure = dict(exposure or {})
     parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
     own = {c: [class_lower_bound(cluster, p.kind, g, k, p.payload_bytes) for p, g, k in v] for c, v in parts.items()}
-    total = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in own.items())
-    return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]))
+    # NCCL's latency on top of each part's bandwidth floor (solver/bound/ncclterms.py)
+    extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(v, own[c])]
+             for c, v in parts.items()}
+    total = sum(float(exposure.get(c, 1.0)) * (sum(v) + sum(extra[c])) for c, v in own.items())
+    lat_min = sum(float(exposure.get(c, 1.0)) * sum(latency_extra_seconds(cluster, p.kind, k, 0.0) for p, _g, k in v)
+                  for c, v in parts.items())
+    return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]) + lat_min)
 
 
 def _subset_sums(sizes: np.ndarray, limit: int) -> int:
@@ -399,14 +405,22 @@ def search_lower_bound(
         size_terms[c] = [(p, class_lower_bound(cluster, p.kind, g, k, p.payload_bytes))
                          for p, g, k in _part_sizes(cfg0, traffic, c)]
     known = plain
-    plain = sum(float(exposure.get(c, 1.0)) * sum(v for _p, v in size_terms[c]) for c in TRAFFIC_CLASSES)
+    parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
+    ksize = {c: [k for _p, _g, k in v] for c, v in parts.items()}
+
+    def with_latency(c, i, floor):  # NCCL's latency beyond a part's bandwidth floor (ncclterms.py)
+        return floor + latency_extra_seconds(cluster, size_terms[c][i][0].kind, ksize[c][i], floor)
+
+    plain = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) for i, (_p, v) in enumerate(size_terms[c]))
+                for c in TRAFFIC_CLASSES)
     if known is not None:
         plain = max(plain, float(known))
     elif plain > 0:
         from .cutbound import joint_cut_bound
 
-        parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
-        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]))
+        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, 0.0) for i in range(len(size_terms[c])))
+                      for c in TRAFFIC_CLASSES)
+        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf
@@ -418,7 +432,7 @@ def search_lower_bound(
             if not size_terms[c] or x == 0:
                 continue
             arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
-            for p, v in size_terms[c]:
-                total += x * max(v, launcher_part_bound(cluster, p, arr))
+            for i, (p, v) in enumerate(size_terms[c]):
+                total += x * with_latency(c, i, max(v, launcher_part_bound(cluster, p, arr)))
         best = min(best, total)
     return float(max(best, plain))

@@ -25,7 +25,8 @@ import numpy as np
 from ..cost.nccl import NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
 from ..fabric.cluster import Cluster
 
-__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run"]
+__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run",
+           "latency_extra_seconds"]
 
 _CH: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
 RING_KINDS = ("all_reduce", "all_gather", "ring_p2p")
@@ -118,3 +119,43 @@ def all_reduce_floor_seconds(cluster: Cluster, k: int, payload_bytes: float, fb:
     if bus > 0:
         best = min(best, 2.0 * float(payload_bytes) / (bus * 1e9))
     return best
+
+
+def latency_extra_seconds(cluster: Cluster, kind: str, k: int, bw_floor_seconds: float) -> float:
+    """Seconds a part of ``k``-member groups takes beyond a floor on its bandwidth time: NCCL's latency.
+
+    The time model takes, per algorithm, the least over protocols of ``latency + bandwidth
+    time / efficiency`` (efficiency ≤ 1) with the latency of the part's node count, then the
+    fastest algorithm.  Latency grows with the node count for ring, NVLSTree and the
+    all-to-all/send step, not for tree (fewer intra-node hops), so the least over every
+    node count a group can span (from ⌈k / largest node⌉ to min(k, nodes)) of
+    ``latency + floor / efficiency``, less the floor, is what any layout adds (≥ 0).  0 when
+    the cluster's NCCL model has latency off.
+    """
+    from ..cost.nccl import ALGO_PROTOCOLS, PROTOCOLS, latency_seconds
+
+    model = cluster.nccl
+    if k <= 1 or (model is not None and not model.latency):
+        return 0.0
+    topo = cluster.nccl_topology
+    node = topo.node_of if topo is not None else np.asarray(cluster.host_of)
+    sizes = np.bincount(node)
+    sizes = sizes[sizes > 0]
+    lo = max(1, -(-k // int(sizes.max())))
+    hi = max(lo, min(k, sizes.size))
+    algos = ["ring"]
+    want = model.algorithm if model is not None else "auto"
+    if kind == "all_reduce" and topo is not None and topo.arch is not None:
+        algos += [a for a in ("nvls", "nvlstree", "tree") if want in ("auto", a)]
+    counts = list(range(lo, min(hi, lo + 64) + 1))
+    if hi > counts[-1]:  # tree's latency is least at few or at many nodes: try powers of two and the end too
+        counts += sorted({min(hi, 1 << e) for e in range(7, hi.bit_length() + 1)} | {hi})
+    best = np.inf
+    for algo in algos:
+        for nodes in counts:
+            if (algo == "nvls" and nodes != 1) or (algo in ("nvlstree", "tree") and nodes < 2):
+                continue
+            for proto, eff in PROTOCOLS:
+                if proto in ALGO_PROTOCOLS[algo]:
+                    best = min(best, latency_seconds(algo, proto, kind, k, nodes) + bw_floor_seconds / eff)
+    return max(0.0, float(best) - bw_floor_seconds) if np.isfinite(best) else 0.0
