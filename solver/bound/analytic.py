@@ -265,6 +265,21 @@ def _host_levels(cluster: Cluster, doms: np.ndarray):
             yield k, np.bincount(lab_h), lab_h
 
 
+def _launcher_nodes(cluster: Cluster, part, groups: np.ndarray) -> int | None:
+    """NCCL nodes the part's groups span at most, the same in every launcher layout of this order (blocks of
+    G ranks are whole hosts, and NCCL's nodes are the hosts); None when that does not hold."""
+    from ..traffic import subgroups
+
+    gph = cluster.gpus_per_host
+    topo = cluster.nccl_topology
+    if gph.size == 0 or np.unique(gph).size != 1 or topo is None or not np.array_equal(topo.node_of, cluster.host_of):
+        return None
+    sub = np.sort(subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part) // int(gph[0]), axis=1)
+    if sub.ndim != 2 or sub.size == 0:
+        return None
+    return int((1 + (sub[:, 1:] != sub[:, :-1]).sum(axis=1)).max())
+
+
 def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     """Launcher terms (module doc) of one part for one order, seconds.
 
@@ -433,6 +448,8 @@ def search_lower_bound(
                 continue
             arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
             for i, (p, v) in enumerate(size_terms[c]):
-                total += x * with_latency(c, i, max(v, launcher_part_bound(cluster, p, arr)))
+                floor = max(v, launcher_part_bound(cluster, p, arr))
+                nodes = _launcher_nodes(cluster, p, arr)
+                total += x * (floor + latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes))
         best = min(best, total)
     return float(max(best, plain))

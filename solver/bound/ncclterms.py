@@ -22,7 +22,7 @@ import weakref
 
 import numpy as np
 
-from ..cost.nccl import NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
+from ..cost.nccl import NVLS_EFFICIENCY, NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
 from ..fabric.cluster import Cluster
 
 __all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run",
@@ -121,7 +121,8 @@ def all_reduce_floor_seconds(cluster: Cluster, k: int, payload_bytes: float, fb:
     return best
 
 
-def latency_extra_seconds(cluster: Cluster, kind: str, k: int, bw_floor_seconds: float) -> float:
+def latency_extra_seconds(cluster: Cluster, kind: str, k: int, bw_floor_seconds: float,
+                          nodes: int | None = None) -> float:
     """Seconds a part of ``k``-member groups takes beyond a floor on its bandwidth time: NCCL's latency.
 
     The time model takes, per algorithm, the least over protocols of ``latency + bandwidth
@@ -130,7 +131,8 @@ def latency_extra_seconds(cluster: Cluster, kind: str, k: int, bw_floor_seconds:
     all-to-all/send step, not for tree (fewer intra-node hops), so the least over every
     node count a group can span (from ⌈k / largest node⌉ to min(k, nodes)) of
     ``latency + floor / efficiency``, less the floor, is what any layout adds (≥ 0).  0 when
-    the cluster's NCCL model has latency off.
+    the cluster's NCCL model has latency off.  ``nodes``: the node count when the layouts
+    bounded all span exactly that many (a launcher order on equal hosts).
     """
     from ..cost.nccl import ALGO_PROTOCOLS, PROTOCOLS, latency_seconds
 
@@ -146,7 +148,10 @@ def latency_extra_seconds(cluster: Cluster, kind: str, k: int, bw_floor_seconds:
     algos = ["ring"]
     want = model.algorithm if model is not None else "auto"
     if kind == "all_reduce" and topo is not None and topo.arch is not None:
-        algos += [a for a in ("nvls", "nvlstree", "tree") if want in ("auto", a)]
+        nvls_ok = topo.arch in NVLS_EFFICIENCY and float(topo.nvlink_gbps.max(initial=0.0)) > 0
+        algos += [a for a in ("nvls", "nvlstree", "tree") if want in ("auto", a) and (a == "tree" or nvls_ok)]
+    if nodes is not None:
+        lo = hi = max(1, int(nodes))
     counts = list(range(lo, min(hi, lo + 64) + 1))
     if hi > counts[-1]:  # tree's latency is least at few or at many nodes: try powers of two and the end too
         counts += sorted({min(hi, 1 << e) for e in range(7, hi.bit_length() + 1)} | {hi})
