@@ -1,5 +1,5 @@
 """How to launch a layout (DESIGN §5, §6): the launcher's own device order (the baseline),
-Megatron arguments, host placements; the launch files are in :mod:`.launchfiles`."""
+Megatron arguments, host placements; the launch files are in :mod:`.files`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The search (DESIGN §5): the orchestrator ``solve`` and one module per strategy: ``exhaustive``,
-``cpsat`` (the assignment model), ``decompose``, ``partition``, ``tiling``, ``polish``,
-``localsearch``, ``refine``, ``anytime``, ``hostchoice``; candidates are filtered by
-``constraints`` and every phase stops at the solve's ``deadline``."""
+"""The search (DESIGN §5): the orchestrator ``solve`` over one ``problem`` (the checked inputs,
+the baseline, each order's groups), and one module per strategy: ``exhaustive``, ``proposals``
+(per order: ``decompose`` with ``cpsat``, the assignment model, ``polish``, ``partition``,
+``tiling``), ``refine``, ``localsearch``, ``anytime``, ``hostchoice``; candidates are filtered by
+``constraints``, every phase stops at the solve's ``deadline``, and ``answer`` picks the result.
+``evaluate`` scores a given layout."""
