@@ -131,7 +131,11 @@ def test_launcher_block_cut_on_a_lone_host_leaf():
     component is 2e9 (an end block), over leaf1's 100 GB/s uplink: 20 ms,
     below the egress term.  The exhaustive launcher optimum is 40 ms (wherever
     the middle stage runs, its host is egress-bound at 4e9 / 100e9) plus NCCL's
-    latency of a send across hosts, Simple: 8.4 + 14 = 22.4 us (the bound leaves it out).
+    latency of a send across hosts, Simple: 8.4 + 14 = 22.4 us.  The bound adds NCCL's latency
+    too (bound/ncclterms.latency_extra_seconds): a pp group of 3 on hosts of 2 GPUs spans at
+    least ceil(3/2) = 2 nodes, so its least latency + floor / efficiency over the protocols is
+    Simple's 22.4 us + 40 ms (LL: 6.6 + 2.7 = 9.3 us + 40 ms / 0.5; LL128: 4 + 14 = 18 us +
+    40 ms / 0.92, both far more): the bound meets the exhaustive optimum.
     """
     g = lone_host_leaf()
     cl = cluster_from_graph(g)
@@ -142,7 +146,7 @@ def test_launcher_block_cut_on_a_lone_host_leaf():
     assert lb == pytest.approx(4e9 / 100e9, rel=1e-12)
     opt = optimum(cl, [cfg], {"pp": 1e9}, {}, "launcher")
     assert opt == pytest.approx(0.04 + 22.4e-6, rel=1e-9)
-    assert search_lower_bound(cl, [cfg], {"pp": 1e9}, {}, "launcher") == pytest.approx(0.04, rel=1e-12)
+    assert search_lower_bound(cl, [cfg], {"pp": 1e9}, {}, "launcher") == pytest.approx(0.04 + 22.4e-6, rel=1e-12)
 
 
 def test_per_domain_cut_two_hosts_pp_pairs():
@@ -157,14 +161,23 @@ def test_per_domain_cut_two_hosts_pp_pairs():
     ranks r and r + 8 (a pp pair) are in different blocks: every one of the 8
     pp chains crosses hosts, so host egress is 8 x 1e9 over 8 x 48 GB/s =
     20.8 ms, which is the exhaustive launcher optimum for that order (plus NCCL's
-    latency of a send across hosts, 8.4 + 14 = 22.4 us, which the bound leaves out).
+    latency of a send across hosts, 8.4 + 14 = 22.4 us).
+
+    NCCL's latency in the bound (bound/ncclterms.latency_extra_seconds): a pp pair can sit
+    inside one 8-GPU host, so the least latency over the node counts it can span is the send
+    inside a node, Simple 8.4 + 3.4 = 11.8 us (LL's 6.6 + 0.6 = 7.2 us pays floor / 0.5, far
+    more): the size-term bound adds 11.8 us.  The launcher bound takes the latency at the node
+    count the order's groups span (launcher blocks are whole hosts): every pp pair of this order
+    spans 2 hosts, so it adds the send across hosts, Simple 8.4 + 14 = 22.4 us, and meets the
+    launcher optimum.
     """
     cl = cluster_from_graph(fat_tree_cluster(2, 8, intra_bandwidth_gbps=450, nic_bandwidth_gbps=50))
     assert ecmp_parts(cl) == 1
     cfg = parallel_config(16, tp=4, pp=2)
     traffic = {"pp": 1e9}
-    assert lower_bound(cl, cfg, traffic) == pytest.approx(1e9 / 360e9, rel=1e-12)
-    assert search_lower_bound(cl, [cfg], traffic, {}, "launcher") == pytest.approx(8e9 / (8 * 48e9), rel=1e-12)
+    assert lower_bound(cl, cfg, traffic) == pytest.approx(1e9 / 360e9 + 11.8e-6, rel=1e-12)
+    assert search_lower_bound(cl, [cfg], traffic, {}, "launcher") == pytest.approx(
+        8e9 / (8 * 48e9) + 22.4e-6, rel=1e-12)
     assert layout_cost(cl, cfg, np.arange(16), traffic).total_seconds == pytest.approx(
         8e9 / (8 * 48e9) + 22.4e-6, rel=1e-12)
 
