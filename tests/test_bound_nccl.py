@@ -51,8 +51,10 @@ def test_tp8_all_reduce_on_one_h100_host_runs_nvls_and_the_bound_meets_it():
     """tp8 all-reduce of S = 4 GB inside one 8xH100 host: NVLS, 8 heads.
 
     NCCL's NVLS bus bandwidth 2 · 0.85 · 370.8 · (8−1)/(8+1) = 490.28 GB/s; the ring's 370.8 is
-    slower.  Time = 2·(7/8)·S / 490.28 GB/s = 14.28 ms plus NVLS latency (Simple: 25 us); the
-    bound's NVLS floor is the bandwidth time: bound ≤ cost, within the latency.
+    slower.  Time = 2·(7/8)·S / 490.28 GB/s = 14.28 ms plus NVLS latency (Simple: 25 us).  The
+    bound's NVLS floor is the bandwidth time, and it adds NCCL's latency (bound/ncclterms): a group
+    of 8 fits one node, where the least of latency + floor / efficiency is NVLS's 25 us + 14.28 ms
+    (ring, Simple: 8.4 + 14·3.4 = 56 us over a slower floor): the bound meets the cost.
     """
     cl = cluster_from_graph(build_cluster(gpus_per_node=8, gpu="h100"))
     cfg = parallel_config(8, tp=8)
@@ -63,8 +65,8 @@ def test_tp8_all_reduce_on_one_h100_host_runs_nvls_and_the_bound_meets_it():
     assert (tp.algorithm, tp.channels) == ("nvls", 8)
     assert tp.seconds == pytest.approx(fb / nvls + 25e-6, rel=1e-9)
     lb = lower_bound(cl, cfg, {"tp": S})
-    assert lb == pytest.approx(fb / nvls, rel=1e-9)
-    assert lb <= cost.total_seconds
+    assert lb == pytest.approx(fb / nvls + 25e-6, rel=1e-9)
+    assert lb == pytest.approx(cost.total_seconds, rel=1e-12) and lb <= cost.total_seconds * (1 + 1e-12)
     assert search_lower_bound(cl, candidate_orders(cfg, "all"), {"tp": S}, None, "free") <= cost.total_seconds
 
 
@@ -75,7 +77,9 @@ def test_dp16_all_gather_over_two_h100_hosts_runs_8_channels(two_hosts):
     rail-matched members of the two hosts, fb = 15/16·S; per channel fb/8 over one 48 GB/s NIC, i.e.
     fb / (8 channels x 48 GB/s) = 9.77 ms; inside a host the ring edges carry fb·7/8 over 370.8 GB/s
     (8.85 ms), less.  NCCL's latency (Simple): 8.4 + 14·3.4 + 1·14 = 70 us.  The bound's channel
-    terms give the bandwidth time exactly.
+    terms give the bandwidth time exactly, and it adds NCCL's latency at the fewest nodes a group of
+    16 spans on 8-GPU hosts, ⌈16/8⌉ = 2: the same Simple 70 us (LL: 6.6 + 14·0.6 + 2.7 = 17.7 us but
+    floor / 0.5): the bound meets the cost.
     """
     cfg = parallel_config(16)
     fb = 15 / 16 * S
@@ -84,8 +88,8 @@ def test_dp16_all_gather_over_two_h100_hosts_runs_8_channels(two_hosts):
     assert (dp.algorithm, dp.channels) == ("ring", 8)
     assert dp.seconds == pytest.approx(fb / (8 * NIC) + 70e-6, rel=1e-9)
     lb = lower_bound(two_hosts, cfg, {"dp": S})
-    assert lb == pytest.approx(fb / (8 * NIC), rel=1e-9)
-    assert lb <= cost.total_seconds
+    assert lb == pytest.approx(fb / (8 * NIC) + 70e-6, rel=1e-9)
+    assert lb == pytest.approx(cost.total_seconds, rel=1e-12) and lb <= cost.total_seconds * (1 + 1e-12)
     assert search_lower_bound(two_hosts, [cfg], {"dp": S}, None, "launcher") <= cost.total_seconds
 
 
@@ -97,7 +101,10 @@ def test_all_reduce_of_16_over_two_h100_hosts_runs_nvlstree(two_hosts):
     2·(15/16)·S / 461.6 GB/s = 16.25 ms (its network flows, S/8 per NIC: 10.4 ms, less), plus its
     latency (Simple): 25 + 2·log2(2)·20.9 = 66.8 us.  The ring is slower (fb/8 per 48 GB/s NIC:
     19.5 ms), so is tree (2S / (min(0.92·8·48, 8·41.4)·0.85 = 281.5 GB/s) = 28.4 ms); NVLS cannot
-    run (16 members, 8 GPUs per node).  The bound's floor is the NVLSTree bandwidth time.
+    run (16 members, 8 GPUs per node).  The bound's floor is the NVLSTree bandwidth time, and it adds
+    NCCL's latency at the fewest nodes a group of 16 spans, 2: NVLSTree's 66.8 us (ring Simple at 2
+    nodes: (8.4 + 28·3.4 + 2·14) x 1.4 = 184.24 us; tree Simple: 8.4 + 2·((16/2 − 1)·4.0 + log2(2)·14)
+    = 92.4 us; LL and LL128 pay floor / 0.5 and / 0.92): the bound meets the cost.
     """
     cfg = parallel_config(16, tp=16)
     fb = 2 * 15 / 16 * S
@@ -107,8 +114,8 @@ def test_all_reduce_of_16_over_two_h100_hosts_runs_nvlstree(two_hosts):
     assert (tp.algorithm, tp.channels) == ("nvlstree", 8)
     assert tp.seconds == pytest.approx(fb / nvlstree + 66.8e-6, rel=1e-9)
     lb = lower_bound(two_hosts, cfg, {"tp": S})
-    assert lb == pytest.approx(fb / nvlstree, rel=1e-9)
-    assert lb <= cost.total_seconds
+    assert lb == pytest.approx(fb / nvlstree + 66.8e-6, rel=1e-9)
+    assert lb == pytest.approx(cost.total_seconds, rel=1e-12) and lb <= cost.total_seconds * (1 + 1e-12)
     assert search_lower_bound(two_hosts, candidate_orders(cfg, "all"), {"tp": S}, None, "free") <= cost.total_seconds
 
 
