@@ -55,15 +55,25 @@ def test_launcher_mode_chooses_two_hosts_under_one_leaf():
     node list run node1 and node2, in different leaves: tp = 2·3/4·1e9 B / 450 GB/s = 3.33 ms;
     dp = 4 flows of (2−1)/2·4e9 = 2e9 B each way through one 150 GB/s uplink: 53.33 ms;
     56.67 ms in all.  Two hosts of one leaf (node1, node3): each dp flow on its own 50 GB/s NIC,
-    2e9 / 50e9 = 40 ms; 43.33 ms: 23.5% better."""
+    2e9 / 50e9 = 40 ms; 43.33 ms: 23.5% better.
+
+    At NCCL's calibrated rates (``fat_tree_cluster`` names no GPU generation): NVLink 450 x 0.8 = 360,
+    a NIC 50 x 0.96 = 48, the leaf uplink 150 x 0.96 = 144 GB/s; plus NCCL's latency (Simple), the same in
+    both layouts: tp's one-host ring all-reduce of 4, 8.4 + 6·3.4 = 28.8 us, dp's ring all-gather of 2
+    over 2 hosts, 8.4 + 14 = 22.4 us.  Baseline 1.5e9/360e9 + 8e9/144e9 + 51.2 us = 4.167 + 55.556 +
+    0.051 = 59.773 ms; two hosts of one leaf 4.167 + 2e9/48e9 (41.667) + 0.051 = 45.885 ms: 23.2% better."""
     g = _fragmented()
     cfg = parallel_config(8, tp=4)
     res = solve(g, cfg, TRAFFIC, SolveOptions(time_limit_seconds=6))
     assert sorted({a.split("/")[0] for a in res.baseline.assignment}) == ["node1", "node2"]
-    assert res.baseline.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 8e9 / 150e9, rel=1e-9)
+    lat = (28.8 + 22.4) * 1e-6
+    base = 1.5e9 / 360e9 + 8e9 / 144e9 + lat
+    chosen = 1.5e9 / 360e9 + 2e9 / 48e9 + lat
+    assert res.baseline.cost.total_seconds == pytest.approx(base, rel=1e-9)
     assert [h.host for h in res.hosts] == ["node1", "node3"]
-    assert res.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
-    assert res.to_dict()["improvement"] == pytest.approx(1 - 43.333333 / 56.666667, rel=1e-6)
+    assert res.layout.cost.total_seconds == pytest.approx(chosen, rel=1e-9)
+    assert res.to_dict()["improvement"] == pytest.approx(1 - chosen / base, rel=1e-6)
+    assert res.to_dict()["improvement"] == pytest.approx(1 - 45.88453 / 59.77342, rel=1e-5)  # 23.2%
     assert res.status == "FEASIBLE" and res.bound_seconds <= res.layout.cost.total_seconds
     # the answer is a real layout on the full cluster: evaluating it gives the same time
     again = evaluate(g, res.config, res.assignment if hasattr(res, "assignment") else res.layout.assignment,
@@ -110,7 +120,10 @@ def test_grpc_world_size_below_the_cluster():
         with RankmapClient(srv.address, timeout=60) as c:
             r = c.solve(_fragmented(), world_size=8, tp=4, traffic=TRAFFIC, time_limit_seconds=6)
         assert [h.host for h in r.hosts] == ["node1", "node3"]
-        assert r.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
+        # as in the in-process test: calibrated 360 / 48 GB/s plus NCCL's latency, Simple: tp's one-host ring
+        # all-reduce of 4, 8.4 + 6·3.4 = 28.8 us, dp's all-gather of 2 over 2 hosts 8.4 + 14 = 22.4 us
+        assert r.layout.cost.total_seconds == pytest.approx(1.5e9 / 360e9 + 2e9 / 48e9 + (28.8 + 22.4) * 1e-6,
+                                                            rel=1e-9)
     finally:
         srv.stop(grace=None).wait(10)
 
@@ -141,7 +154,8 @@ def test_bound_holds_for_every_host_subset(sizes, traffic):
 
 def test_launcher_mode_skips_a_host_with_an_excluded_gpu():
     """One GPU of node1 excluded: torchrun runs the same --nproc-per-node 4 everywhere, so node1 sits
-    the job out and two full hosts under one leaf run it (43.33 ms as in the test above); 20 ranks
+    the job out and two full hosts under one leaf run it (45.885 ms as in the test above: calibrated
+    360 / 48 GB/s plus NCCL's latency 28.8 + 22.4 us); 20 ranks
     with GPUs excluded on two hosts need 5 full hosts where there are 4: an error saying so."""
     g = _fragmented()
     res = solve(g, parallel_config(8, tp=4), TRAFFIC,
@@ -151,7 +165,8 @@ def test_launcher_mode_skips_a_host_with_an_excluded_gpu():
     # the two hosts share a leaf (leaf 0: node3, node5; leaf 1: node2, node4, node6)
     leaf0 = {"node3", "node5"}
     assert set(hosts) <= leaf0 or not set(hosts) & leaf0
-    assert res.layout.cost.total_seconds == pytest.approx(1.5e9 / 450e9 + 2e9 / 50e9, rel=1e-9)
+    assert res.layout.cost.total_seconds == pytest.approx(1.5e9 / 360e9 + 2e9 / 48e9 + (28.8 + 22.4) * 1e-6,
+                                                          rel=1e-9)
     with pytest.raises(InvalidArgumentError, match="needs 5 hosts with 4 usable GPUs each; the cluster has 4"):
         solve(g, parallel_config(20, tp=4), TRAFFIC,
               SolveOptions(time_limit_seconds=2, exclude_devices=("node1/gpu3", "node2/gpu0")))
@@ -161,7 +176,10 @@ def test_prefers_the_host_whose_gpus_are_connected_and_bound_stays_valid():
     """Two hosts of two GPUs: h0's meet only through a 20 GB/s NIC link, h1's over a 100 GB/s
     NVSwitch.  A 2-rank tp job: the launcher's first host (h0) costs 4e9 B / 20 GB/s = 0.2 s,
     h1 costs 4e9 / 100 GB/s = 0.04 s; rankmap runs it on h1, and its bound (0: not computed over
-    every host set) is not above that cost (an adversarial test found 0.2 reported as the bound)."""
+    every host set) is not above that cost (an adversarial test found 0.2 reported as the bound).
+    The graph has no ``link`` attributes, so its rates are the given ones; NCCL's latency adds a
+    one-host ring all-reduce of 2 to both (each pair is one host, one NCCL node), Simple
+    8.4 + 2·3.4 = 15.2 us (LL's 6.6 + 2·0.6 = 7.8 us pays the bandwidth time / 0.5)."""
     g = nx.Graph()
     for h in ("h0", "h1"):
         for i in range(2):
@@ -180,8 +198,8 @@ def test_prefers_the_host_whose_gpus_are_connected_and_bound_stays_valid():
     for mode in ("launcher", "free"):
         res = solve(g, parallel_config(2, tp=2), {"tp": 4e9}, SolveOptions(time_limit_seconds=3, mode=mode))
         assert sorted(res.layout.assignment) == ["h1/g0", "h1/g1"], mode
-        assert res.layout.cost.total_seconds == pytest.approx(4e9 / 100e9, rel=1e-9)
-        assert res.baseline.cost.total_seconds == pytest.approx(4e9 / 20e9, rel=1e-9)
+        assert res.layout.cost.total_seconds == pytest.approx(4e9 / 100e9 + 15.2e-6, rel=1e-9)
+        assert res.baseline.cost.total_seconds == pytest.approx(4e9 / 20e9 + 15.2e-6, rel=1e-9)
         assert res.bound_seconds <= res.layout.cost.total_seconds
 
 
