@@ -362,13 +362,15 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     order = np.argsort(ec, kind="stable")
     starts = np.searchsorted(ec[order], np.arange(ncomp + 1))
     cache: dict = {}
+    by_comp = np.argsort(comp, kind="stable")  # hosts of each component, ascending (one sort, not one scan each)
+    comp_start = np.searchsorted(comp[by_comp], np.arange(ncomp + 1))
     for q in np.flatnonzero(csize >= 2):
         sel = order[starts[q]:starts[q + 1]]
         c = int(csize[q])
         if c > EXACT_CUT_MAX_BLOCKS or len(cache) >= EXACT_CUT_MAX_SHAPES:
             lam = min(lam, float(fb[sel].min()))
             continue
-        members = np.flatnonzero(comp == q)
+        members = by_comp[comp_start[q]:comp_start[q + 1]]
         ii = np.searchsorted(members, src[sel])
         jj = np.searchsorted(members, dst[sel])
         key = (c, ii.tobytes(), jj.tobytes(), fb[sel].tobytes())
@@ -386,7 +388,8 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
                 best = max(best, float(out_b.max()) / float(cap.max()))  # host egress
             if np.isfinite(lam):
                 sums = _subset_sums(csize, H)
-                reach = np.array([(sums >> int(m)) & 1 for m in hosts_per_dom], dtype=bool)
+                vals, inv = np.unique(hosts_per_dom, return_inverse=True)  # few distinct domain sizes
+                reach = np.array([(sums >> int(m)) & 1 for m in vals], dtype=bool)[np.asarray(inv).ravel()]
                 ok = ~reach & (cap > 0)
                 if ok.any():
                     best = max(best, float((lam / cap[ok]).max()))

@@ -48,6 +48,9 @@ def level_rates_gbps(cluster: Cluster) -> np.ndarray:
     return _pair_rates(cluster)[1]
 
 
+_INTER: "weakref.WeakKeyDictionary[Cluster, float]" = weakref.WeakKeyDictionary()
+
+
 def suffix_rates(cluster: Cluster) -> np.ndarray:
     """``max_{i ≥ j} R[i]`` for each widest level j, GB/s."""
     R = level_rates_gbps(cluster)
@@ -57,13 +60,19 @@ def suffix_rates(cluster: Cluster) -> np.ndarray:
 def inter_host_rate_gbps(cluster: Cluster) -> float:
     """``R_{≥h}``, GB/s: the most a flow between two hosts can get (h: the widest level where two hosts
     first share a domain); 0 with one host."""
+    got = _INTER.get(cluster)
+    if got is not None:
+        return got
     wl = suffix_rates(cluster)
     wd = cluster.widest_domains
     H = len(cluster.hosts)
+    out = 0.0
     for k in range(wd.shape[0]):
         if np.unique(wd[k] * H + cluster.host_of).size > np.unique(wd[k]).size:
-            return float(wl[k])
-    return 0.0
+            out = float(wl[k])
+            break
+    _INTER[cluster] = out  # a cluster's levels do not change: computed once (the bound asks per order and part)
+    return out
 
 
 def _pair_rates(cluster: Cluster):
