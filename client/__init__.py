@@ -8,10 +8,13 @@ see :mod:`rankmap.client.sync`.  Each call is defined once in
 (the client never imports the server).
 """
 
+from rankmap.solver._lazy import lazy_exports
 from rankmap.solver.megatron.config import ParallelSizes
 
-from ._common import RankmapRpcError
-from .aio import AsyncRankmapClient
-from .sync import RankmapClient
+#: Names loaded on first use (PEP 562): ``import rankmap.client`` does not import grpc (whose
+#: import pulls in the top-level ``grpc_reflection`` package) until a client is used.
+_LAZY = {"RankmapClient": "sync", "AsyncRankmapClient": "aio", "RankmapRpcError": "_common"}
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = ["RankmapClient", "AsyncRankmapClient", "RankmapRpcError", "ParallelSizes"]

@@ -49,6 +49,16 @@ def test_import_client_loads_no_server():
     assert "rankmap.wire" in loaded
 
 
+def test_import_client_alone_loads_no_grpc():
+    """``import rankmap.client`` is light: grpc (and the grpc_reflection package its import pulls in)
+    loads when a client class is first used."""
+    loaded = _modules_after("import rankmap.client")
+    assert "grpc" not in loaded
+    assert not {m for m in loaded if m == "grpc_reflection" or m.startswith("grpc_reflection.")}
+    loaded = _modules_after("import rankmap.client\nrankmap.client.RankmapClient")
+    assert "grpc" in loaded and "rankmap.client.sync" in loaded
+
+
 def test_lazy_solver_names_resolve():
     """Every lazily exported name of rankmap.solver and rankmap.solver.formats resolves."""
     import rankmap.solver as solver
