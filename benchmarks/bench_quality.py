@@ -143,7 +143,9 @@ def simulate_instance(o: Outcome, graph: nx.Graph, cluster, cfg, router: sm.Rout
 
     Each class of a layout is one SimGrid run (all its groups at once, max-min fair sharing,
     routes by networkx in ``simgrid_model``); the simulated time of the layout is the sum
-    over classes, to compare with ``layout_cost``'s total (exposure 1 everywhere here).
+    over classes, to compare with the time model's bandwidth time of the same flows: ``layout_cost``
+    on the cluster with ``NcclModel(algorithm="ring", latency=False)`` (SimGrid runs flows, not
+    NVLS/tree caps or NCCL's latency; exposure 1 everywhere here).
     Skipped (``o.sim[mode]["skipped"]``) above ``SIM_MAX_W`` GPUs or ``SIM_MAX_FLOWS`` flows
     in a class.
     """
@@ -152,6 +154,9 @@ def simulate_instance(o: Outcome, graph: nx.Graph, cluster, cfg, router: sm.Rout
             o.sim[mode] = dict(skipped=f"W = {o.W} > {SIM_MAX_W}")
         return
     router = router or sm.Router(graph)
+    from rankmap.solver import NcclModel, cluster_from_graph, layout_cost
+
+    ring = cluster_from_graph(graph, nccl=NcclModel(algorithm="ring", latency=False))
     todo = []  # (mode, who, order, dev, predicted)
     for mode in ("launcher", "free"):
         rm, p = o.rm[mode], best_peer(o, mode)
@@ -159,8 +164,10 @@ def simulate_instance(o: Outcome, graph: nx.Graph, cluster, cfg, router: sm.Rout
             o.sim[mode] = dict(skipped="rankmap raised" if rm is None else "no peer")
             continue
         o.sim[mode] = dict(peer=p)
-        todo.append((mode, "rankmap", rm["order"], rm["dev"], rm["exact"]))
-        todo.append((mode, "peer_sim", o.peers[p]["order"], o.peers[p]["dev"], o.peers[p]["cost"]))
+        for who, order, dev in (("rankmap", rm["order"], rm["dev"]),
+                                ("peer_sim", o.peers[p]["order"], o.peers[p]["dev"])):
+            pred = layout_cost(ring, cfg.with_order(order), np.asarray(dev), o.traffic).total_seconds
+            todo.append((mode, who, order, dev, pred))
     layouts = []
     for mode, who, order, dev, pred in todo:
         c = cfg.with_order(order)
