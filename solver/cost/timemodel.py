@@ -1,22 +1,16 @@
 """Predicted communication time of a layout (DESIGN §3–§4); its lower bound is in :mod:`rankmap.solver.bound`.
 
-Flows by collective shape (DESIGN §3).  A group's members are its ranks in
-ascending global rank, the order NCCL builds its ring in; for a payload of S
-bytes per rank per step:
-
-``all_reduce``   ring: a flow m_i → m_(i+1 mod n) of 2(n−1)/n·S per ring edge
-                 (NCCL's ring all-reduce is a reduce-scatter plus an all-gather,
-                 n−1 steps each moving S/n per edge; Patarasuk & Yuan, JPDC
-                 2009; NCCL ``ncclAllReduce`` ring algorithm).
-``all_gather``   ring: (n−1)/n·S per ring edge (also reduce-scatter).
-``all_to_all``   S/n for every ordered pair (NCCL's all-to-all is n−1 point-
-                 to-point sends of S/n per rank).
-``ring_p2p``     S from each member to its ring successor (ring attention's
-                 KV exchange, TransformerEngine ``AttnFuncWithCPAndKVP2P``).
-``p2p_chain``    S between consecutive members, each direction (Megatron's
-                 ``send_forward``/``send_backward`` between pipeline stages);
-                 with interleaving a share ``wrap`` of S also between the last
-                 and the first member.
+Bytes by collective shape (DESIGN §3), for a payload of S bytes per rank per step
+(:func:`~rankmap.solver.cost.collective.flow_bytes`): ring all-reduce 2(n−1)/n·S per ring
+edge (reduce-scatter + all-gather; Patarasuk & Yuan, JPDC 2009), all-gather /
+reduce-scatter (n−1)/n·S, all-to-all S/n per ordered pair, ring send/recv S to the
+successor (TransformerEngine ``AttnFuncWithCPAndKVP2P``), pipeline S between consecutive
+members each way (plus ``wrap``·S last ↔ first when interleaved).  Which flows carry them
+is NCCL's doing (:mod:`.nccl`, :mod:`.collective`): nodes in order of first appearance, a
+ring per node, one rail-aligned channel per usable NIC between nodes, PXN relays for
+all-to-all and send/recv, and for all-reduce the fastest of ring, tree, NVLS and NVLSTree.
+:func:`part_flows` / :func:`class_flows` keep the single ring in rank order, which the
+search's surrogate models and the launcher bound's block graph use.
 
 A class made of several parts (:class:`~rankmap.solver.traffic.Collective`:
 hierarchical context parallelism, distributed-optimizer instances,
@@ -25,8 +19,10 @@ its time is the sum of the parts' times.
 
 Time of one class, all its groups at once (DESIGN §4)::
 
-    T = max( max over flows bytes / B(route), max over directed links load / capacity )
-        + latency (per-hop latency_us summed along the route × the collective's steps)
+    T = max( max over flows bytes / rate(route), max over directed links load / rate )
+        + NCCL's latency (best protocol) + per-hop latency_us along the route × the collective's steps
+
+with the rates NCCL reaches (:mod:`rankmap.solver.fabric.rates`).
 
 This is the phase time under max-min fair sharing when the most loaded link
 (or the slowest flow alone) is the bottleneck — SimGrid's flow-level model.
