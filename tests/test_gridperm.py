@@ -84,3 +84,20 @@ def test_free_mode_spreads_a_data_parallel_group_over_two_hosts_for_two_channels
     for row in hosts:
         _names, counts = np.unique(row, return_counts=True)
         assert counts.tolist() == [2, 2]
+
+
+def test_a_grid_permutation_is_the_two_channel_layout():
+    """The same instance: among the permutations of the default order's grid, tp-cp-pp-dp on the launcher's
+    device order costs exactly 193.125 ms (previous test's derivation), the best of them."""
+    from rankmap.solver import cluster_from_graph, layout_cost
+    from rankmap.solver.launch.placement import launcher_device_order
+
+    nccl = NcclModel(latency=False)
+    cl = cluster_from_graph(_nvlink_pair_hosts(), nccl=nccl)
+    cfg = parallel_config(16, tp=2, cp=2, pp=2)
+    traffic = {"tp": 3.2e9, "cp": 2.4e9, "dp": 5.0e9}
+    costs = {name: layout_cost(cl, cfg, dev, traffic).total_seconds
+             for name, dev in grid_permutation_layouts(cfg, launcher_device_order(cl))}
+    best = min(costs, key=costs.get)
+    assert best == "dense:tp-cp-pp-dp"
+    assert costs[best] == pytest.approx(0.040 + 0.075 + 1.875e9 / 24e9, rel=1e-12)
