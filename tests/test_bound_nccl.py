@@ -215,3 +215,24 @@ def test_channels_need_members_on_a_slow_intra_host_ring():
     assert four.classes["dp"].channels == 4
     assert four.total_seconds == pytest.approx(fb * 3 / 4 / 32e9, rel=1e-12)
     assert lb <= four.total_seconds
+
+
+def test_builders_name_the_gpu_generation():
+    """fat_tree_cluster(gpu="h100") is the CLI's ``--gpu h100`` host: NCCL's Hopper NVLink rate (18 x 20.6 =
+    370.8 GB/s) and NVLS: tp8 all-reduce on one host at NVLS's bus rate, as
+    test_tp8_all_reduce_on_one_h100_host_runs_nvls_and_the_bound_meets_it; without it, 450 x 0.8 = 360 GB/s
+    and ring only.  nvl72_cluster(gpu="gb200") names Blackwell.  An unknown model is refused by name."""
+    from rankmap.solver import fat_tree_cluster
+    from rankmap.solver.fabric.builders import nvl72_cluster
+    from rankmap.solver.errors import InvalidArgumentError
+
+    named = cluster_from_graph(fat_tree_cluster(1, 8, gpu="h100"))
+    plain = cluster_from_graph(fat_tree_cluster(1, 8))
+    cfg = parallel_config(8, tp=8)
+    assert named.nccl_topology.arch == "hopper" and plain.nccl_topology.arch is None
+    assert named.nccl_topology.nvlink_gbps.max() * 1e9 == pytest.approx(NVLINK, rel=1e-12)
+    assert layout_cost(named, cfg, np.arange(8), {"tp": S}).classes["tp"].algorithm == "nvls"
+    assert layout_cost(plain, cfg, np.arange(8), {"tp": S}).classes["tp"].algorithm == "ring"
+    assert cluster_from_graph(nvl72_cluster(1, 2, gpu="gb200")).nccl_topology.arch == "blackwell"
+    with pytest.raises(InvalidArgumentError, match="'h1000'"):
+        fat_tree_cluster(1, 8, gpu="h1000")
