@@ -256,8 +256,9 @@ def lower_bound(
     extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(v, own[c])]
              for c, v in parts.items()}
     total = sum(float(exposure.get(c, 1.0)) * (sum(v) + sum(extra[c])) for c, v in own.items())
-    lat_min = sum(float(exposure.get(c, 1.0)) * sum(latency_extra_seconds(cluster, p.kind, k, 0.0) for p, _g, k in v)
-                  for c, v in parts.items())
+    # the joint bound charges each part a bandwidth time B >= its own floor; NCCL's latency adds at
+    # least extra(B) >= extra(own floor) (extra is nondecreasing: min over protocols of lat + B(1/eff - 1))
+    lat_min = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in extra.items())
     return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]) + lat_min)
 
 
@@ -465,7 +466,9 @@ def search_lower_bound(
     elif plain > 0:
         from .cutbound import joint_cut_bound
 
-        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, 0.0) for i in range(len(size_terms[c])))
+        # latency beyond each part's own floor (lower_bound: extra is nondecreasing in the bandwidth time)
+        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
+                                                         for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
         plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
