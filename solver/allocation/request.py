@@ -37,6 +37,7 @@ Sources:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -60,6 +61,10 @@ DEFAULT_NVLINK_LABEL = "nvidia.com/gpu.clique"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: Slurm's wait for the leaf-switch count of ``--switches`` (its max-time, ``[days-]hours:minutes:seconds``).
 DEFAULT_MAX_WAIT = "1:00:00"
+#: A Slurm time value (``minutes``, ``minutes:seconds``, ``hours:minutes:seconds``, ``days-hours[:minutes[:seconds]]``).
+_SLURM_TIME = re.compile(r"^(\d{1,5}-\d{1,2}(:\d{2}){0,2}|\d{1,6}(:\d{2}){0,2})$")
+#: A Kubernetes label key (optional DNS prefix, ``/``, a name of letters, digits, ``-_.``).
+_LABEL = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 #: Pod label whose value (pod index // segment pods) forms Volcano's sub-groups.
 SEGMENT_LABEL = "rankmap.io/nvlink-segment"
 
@@ -191,8 +196,8 @@ def cluster_shape(cluster, graph=None) -> tuple[int, int, int | None]:
     The NVLink domain is the graph's ``nvlink_domain`` attribute when every GPU has one, else the
     solve's ``nvlink`` level (:meth:`~rankmap.solver.fabric.cluster.Cluster.level_labels`): the
     finest bandwidth level, a host on HGX clusters.  Nodes per leaf: the largest domain, in
-    hosts, of the first level joining several hosts finer than the whole cluster (None when there
-    is none).
+    hosts, of the first level joining several hosts (``leaf``; every host when one switch joins them
+    all; None for a single host).
 
     Raises
     ------
@@ -222,9 +227,7 @@ def cluster_shape(cluster, graph=None) -> tuple[int, int, int | None]:
     leaf = None
     inter = cluster.inter_host_levels()
     if inter:
-        lab = cluster.domains[inter[0]]
-        if np.unique(lab).size > 1:
-            leaf = int(np.bincount(lab).max()) // g
+        leaf = int(np.bincount(cluster.domains[inter[0]]).max()) // g  # one switch over all: every host
     return g, d, leaf
 
 
@@ -286,6 +289,13 @@ def recommend_allocation(cfg: ParallelConfig, gpus_per_node: int, nvlink_domain_
         raise InvalidArgumentError(
             f"--nvlink-domain-size {d} is not a multiple of --gpus-per-node {g} (a domain holds whole nodes)",
             "nvlink_domain_size")
+    if not isinstance(max_wait, str) or not _SLURM_TIME.match(max_wait):
+        raise InvalidArgumentError(f"--max-wait {str(max_wait)[:40]!r} is not a Slurm time ([days-]hours:minutes:seconds, "
+                                   "minutes, ...)", "max_wait")
+    for name, label in (("nvlink_label", nvlink_label), ("pack_label", pack_label)):
+        if label is not None and (not isinstance(label, str) or not _LABEL.match(label)):
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} {str(label)[:80]!r} is not a Kubernetes label key",
+                                       name)
     w = cfg.world_size
     if w % g:
         raise InvalidArgumentError(
