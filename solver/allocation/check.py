@@ -57,6 +57,9 @@ def parse_within(value: str | Sequence[str] | None) -> tuple[Constraint, ...]:
             if not text:
                 raise InvalidArgumentError(f"--within {value!r} has an empty entry (expected CLASS=LEVEL,...)",
                                            "within")
+            if "within" not in text and "=" in text:  # CLASS=LEVEL (a level may hold ':', as level:N)
+                cls, _, level = text.partition("=")
+                text = f"{cls.strip()} within {level.strip()}"
             try:
                 c = parse_constraint(text)
             except InvalidArgumentError as exc:
