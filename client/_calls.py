@@ -279,3 +279,15 @@ def recommend_allocation(*, graph=None, nvlink_domain_size: int | None = None, g
                                       nvlink_tier=nvlink_tier, max_wait=max_wait, **size_kwargs)
 
     return Call("RecommendAllocation", build, wire.advice_from_proto, timeout)
+
+
+@_call("CheckResult")
+def check_config(graph, cfg, assignment, traffic, within=None, *, exposure=None, nccl=None, best: bool = True,
+                 time_limit_seconds: float | None = None, seed: int = 0, timeout: float | None = None) -> Call:
+    """``rankmap.solver.allocation.check.check_allocation(graph, cfg, assignment, traffic, within, ...)`` on the
+    server (same arguments: a ``ParallelConfig`` with the layout's order, payloads or a model-derived
+    ``Traffic``)."""
+    return Call("Check", lambda: wire.check_request_from_job(graph, cfg, assignment, traffic, within,
+                                                             exposure=exposure, nccl=nccl, best=best,
+                                                             time_limit_seconds=time_limit_seconds, seed=seed),
+                wire.check_result_from_proto, timeout)

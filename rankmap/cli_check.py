@@ -57,9 +57,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     requirements = parse_within(args.within)
     job = evaluate_inputs(args)
-    result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, requirements, exposure=job.exposure,
-                              best=not args.no_best, time_limit_seconds=args.time_limit, seed=args.seed,
-                              cluster=job.cluster)
+    if getattr(args, "server", None):
+        from rankmap.client import RankmapClient
+
+        with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
+                           token_file=getattr(args, "token_file", None)) as client:
+            result = client.check_config(job.graph, job.cfg, job.assignment, job.traffic, requirements,
+                                         exposure=job.exposure, nccl=job.nccl, best=not args.no_best,
+                                         time_limit_seconds=args.time_limit, seed=args.seed)
+    else:
+        result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, requirements,
+                                  exposure=job.exposure, best=not args.no_best, time_limit_seconds=args.time_limit,
+                                  seed=args.seed, cluster=job.cluster)
     if args.format == "table":
         sys.stdout.write(check_table(result) + "\n")
     else:
@@ -130,7 +139,7 @@ _WITHIN_HELP = ("CLASS=LEVEL,... groups of CLASS (tp cp ep etp dp edp pp embeddi
 
 def register(subparsers) -> None:
     """Add the ``check`` and ``request`` subcommands."""
-    from rankmap.cli import add_size_arguments, float_arg, int_at_least, positive_int_arg
+    from rankmap.cli import add_size_arguments, float_arg, int_at_least, positive_int_arg, server_arg
     from rankmap.cli_cluster import add_cluster_arguments
     from rankmap.cli_layout import add_layout_arguments
     from rankmap.cli_solve import _EXPOSURE_HELP, add_nccl_arguments
@@ -158,6 +167,11 @@ def register(subparsers) -> None:
     c.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     add_nccl_arguments(c)
     c.add_argument("--format", choices=("json", "table"), default="json")
+    c.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
+                   help="check on a rankmap server (gRPC Check) instead of in process")
+    c.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="--server speaks TLS; FILE is the PEM CA that signed its certificate")
+    c.add_argument("--token-file", default=None, metavar="FILE", help="bearer token for --server (first line of FILE)")
     c.set_defaults(func=_cmd_check)
 
     r = subparsers.add_parser(

@@ -121,3 +121,17 @@ def _with(req, within=None, launch=None):
         req.launch_file.kind = pb.LAUNCH_FILE_KIND_HOSTFILE
         req.launch_file.text = launch
     return req
+
+
+def test_cli_check_server_prints_what_it_prints_in_process(capsys, server, tmp_path):
+    from cli_helpers import run
+
+    hf = tmp_path / "granted.hostfile"
+    hf.write_text(INTERLEAVED)
+    argv = ["check", GB200, "--hostfile", hf, "--world-size", "16", "--tp", "8", "--ep", "8", "--etp", "1",
+            "--traffic", "tp=1e9,ep=4e9,dp=1e9", "--within", "tp=nvlink,ep=nvlink", "--no-best", "--strict"]
+    code, local, err = run(capsys, *argv)
+    assert code == 1, err
+    code, remote, err = run(capsys, *argv, "--server", server.address)
+    assert code == 1, err
+    assert json.loads(remote) == json.loads(local)
