@@ -207,29 +207,38 @@ def _device_indices(cluster: Cluster, assignment: Sequence[str], world_size: int
 
 
 def _domain_namer(cluster: Cluster, graph, level: str, labels: np.ndarray):
-    """``name(label) -> str`` for the domains of ``level`` (memoised; only straddled domains are named)."""
+    """``name(label) -> str`` for the domains of ``level``.
+
+    O(GPUs + hosts log hosts) once (per label: its first device, and its hosts that come first and
+    last in natural order), then O(1) per name; only straddled domains are named.
+    """
     from ..launch.placement import natural_key
 
-    memo: dict[int, str] = {}
+    n_lab = int(labels.max()) + 1 if labels.size else 0
+    rank_of_host = np.empty(len(cluster.hosts), dtype=np.int64)
+    by_name = sorted(range(len(cluster.hosts)), key=lambda h: natural_key(cluster.hosts[h]))
+    rank_of_host[np.array(by_name, dtype=np.int64)] = np.arange(len(by_name))
+    hr = rank_of_host[cluster.host_of]
+    lo = np.full(n_lab, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n_lab, -1, dtype=np.int64)
+    np.minimum.at(lo, labels, hr)
+    np.maximum.at(hi, labels, hr)
+    first_dev = np.full(n_lab, -1, dtype=np.int64)
+    first_dev[labels[::-1]] = np.arange(labels.size - 1, -1, -1)  # the last write per label is its first device
+    last_dev = np.full(n_lab, -1, dtype=np.int64)
+    last_dev[labels] = np.arange(labels.size)
+
+    def tag(d: int):
+        return None if graph is None else graph.nodes[cluster.devices[d]].get("nvlink_domain")
 
     def name(label: int) -> str:
-        got = memo.get(label)
-        if got is not None:
-            return got
-        devs = np.flatnonzero(labels == label)
-        hosts = sorted({cluster.hosts[h] for h in cluster.host_of[devs].tolist()}, key=natural_key)
-        text = None
-        if len(hosts) == 1 and level in ("host", "nvlink") or level == "host":
-            text = hosts[0] if len(hosts) == 1 else None
-        if text is None and graph is not None:
-            tags = {graph.nodes[cluster.devices[d]].get("nvlink_domain") for d in devs[:1].tolist()} | \
-                   {graph.nodes[cluster.devices[d]].get("nvlink_domain") for d in devs[-1:].tolist()}
-            if len(tags) == 1 and None not in tags and level == "nvlink":
-                text = f"nvlink:{tags.pop()}"
-        if text is None:
-            text = f"{level}[{hosts[0]}]" if len(hosts) == 1 else f"{level}[{hosts[0]}..{hosts[-1]}]"
-        memo[label] = text
-        return text
+        first, last = cluster.hosts[by_name[int(lo[label])]], cluster.hosts[by_name[int(hi[label])]]
+        if first == last and level in ("host", "nvlink"):
+            return first
+        t = tag(int(first_dev[label]))
+        if level == "nvlink" and t is not None and t == tag(int(last_dev[label])):
+            return f"nvlink:{t}"
+        return f"{level}[{first}]" if first == last else f"{level}[{first}..{last}]"
 
     return name
 
@@ -340,7 +349,8 @@ def check_allocation(graph, cfg: ParallelConfig, assignment: Sequence[str], traf
     spare = np.flatnonzero(on_used_hosts & ~used)
     per_host = np.bincount(cluster.host_of[dev], minlength=len(cluster.hosts))[host_idx]
     whole = spare.size == 0 and np.unique(per_host).size == 1
-    unused_hosts = tuple(h for i, h in enumerate(cluster.hosts) if i not in set(host_idx.tolist()))
+    in_use = set(host_idx.tolist())
+    unused_hosts = tuple(h for i, h in enumerate(cluster.hosts) if i not in in_use)
     orders = (DEFAULT_ORDER,) if cfg.order == DEFAULT_ORDER else (DEFAULT_ORDER, cfg.order)
     options = SolveOptions(mode="launcher" if whole else "free", orders=orders, constraints=requirements,
                            exclude_hosts=unused_hosts,
