@@ -252,10 +252,10 @@ def check(graph, layout, *, kind: str = "assignment", order: str = DEFAULT_ORDER
     """
 
     def build():
-        return wire.check_request(graph, layout, kind=kind, order=order, sizes=sizes, within=within, traffic=traffic,
-                                  model=model, exposure=exposure, nccl=nccl, best=best,
-                                  time_limit_seconds=time_limit_seconds, seed=seed, source_name=source_name,
-                                  gpus_file=gpus_file, cuda_visible_devices=cuda_visible_devices, **size_kwargs)
+        return wire.check_allocation_request(
+            graph, layout, kind=kind, order=order, sizes=sizes, within=within, traffic=traffic, model=model,
+            exposure=exposure, nccl=nccl, best=best, time_limit_seconds=time_limit_seconds, seed=seed,
+            source_name=source_name, gpus_file=gpus_file, cuda_visible_devices=cuda_visible_devices, **size_kwargs)
 
     return Call("Check", build, wire.check_result_from_proto, timeout)
 
@@ -287,7 +287,7 @@ def check_config(graph, cfg, assignment, traffic, within=None, *, exposure=None,
     """``rankmap.solver.allocation.check.check_allocation(graph, cfg, assignment, traffic, within, ...)`` on the
     server (same arguments: a ``ParallelConfig`` with the layout's order, payloads or a model-derived
     ``Traffic``)."""
-    return Call("Check", lambda: wire.check_request_from_job(graph, cfg, assignment, traffic, within,
+    return Call("Check", lambda: wire.check_allocation_request_from_job(graph, cfg, assignment, traffic, within,
                                                              exposure=exposure, nccl=nccl, best=best,
                                                              time_limit_seconds=time_limit_seconds, seed=seed),
                 wire.check_result_from_proto, timeout)

@@ -24,8 +24,8 @@ def _fmt_seconds(s: float) -> str:
 
 def check_table(result) -> str:
     """``rankmap check --format table``: requirements, straddling groups (the first 20), cost vs best."""
-    lines = [f"rankmap check: {result.config.world_size} ranks on {len(result.hosts)} hosts, order {result.config.order}",
-             ""]
+    cfg = result.config
+    lines = [f"rankmap check: {cfg.world_size} ranks on {len(result.hosts)} hosts, order {cfg.order}", ""]
     if result.requirements:
         lines.append("requirement           groups  straddling")
         for r in result.requirements:

@@ -214,6 +214,9 @@ def evaluate_inputs(args: argparse.Namespace) -> EvaluateInputs:
                 f"assignment file {path}: {unknown[:80]!r} is not a GPU of the cluster (expected a JSON list "
                 f"of GPU ids, a 'rankmap solve' JSON result, or one GPU id per line)", "assignment")
     else:
+        if kind == "torchrun" and (args.gpus_file or args.cuda_visible_devices is not None):
+            raise InvalidArgumentError("the torchrun script carries each host's CUDA_VISIBLE_DEVICES; drop "
+                                       "--gpus-file / --cuda-visible-devices", "gpus_file")
         gpus_path = args.gpus_file
         if gpus_path is None and kind != "torchrun" and os.path.isfile(path + ".gpus"):
             gpus_path = path + ".gpus"  # what the emitted commands read CUDA_VISIBLE_DEVICES from

@@ -78,13 +78,13 @@ def test_recommend_allocation_over_grpc_matches_in_process(client):
 
 
 @pytest.mark.parametrize("build, field, needle", [
-    (lambda g: wire.check_request(g, "r1t01\n" * 4 + "r9t09\n", kind="hostfile", tp=8, world_size=8),
+    (lambda g: wire.check_allocation_request(g, "r1t01\n" * 4 + "r9t09\n", kind="hostfile", tp=8, world_size=8),
      "launch_file.text", "hostfile line 5: host 'r9t09' is not a host of the cluster"),
-    (lambda g: wire.check_request(g, "r1t01\n" * 4, kind="hostfile", tp=4, world_size=8),
+    (lambda g: wire.check_allocation_request(g, "r1t01\n" * 4, kind="hostfile", tp=4, world_size=8),
      "launch_file.text", "the launch file starts 4 ranks but sizes.world_size is 8"),
-    (lambda g: _with(wire.check_request(g, "r1t01\n" * 4, kind="hostfile", tp=4), within=("tp", "rack")),
+    (lambda g: _with(wire.check_allocation_request(g, "r1t01\n" * 4, kind="hostfile", tp=4), within=("tp", "rack")),
      "within", "unknown level 'rack'"),
-    (lambda g: _with(wire.check_request(g, ["r1t01/gpu0"], tp=1), launch="x"),
+    (lambda g: _with(wire.check_allocation_request(g, ["r1t01/gpu0"], tp=1), launch="x"),
      "launch_file", "give assignment or launch_file, not both"),
     (lambda g: pb.RecommendAllocationRequest(nvlink_domain_size=72, gpus_per_node=4,
                                              sizes=pb.ParallelSizes(world_size=64, tp=16),

@@ -1,7 +1,7 @@
 """``Check`` and ``RecommendAllocation`` on the wire (issue 26): requests as the clients build them,
 as the server reads them, and the answers both ways.
 
-Client side: :func:`check_request` (a layout as device ids or a launch file's text),
+Client side: :func:`check_allocation_request` (a layout as device ids or a launch file's text),
 :func:`check_result_from_proto`, :func:`recommend_request`, :func:`advice_from_proto`.  Server side:
 :func:`parse_check_request` -> :class:`CheckJob` (the arguments of
 :func:`rankmap.solver.allocation.check.check_allocation`), :func:`check_response`,
@@ -31,8 +31,9 @@ from rankmap.wire.sizes import config_from_proto, config_from_resolved, config_t
 from rankmap.wire.traffic import sizes_with_megatron, traffic_from_proto, traffic_to_proto, value_from_proto, \
     value_to_proto
 
-__all__ = ["LAUNCH_FILE_KINDS_TO_PROTO", "SCHEDULER_TO_PROTO", "CheckJob", "check_request", "check_request_from_job",
-           "parse_check_request", "check_response", "check_result_from_proto", "recommend_request",
+__all__ = ["LAUNCH_FILE_KINDS_TO_PROTO", "SCHEDULER_TO_PROTO", "CheckJob", "check_allocation_request",
+           "check_allocation_request_from_job", "parse_check_request", "check_response", "check_result_from_proto",
+           "recommend_request",
            "parse_recommend_request", "advice_response", "advice_from_proto"]
 
 LAUNCH_FILE_KINDS_TO_PROTO = {"hostfile": pb.LAUNCH_FILE_KIND_HOSTFILE, "rankfile": pb.LAUNCH_FILE_KIND_RANKFILE,
@@ -61,7 +62,7 @@ def _within_from_proto(source) -> tuple[Constraint, ...]:
 # ---------------------------------------------------------------- Check
 
 
-def check_request(graph, layout, *, kind: str = "assignment", order: str = DEFAULT_ORDER,
+def check_allocation_request(graph, layout, *, kind: str = "assignment", order: str = DEFAULT_ORDER,
                   sizes: ParallelSizes | None = None, within=None, traffic=None, model=None,
                   exposure: Mapping[str, float] | None = None, nccl=None, best: bool = True,
                   time_limit_seconds: float | None = None, seed: int = 0, source_name: str = "",
@@ -108,7 +109,7 @@ def check_request(graph, layout, *, kind: str = "assignment", order: str = DEFAU
     return req
 
 
-def check_request_from_job(graph, cfg, assignment, traffic, within=None, *, exposure=None, nccl=None,
+def check_allocation_request_from_job(graph, cfg, assignment, traffic, within=None, *, exposure=None, nccl=None,
                            best: bool = True, time_limit_seconds: float | None = None,
                            seed: int = 0) -> "pb.CheckRequest":
     """A ``CheckRequest`` with exactly the arguments of ``check_allocation(graph, cfg, assignment, traffic,
@@ -116,9 +117,9 @@ def check_request_from_job(graph, cfg, assignment, traffic, within=None, *, expo
     from rankmap.wire.requests import _traffic_split
 
     wire_traffic, wire_model = _traffic_split(traffic)
-    return check_request(graph, list(assignment), order=cfg.order, sizes=ParallelSizes.of(cfg), within=within,
-                         traffic=wire_traffic, model=wire_model, exposure=exposure, nccl=nccl, best=best,
-                         time_limit_seconds=time_limit_seconds, seed=seed)
+    return check_allocation_request(graph, list(assignment), order=cfg.order, sizes=ParallelSizes.of(cfg),
+                                    within=within, traffic=wire_traffic, model=wire_model, exposure=exposure,
+                                    nccl=nccl, best=best, time_limit_seconds=time_limit_seconds, seed=seed)
 
 
 @dataclass

@@ -97,6 +97,7 @@ class Violation:
     domains: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"class", "level", "group": [ranks], "domains": [names]}``."""
         return {"class": self.traffic_class, "level": self.level, "group": list(self.group),
                 "domains": list(self.domains)}
 
@@ -110,6 +111,7 @@ class RequirementSummary:
     violations: int
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"requirement", "class", "level", "groups", "violations"}``."""
         return {"requirement": str(self.requirement), "class": self.requirement.traffic_class,
                 "level": self.requirement.level, "groups": self.groups, "violations": self.violations}
 
@@ -157,6 +159,7 @@ class CheckResult:
 
     @property
     def best_cost(self) -> CostBreakdown | None:
+        """The best layout's cost, or None without a best."""
         return None if self.best is None else self.best.cost
 
     def to_dict(self) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class SchedulerRequest:
     why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"scheduler", "options" | "annotations" | "spec", "why"}`` (the field of its scheduler)."""
         out: dict[str, Any] = {"scheduler": self.scheduler}
         if self.scheduler == "slurm":
             out["options"] = list(self.options)
@@ -179,6 +180,7 @@ class AllocationAdvice:
     order: str = "tp-cp-ep-dp-pp"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``rankmap request``: the fields above, ``within`` as strings, ``requests`` by scheduler."""
         return {
             "world_size": self.world_size, "order": self.order, "gpus_per_node": self.gpus_per_node,
             "nodes": self.nodes, "nvlink_domain_gpus": self.nvlink_domain_gpus,
@@ -290,8 +292,8 @@ def recommend_allocation(cfg: ParallelConfig, gpus_per_node: int, nvlink_domain_
             f"--nvlink-domain-size {d} is not a multiple of --gpus-per-node {g} (a domain holds whole nodes)",
             "nvlink_domain_size")
     if not isinstance(max_wait, str) or not _SLURM_TIME.match(max_wait):
-        raise InvalidArgumentError(f"--max-wait {str(max_wait)[:40]!r} is not a Slurm time ([days-]hours:minutes:seconds, "
-                                   "minutes, ...)", "max_wait")
+        raise InvalidArgumentError(f"--max-wait {str(max_wait)[:40]!r} is not a Slurm time "
+                                   "([days-]hours:minutes:seconds, minutes, ...)", "max_wait")
     for name, label in (("nvlink_label", nvlink_label), ("pack_label", pack_label)):
         if label is not None and (not isinstance(label, str) or not _LABEL.match(label)):
             raise InvalidArgumentError(f"--{name.replace('_', '-')} {str(label)[:80]!r} is not a Kubernetes label key",
