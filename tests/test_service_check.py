@@ -135,3 +135,86 @@ def test_cli_check_server_prints_what_it_prints_in_process(capsys, server, tmp_p
     code, remote, err = run(capsys, *argv, "--server", server.address)
     assert code == 1, err
     assert json.loads(remote) == json.loads(local)
+
+
+def _fuzz_requests():
+    from hypothesis import strategies as st
+
+    from service_helpers import two_hosts
+
+    cluster = wire.graph_to_proto(two_hosts())  # node1, node2: 4 GPUs each
+    hosts = st.sampled_from(["node1", "node2", "node3", "", "node1 x", "rank 0=node1 slot=0", "  node2) x ;;"])
+    text = st.lists(hosts, max_size=12).map(lambda xs: "\n".join(xs)) | st.text(max_size=40)
+    sizes = st.builds(lambda w, tp, ep: pb.ParallelSizes(**{k: v for k, v in (("world_size", w), ("tp", tp),
+                                                                                ("ep", ep)) if v is not None}),
+                      st.one_of(st.none(), st.integers(-2, 20)), st.one_of(st.none(), st.integers(-1, 9)),
+                      st.one_of(st.none(), st.integers(0, 4)))
+    within = st.lists(st.builds(lambda c, lv: pb.Constraint(traffic_class=c, level=lv),
+                                st.sampled_from(["tp", "ep", "pp", "xx", ""]),
+                                st.sampled_from(["nvlink", "host", "leaf", "level:7", "rack", ""])), max_size=2)
+
+    def check(kind, body, gpus, cvd, s, w, limit):
+        req = pb.CheckRequest(sizes=s, within=w, skip_best=True)
+        req.cluster.CopyFrom(cluster)
+        if kind is None:
+            req.assignment.extend(body.split("\n") if body else [])
+        else:
+            req.launch_file.kind = kind
+            req.launch_file.text = body
+            req.launch_file.gpus_file = gpus
+            req.launch_file.cuda_visible_devices.extend(cvd)
+        if limit is not None:
+            req.time_limit_seconds = limit
+        return "Check", req
+
+    def recommend(d, g, s, w, leaf, tier, wait, label):
+        req = pb.RecommendAllocationRequest(sizes=s, within=w, max_wait=wait, nvlink_label=label)
+        for name, v in (("nvlink_domain_size", d), ("gpus_per_node", g), ("nodes_per_leaf", leaf),
+                        ("volcano_nvlink_tier", tier)):
+            if v is not None:
+                setattr(req, name, v)
+        return "RecommendAllocation", req
+
+    small = st.one_of(st.none(), st.integers(-1, 80))
+    valid = st.one_of(  # well-formed requests with random details, so that some succeed
+        st.builds(check, st.just(pb.LAUNCH_FILE_KIND_HOSTFILE), st.just("node1\n" * 4 + "node2\n" * 4),
+                  st.sampled_from(["", "node1 3,2,1,0\nnode2 0,1,2,3"]), st.just([]),
+                  st.sampled_from([pb.ParallelSizes(tp=4), pb.ParallelSizes(world_size=8, tp=2)]), within,
+                  st.none()),
+        st.builds(recommend, st.sampled_from([8, 16, 72]), st.just(4), st.builds(
+            lambda w, tp: pb.ParallelSizes(world_size=w, tp=tp), st.sampled_from([16, 64, 256]),
+            st.sampled_from([1, 2, 4, 8])), st.just([]), small, st.one_of(st.none(), st.integers(1, 3)),
+            st.just(""), st.just("")),
+    )
+    return st.one_of(
+        valid,
+        st.builds(check, st.one_of(st.none(), st.integers(0, 5)), text, st.sampled_from(["", "node1 3,2,1,0", "x"]),
+                  st.lists(st.integers(-1, 5), max_size=4), sizes, within,
+                  st.one_of(st.none(), st.sampled_from([float("nan"), -1.0, 0.5]))),
+        st.builds(recommend, small, small, sizes, within, small, small, st.sampled_from(["", "1:00:00", "soon"]),
+                  st.sampled_from(["", "nvidia.com/gpu.clique", "bad label!"])),
+        st.tuples(st.sampled_from(["Check", "RecommendAllocation"]), st.binary(max_size=48)),
+    )
+
+
+def test_fuzzed_check_and_recommend_get_only_client_error_codes(channel):
+    from hypothesis import HealthCheck, given, settings
+
+    from service_helpers import LogLines, raw_call
+
+    allowed = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION}
+    seen: dict[str, int] = {}
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(_fuzz_requests())
+    def one(call):
+        method, request = call
+        code, details, _ = raw_call(channel, method, request, timeout=30)
+        seen[code.name] = seen.get(code.name, 0) + 1
+        assert code in allowed, (method, code, details[:300], request)
+
+    with LogLines() as logs:
+        one()
+    assert "INTERNAL" not in {e.get("code") for e in logs.entries()}
+    assert seen.get("OK", 0) > 0 and seen.get("INVALID_ARGUMENT", 0) > 0, seen
