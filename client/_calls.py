@@ -231,3 +231,63 @@ def get_groups_with_config(world_size: int | None = None, *, order: str = DEFAUL
     """``(validated ParallelConfig, groups)``; arguments as in :meth:`get_groups`."""
     return Call("GetGroups", lambda: wire.get_groups_request(world_size, order=order, sizes=sizes, **size_kwargs),
                 wire.groups_and_config, timeout)
+
+
+@_call("CheckResult")
+def check(graph, layout, *, kind: str = "assignment", order: str = DEFAULT_ORDER, sizes: ParallelSizes | None = None,
+          within: str | Iterable | None = None, traffic: Mapping[str, float] | str | None = None,
+          model: str | Mapping | Any | None = None, exposure: Mapping[str, float] | None = None, nccl: Any = None,
+          best: bool = True, time_limit_seconds: float | None = None, seed: int = 0, source_name: str = "",
+          gpus_file: str | None = None, cuda_visible_devices: Sequence[int] | None = None,
+          timeout: float | None = None, **size_kwargs: Any) -> Call:
+    """Check a granted allocation on the server (``rankmap check``): every group that straddles a
+    required domain and the predicted cost against rankmap's best on the same hosts.
+
+    ``layout``: device ids per global rank, or (``kind`` ``hostfile``, ``rankfile``, ``pod-map``,
+    ``torchrun``) a launch file's text, with its GPU file's text as ``gpus_file``.  ``within``:
+    ``"tp=nvlink,ep=nvlink"`` (the solve's constraint levels).  ``best=False`` skips the search;
+    ``time_limit_seconds`` bounds it (default 10 s).  Sizes, traffic, model, exposure and nccl as in
+    :meth:`solve`.  Returns a :class:`~rankmap.solver.allocation.check.CheckResult` (``best`` a
+    :class:`~rankmap.solver.results.Layout`).
+    """
+
+    def build():
+        return wire.check_allocation_request(
+            graph, layout, kind=kind, order=order, sizes=sizes, within=within, traffic=traffic, model=model,
+            exposure=exposure, nccl=nccl, best=best, time_limit_seconds=time_limit_seconds, seed=seed,
+            source_name=source_name, gpus_file=gpus_file, cuda_visible_devices=cuda_visible_devices, **size_kwargs)
+
+    return Call("Check", build, wire.check_result_from_proto, timeout)
+
+
+@_call("AllocationAdvice")
+def recommend_allocation(*, graph=None, nvlink_domain_size: int | None = None, gpus_per_node: int | None = None,
+                         within: str | Iterable | None = None, schedulers: Iterable[str] | str = "all",
+                         order: str = DEFAULT_ORDER, sizes: ParallelSizes | None = None,
+                         nodes_per_leaf: int | None = None, nvlink_label: str = "", pack_label: str = "",
+                         nvlink_tier: int | None = None, max_wait: str = "", timeout: float | None = None,
+                         **size_kwargs: Any) -> Call:
+    """The Slurm / Kueue / Volcano request that keeps the ``within`` groups (default tp) inside one
+    NVLink domain (``rankmap request``), from the cluster ``graph`` or ``nvlink_domain_size`` (GPUs per
+    domain) and ``gpus_per_node``.  Returns an
+    :class:`~rankmap.solver.allocation.request.AllocationAdvice`."""
+
+    def build():
+        return wire.recommend_request(graph=graph, nvlink_domain_size=nvlink_domain_size, gpus_per_node=gpus_per_node,
+                                      within=within, schedulers=schedulers, order=order, sizes=sizes,
+                                      nodes_per_leaf=nodes_per_leaf, nvlink_label=nvlink_label, pack_label=pack_label,
+                                      nvlink_tier=nvlink_tier, max_wait=max_wait, **size_kwargs)
+
+    return Call("RecommendAllocation", build, wire.advice_from_proto, timeout)
+
+
+@_call("CheckResult")
+def check_config(graph, cfg, assignment, traffic, within=None, *, exposure=None, nccl=None, best: bool = True,
+                 time_limit_seconds: float | None = None, seed: int = 0, timeout: float | None = None) -> Call:
+    """``rankmap.solver.allocation.check.check_allocation(graph, cfg, assignment, traffic, within, ...)`` on the
+    server (same arguments: a ``ParallelConfig`` with the layout's order, payloads or a model-derived
+    ``Traffic``)."""
+    return Call("Check", lambda: wire.check_allocation_request_from_job(graph, cfg, assignment, traffic, within,
+                                                             exposure=exposure, nccl=nccl, best=best,
+                                                             time_limit_seconds=time_limit_seconds, seed=seed),
+                wire.check_result_from_proto, timeout)

@@ -259,6 +259,29 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         return import_cluster(request, self.limits.max_world_size, guard.check)
 
+    def _check_work(self, request, guard: CallGuard):
+        from rankmap.solver.allocation.check import DEFAULT_CHECK_SECONDS, check_allocation
+
+        guard.check()
+        job = wire.parse_check_request(request, guard.check)
+        limit = min(job.time_limit_seconds or DEFAULT_CHECK_SECONDS, float(self.limits.max_time_limit))
+        guard.check()
+        try:
+            result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, job.within,
+                                      exposure=job.exposure, best=job.best, time_limit_seconds=limit, seed=job.seed,
+                                      cancel=guard.cancel, cluster=job.cluster)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        guard.check()
+        return wire.check_response(result)
+
+    def _recommend_work(self, request, guard: CallGuard):
+        from rankmap.solver.allocation.request import recommend_allocation
+
+        guard.check()
+        args, kwargs = wire.parse_recommend_request(request, guard.check)
+        return wire.advice_response(recommend_allocation(*args, **kwargs))
+
     # ------------------------------------------------------------ status codes
 
     def _outcome(self, exc: BaseException, guard: CallGuard, method: str):
@@ -323,6 +346,14 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def ImportCluster(self, request, context):
         """A topology file given as text -> the Cluster message (runs in the pool)."""
         return self._handle("ImportCluster", request, context, self._import_work)
+
+    def Check(self, request, context):
+        """A granted allocation: straddling groups, cost vs the best on its hosts (runs in the pool)."""
+        return self._handle("Check", request, context, self._check_work)
+
+    def RecommendAllocation(self, request, context):
+        """The Slurm / Kueue / Volcano request for a job (runs in the pool)."""
+        return self._handle("RecommendAllocation", request, context, self._recommend_work)
 
     def BatchSolve(self, request, context) -> Iterator:
         """Solve many requests, streaming each answer (tagged with its index) as it completes.

@@ -69,7 +69,8 @@ def test_contract_shape():
     service = pb.DESCRIPTOR.services_by_name["RankmapService"]
     assert service.full_name == "rankmap.v1.RankmapService"
     methods = {m.name: m for m in service.methods}
-    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve", "ImportCluster"}
+    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve", "ImportCluster",
+                            "Check", "RecommendAllocation"}  # issue 26.2, 26.3
     assert methods["BatchSolve"].server_streaming and not methods["BatchSolve"].client_streaming
     for m in ("Solve", "Evaluate", "GetGroups", "ImportCluster"):
         assert not methods[m].server_streaming

@@ -61,5 +61,8 @@ from rankmap.wire.parse import *  # noqa: F401,F403
 from rankmap.wire.parse import __all__ as _parse
 from rankmap.wire.results import *  # noqa: F401,F403
 from rankmap.wire.results import __all__ as _results
+from rankmap.wire.allocation import *  # noqa: F401,F403
+from rankmap.wire.allocation import __all__ as _allocation
 
-__all__ = [*_errors, *_channel, *_costs, *_graph, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results]
+__all__ = [*_errors, *_channel, *_costs, *_graph, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results,
+           *_allocation]

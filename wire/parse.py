@@ -148,10 +148,21 @@ class RequestExtent:
 
 
 def request_extent(request) -> RequestExtent:
-    """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve request
-    (anything else: an empty one)."""
+    """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve / Check /
+    RecommendAllocation request (anything else: an empty one)."""
     if isinstance(request, pb.BatchSolveRequest):
         return RequestExtent(batch_length=len(request.requests))
+    if isinstance(request, pb.CheckRequest):  # its launch file's lines are bounded by the request bytes
+        return RequestExtent(
+            world_size=int(request.sizes.world_size) if request.sizes.HasField("world_size") else None,
+            hierarchical_cp_levels=len(request.sizes.hierarchical_context_parallel_sizes),
+            devices=len(request.cluster.devices), assignment=len(request.assignment),
+            time_limit_seconds=float(request.time_limit_seconds) if request.HasField("time_limit_seconds") else None)
+    if isinstance(request, pb.RecommendAllocationRequest):
+        return RequestExtent(
+            world_size=int(request.sizes.world_size) if request.sizes.HasField("world_size") else None,
+            hierarchical_cp_levels=len(request.sizes.hierarchical_context_parallel_sizes),
+            devices=len(request.cluster.devices))
     if not isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
         return RequestExtent()
     sizes = request.sizes

@@ -64,6 +64,21 @@ class BlockLinks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BLOCK_LINKS_UNSPECIFIED: _ClassVar[BlockLinks]
     BLOCK_LINKS_NVLINK: _ClassVar[BlockLinks]
     BLOCK_LINKS_NETWORK: _ClassVar[BlockLinks]
+
+class LaunchFileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LAUNCH_FILE_KIND_UNSPECIFIED: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_HOSTFILE: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_RANKFILE: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_POD_MAP: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_TORCHRUN: _ClassVar[LaunchFileKind]
+
+class Scheduler(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULER_UNSPECIFIED: _ClassVar[Scheduler]
+    SCHEDULER_SLURM: _ClassVar[Scheduler]
+    SCHEDULER_KUEUE: _ClassVar[Scheduler]
+    SCHEDULER_VOLCANO: _ClassVar[Scheduler]
 ORDER_POLICY_UNSPECIFIED: OrderPolicy
 ORDER_POLICY_DEFAULT: OrderPolicy
 ORDER_POLICY_MEGATRON_CLI: OrderPolicy
@@ -98,6 +113,15 @@ TOPOLOGY_FORMAT_HOST_TOPOLOGY: TopologyFormat
 BLOCK_LINKS_UNSPECIFIED: BlockLinks
 BLOCK_LINKS_NVLINK: BlockLinks
 BLOCK_LINKS_NETWORK: BlockLinks
+LAUNCH_FILE_KIND_UNSPECIFIED: LaunchFileKind
+LAUNCH_FILE_KIND_HOSTFILE: LaunchFileKind
+LAUNCH_FILE_KIND_RANKFILE: LaunchFileKind
+LAUNCH_FILE_KIND_POD_MAP: LaunchFileKind
+LAUNCH_FILE_KIND_TORCHRUN: LaunchFileKind
+SCHEDULER_UNSPECIFIED: Scheduler
+SCHEDULER_SLURM: Scheduler
+SCHEDULER_KUEUE: Scheduler
+SCHEDULER_VOLCANO: Scheduler
 
 class Device(_message.Message):
     __slots__ = ("id", "host", "local_index", "nvlink_domain")
@@ -728,3 +752,180 @@ class ImportClusterResponse(_message.Message):
     nvlink_domains: int
     nvlink_domain_rate_gbps: float
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., gpu: _Optional[str] = ..., nvlink_domains: _Optional[int] = ..., nvlink_domain_rate_gbps: _Optional[float] = ...) -> None: ...
+
+class LaunchFile(_message.Message):
+    __slots__ = ("kind", "text", "source_name", "gpus_file", "cuda_visible_devices")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FILE_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    kind: LaunchFileKind
+    text: str
+    source_name: str
+    gpus_file: str
+    cuda_visible_devices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[LaunchFileKind, str]] = ..., text: _Optional[str] = ..., source_name: _Optional[str] = ..., gpus_file: _Optional[str] = ..., cuda_visible_devices: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CheckRequest(_message.Message):
+    __slots__ = ("cluster", "sizes", "order", "assignment", "launch_file", "within", "traffic", "exposure", "nccl", "skip_best", "time_limit_seconds", "seed")
+    class ExposureEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FILE_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
+    SKIP_BEST_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    sizes: ParallelSizes
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    launch_file: LaunchFile
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    traffic: Traffic
+    exposure: _containers.ScalarMap[str, float]
+    nccl: NcclOptions
+    skip_best: bool
+    time_limit_seconds: float
+    seed: int
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., launch_file: _Optional[_Union[LaunchFile, _Mapping]] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., skip_best: _Optional[bool] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Violation(_message.Message):
+    __slots__ = ("traffic_class", "level", "group", "domains")
+    TRAFFIC_CLASS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    traffic_class: str
+    level: str
+    group: _containers.RepeatedScalarFieldContainer[int]
+    domains: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, traffic_class: _Optional[str] = ..., level: _Optional[str] = ..., group: _Optional[_Iterable[int]] = ..., domains: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RequirementSummary(_message.Message):
+    __slots__ = ("requirement", "groups", "violations")
+    REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    requirement: Constraint
+    groups: int
+    violations: int
+    def __init__(self, requirement: _Optional[_Union[Constraint, _Mapping]] = ..., groups: _Optional[int] = ..., violations: _Optional[int] = ...) -> None: ...
+
+class CheckResponse(_message.Message):
+    __slots__ = ("config", "assignment", "hosts", "requirements", "violations", "cost", "best", "best_note", "traffic_bytes")
+    class TrafficBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENTS_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    BEST_FIELD_NUMBER: _ClassVar[int]
+    BEST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    config: ParallelConfig
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    requirements: _containers.RepeatedCompositeFieldContainer[RequirementSummary]
+    violations: _containers.RepeatedCompositeFieldContainer[Violation]
+    cost: Cost
+    best: Layout
+    best_note: str
+    traffic_bytes: _containers.ScalarMap[str, float]
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., requirements: _Optional[_Iterable[_Union[RequirementSummary, _Mapping]]] = ..., violations: _Optional[_Iterable[_Union[Violation, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., best: _Optional[_Union[Layout, _Mapping]] = ..., best_note: _Optional[str] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class RecommendAllocationRequest(_message.Message):
+    __slots__ = ("sizes", "order", "cluster", "nvlink_domain_size", "gpus_per_node", "within", "schedulers", "nodes_per_leaf", "nvlink_label", "pack_label", "volcano_nvlink_tier", "max_wait")
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_PER_LEAF_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_LABEL_FIELD_NUMBER: _ClassVar[int]
+    PACK_LABEL_FIELD_NUMBER: _ClassVar[int]
+    VOLCANO_NVLINK_TIER_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
+    sizes: ParallelSizes
+    order: str
+    cluster: Cluster
+    nvlink_domain_size: int
+    gpus_per_node: int
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    schedulers: _containers.RepeatedScalarFieldContainer[Scheduler]
+    nodes_per_leaf: int
+    nvlink_label: str
+    pack_label: str
+    volcano_nvlink_tier: int
+    max_wait: str
+    def __init__(self, sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., cluster: _Optional[_Union[Cluster, _Mapping]] = ..., nvlink_domain_size: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., schedulers: _Optional[_Iterable[_Union[Scheduler, str]]] = ..., nodes_per_leaf: _Optional[int] = ..., nvlink_label: _Optional[str] = ..., pack_label: _Optional[str] = ..., volcano_nvlink_tier: _Optional[int] = ..., max_wait: _Optional[str] = ...) -> None: ...
+
+class SchedulerRequest(_message.Message):
+    __slots__ = ("scheduler", "options", "annotations", "spec", "why")
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SCHEDULER_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    scheduler: Scheduler
+    options: _containers.RepeatedScalarFieldContainer[str]
+    annotations: _containers.ScalarMap[str, str]
+    spec: Value
+    why: str
+    def __init__(self, scheduler: _Optional[_Union[Scheduler, str]] = ..., options: _Optional[_Iterable[str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., spec: _Optional[_Union[Value, _Mapping]] = ..., why: _Optional[str] = ...) -> None: ...
+
+class RecommendAllocationResponse(_message.Message):
+    __slots__ = ("world_size", "order", "gpus_per_node", "nodes", "nvlink_domain_gpus", "nodes_per_domain", "within", "unit_ranks", "unit_nodes", "segment_nodes", "min_segment_nodes", "requests")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_GPUS_FIELD_NUMBER: _ClassVar[int]
+    NODES_PER_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    UNIT_RANKS_FIELD_NUMBER: _ClassVar[int]
+    UNIT_NODES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_NODES_FIELD_NUMBER: _ClassVar[int]
+    MIN_SEGMENT_NODES_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    order: str
+    gpus_per_node: int
+    nodes: int
+    nvlink_domain_gpus: int
+    nodes_per_domain: int
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    unit_ranks: int
+    unit_nodes: int
+    segment_nodes: int
+    min_segment_nodes: int
+    requests: _containers.RepeatedCompositeFieldContainer[SchedulerRequest]
+    def __init__(self, world_size: _Optional[int] = ..., order: _Optional[str] = ..., gpus_per_node: _Optional[int] = ..., nodes: _Optional[int] = ..., nvlink_domain_gpus: _Optional[int] = ..., nodes_per_domain: _Optional[int] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., unit_ranks: _Optional[int] = ..., unit_nodes: _Optional[int] = ..., segment_nodes: _Optional[int] = ..., min_segment_nodes: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[SchedulerRequest, _Mapping]]] = ...) -> None: ...

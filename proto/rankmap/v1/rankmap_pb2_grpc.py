@@ -60,6 +60,16 @@ class RankmapServiceStub:
                 request_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
                 response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
                 _registered_method=True)
+        self.Check = channel.unary_unary(
+                '/rankmap.v1.RankmapService/Check',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.FromString,
+                _registered_method=True)
+        self.RecommendAllocation = channel.unary_unary(
+                '/rankmap.v1.RankmapService/RecommendAllocation',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.FromString,
+                _registered_method=True)
 
 
 class RankmapServiceServicer:
@@ -103,6 +113,22 @@ class RankmapServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Check(self, request, context):
+        """Check a granted allocation: groups straddling required domains, and the
+        predicted cost against rankmap's best on the same hosts (rankmap check).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecommendAllocation(self, request, context):
+        """The Slurm / Kueue / Volcano request that keeps TP (and EP) groups inside
+        one NVLink domain and the job packed (rankmap request).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RankmapServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +156,16 @@ def add_RankmapServiceServicer_to_server(servicer, server):
                     servicer.ImportCluster,
                     request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.FromString,
                     response_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.SerializeToString,
+            ),
+            'Check': grpc.unary_unary_rpc_method_handler(
+                    servicer.Check,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.SerializeToString,
+            ),
+            'RecommendAllocation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecommendAllocation,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +304,60 @@ class RankmapService:
             '/rankmap.v1.RankmapService/ImportCluster',
             rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
             rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Check(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/Check',
+            rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecommendAllocation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/RecommendAllocation',
+            rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.FromString,
             options,
             channel_credentials,
             insecure,
