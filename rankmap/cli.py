@@ -1,7 +1,7 @@
 """The ``rankmap`` command line (DESIGN §7).
 
 Subcommands: ``groups``, ``solve``, ``evaluate``, ``cluster``, ``traffic``,
-``serve``, ``batch``.  Every failure caused by the input exits with status 2
+``serve``, ``batch``, ``repair``, ``compare``.  Every failure caused by the input exits with status 2
 after printing exactly one line on stderr and nothing on stdout.
 """
 
@@ -344,6 +344,7 @@ _OPTIONAL_COMMANDS = (
     "rankmap.cli_traffic",
     "rankmap.cli_serve",
     "rankmap.cli_batch",
+    "rankmap.cli_repair",
 )
 
 
@@ -351,6 +352,7 @@ _OPTIONAL_COMMANDS = (
 _COMMAND_MODULES = {
     "solve": "rankmap.cli_solve", "evaluate": "rankmap.cli_solve", "cluster": "rankmap.cli_cluster",
     "traffic": "rankmap.cli_traffic", "serve": "rankmap.cli_serve", "batch": "rankmap.cli_batch",
+    "repair": "rankmap.cli_repair", "compare": "rankmap.cli_repair",
 }
 
 
