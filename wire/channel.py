@@ -24,6 +24,8 @@ _MESSAGES = {
     "GetGroups": (pb.GetGroupsRequest, pb.GetGroupsResponse, False),
     "BatchSolve": (pb.BatchSolveRequest, pb.BatchSolveResponse, True),
     "ImportCluster": (pb.ImportClusterRequest, pb.ImportClusterResponse, False),
+    "Repair": (pb.RepairRequest, pb.RepairResponse, False),
+    "Compare": (pb.CompareRequest, pb.CompareResponse, False),
 }
 #: The RPCs of ``rankmap.v1.RankmapService``, name -> whether the answer is a stream.
 RPCS: dict[str, bool] = {name: stream for name, (_, _, stream) in _MESSAGES.items()}
