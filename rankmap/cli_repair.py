@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.formats.safe import dump_json

@@ -31,19 +31,20 @@ cheapest; ties (relative 1e-9) go to the fewest ranks moved, then patch, pinned,
 Budgets (deterministic, from ``options.time_limit_seconds`` = T): the patch scores at most
 :data:`PATCH_SHARE`·T of nominal evaluations (:func:`~rankmap.solver.search.refine.eval_budget`), the
 pinned descent :data:`PINNED_SHARE`·T, the full solve gets a time limit of :data:`FULL_SHARE`·T.
-A wall-clock :class:`~rankmap.solver.search.deadline.Deadline` of T stops the patch and pinned
-phases early (``stopped_by: "time_limit"`` on the option).
+T also bounds the whole repair in wall-clock time: after the cluster model, the patch and the pinned
+descent stop at a :class:`~rankmap.solver.search.deadline.Deadline` of their share of the time left
+(``stopped_by: "time_limit"`` on the option), and the full solve's limit is at most what is left.
+The searches are in :mod:`.repair_search`.
 
 Pure Python over plain types: no argparse, no protobuf.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,6 +62,9 @@ REPAIR_KINDS = ("patch", "pinned", "full")
 PATCH_SHARE = 0.1
 PINNED_SHARE = 0.25
 FULL_SHARE = 0.55
+#: The full solve's time limit when little is left of the repair's (seconds; its cluster model and
+#: baseline are computed whatever the limit).
+MIN_FULL_SECONDS = 0.05
 #: Costs within this relative tolerance are tied.
 _REL = 1e-9
 
@@ -233,34 +237,6 @@ def _check_hosts(names: Iterable[str], known: set[str], field_name: str, what: s
 # --------------------------------------------------------------------------- the repair
 
 
-@dataclass
-class _State:
-    """What the phases share: the scoring cluster and the running layout on it."""
-
-    cluster: Any
-    cfg: ParallelConfig
-    traffic: Any
-    exposure: dict
-    groups: dict
-    running_dev: np.ndarray       # device (in ``cluster``) per rank, -1 for a failed rank
-    failed: np.ndarray            # bool per rank
-    spares: list[int]             # host indices (in ``cluster``) of the spares, natural order
-    deadline: Any
-    mode: str
-    evals: int = 0
-
-    def score(self, dev: np.ndarray) -> tuple[float, float, CostBreakdown]:
-        from ..cost.timemodel import layout_cost
-
-        st: dict = {}
-        bd = layout_cost(self.cluster, self.cfg, dev, self.traffic, self.groups, self.exposure, st)
-        self.evals += 1
-        return bd.total_seconds, st.get("pressure", 0.0), bd
-
-    def moved_survivors(self, dev: np.ndarray) -> int:
-        return int(np.count_nonzero((dev != self.running_dev) & ~self.failed))
-
-
 def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Sequence[str],
            failed_hosts: Iterable[str] = (), failed_gpus: Iterable[str] = (),
            spare_hosts: Iterable[str] | None = None, max_moves: int | None = None,
@@ -309,6 +285,7 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     from ..megatron.catalogue import megatron_groups
     from ..search.deadline import Deadline, search_seconds
     from ..search.problem import check_traffic
+    from .repair_search import RepairState, full_layout, patch_layout, pinned_layout
 
     options = options or SolveOptions()
     if options.mode not in ("launcher", "free"):
@@ -363,30 +340,35 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     sub = graph.copy()
     sub.remove_nodes_from([n for n, d in graph.nodes(data=True)
                            if d.get("kind", "gpu") == "gpu" and gpu_host[str(n)] not in keep_hosts])
-    deadline = Deadline(search_seconds(options.time_limit_seconds, W), cancel)
-    cluster = cluster_from_graph(sub, check=deadline.cancel_check(), nccl=options.nccl)
+    total = Deadline(search_seconds(options.time_limit_seconds, W), cancel)
+    cluster = cluster_from_graph(sub, check=total.cancel_check(), nccl=options.nccl)
+    total.check()
+    # patch and pinned: their share of what is left; the full solve: the rest (search.deadline)
+    deadline = Deadline(total.remaining() * (PATCH_SHARE + PINNED_SHARE) / (PATCH_SHARE + PINNED_SHARE + FULL_SHARE),
+                        cancel)
     index = {str(d): i for i, d in enumerate(cluster.devices)}
     host_index = {h: i for i, h in enumerate(cluster.hosts)}
     running = [str(a) for a in running]
     failed_rank = np.array([h in failed for h in rank_host], dtype=bool)
     running_dev = np.array([-1 if failed_rank[r] else index[a] for r, a in enumerate(running)], dtype=np.int64)
-    st = _State(cluster, cfg, traffic, dict(options.exposure or {}), megatron_groups(cfg), running_dev,
-                failed_rank, [host_index[h] for h in spares], deadline, options.mode)
+    st = RepairState(cluster, cfg, traffic, dict(options.exposure or {}), megatron_groups(cfg), running_dev,
+                     failed_rank, [host_index[h] for h in spares], deadline, options.mode)
     old_local = [gpu_host_local(graph, a) for a in running]
 
     built: list[tuple[str, np.ndarray, CostBreakdown, ParallelConfig, str]] = []
     unavailable: dict[str, str] = {}
-    patch = _patch(st, rank_host, old_local, hit, options)
+    patch = patch_layout(st, rank_host, old_local, hit, options)
     if isinstance(patch, str):
         unavailable["patch"] = unavailable["pinned"] = patch
     else:
         dev, cost, stopped = patch
         built.append(("patch", dev, cost, cfg, stopped))
         limit = max_moves if max_moves is not None else Counter(rank_host).most_common(1)[0][1]
-        dev2, cost2, stopped2 = _pinned(st, dev, limit, options)
+        dev2, cost2, stopped2 = pinned_layout(st, dev, limit, options, deadline)
         built.append(("pinned", dev2, cost2, cfg, stopped2))
     try:
-        built.append(("full", *_full(sub, cluster, st, options, orders, cancel)))
+        seconds = max(MIN_FULL_SECONDS, min(options.time_limit_seconds * FULL_SHARE, total.remaining()))
+        built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel, seconds)))
     except (InvalidArgumentError, InfeasibleError) as exc:
         if not built:
             raise
@@ -410,7 +392,7 @@ def gpu_host_local(graph, gpu: str) -> int:
         return 0
 
 
-def _option(kind, st: _State, cfg, dev, cost, running, rank_host, stopped) -> RepairOption:
+def _option(kind, st: RepairState, cfg, dev, cost, running, rank_host, stopped) -> RepairOption:
     from ..launch.placement import apply_instructions, host_placements
 
     cluster = st.cluster
@@ -423,180 +405,3 @@ def _option(kind, st: _State, cfg, dev, cost, running, rank_host, stopped) -> Re
                         tuple(_natural(new_hosts - old_hosts)), hosts, apply_instructions(cfg, hosts), stopped)
 
 
-def _patch(st: _State, rank_host: list[str], old_local: list[int], hit: list[str], options: SolveOptions):
-    """(device per rank, cost, stopped_by) of the patch, or why there is none."""
-    from ..search.refine import eval_budget
-
-    cluster = st.cluster
-    ranks_of = {h: [r for r in range(len(rank_host)) if rank_host[r] == h] for h in hit} if len(hit) < 64 else None
-    if ranks_of is None:  # many failed hosts: one pass over the ranks
-        ranks_of = {h: [] for h in hit}
-        for r, h in enumerate(rank_host):
-            if h in ranks_of:
-                ranks_of[h].append(r)
-    failed_hosts = sorted(hit, key=lambda h: ranks_of[h][0])
-    # each failed host's ranks by their old GPU's local index: they take the spare's GPUs in that order
-    need = {h: sorted(ranks_of[h], key=lambda r: (old_local[r], r)) for h in failed_hosts}
-    spare_gpus = {s: cluster.host_devices[s][np.argsort(cluster.local_index[cluster.host_devices[s]], kind="stable")]
-                  for s in st.spares}
-    G = {h: len(need[h]) for h in failed_hosts}
-    fits = {h: [s for s in st.spares if (spare_gpus[s].size == G[h] if st.mode == "launcher"
-                                         else spare_gpus[s].size >= G[h])] for h in failed_hosts}
-    # a first assignment: failed hosts by lowest rank take the first spare that fits
-    chosen: dict[str, int] = {}
-    used: set[int] = set()
-    for h in failed_hosts:
-        s = next((s for s in fits[h] if s not in used), None)
-        if s is None:
-            sizes = sorted({G[x] for x in failed_hosts})
-            return (f"no free spare host with {' or '.join(map(str, sizes))} GPUs for failed host {h!r} "
-                    f"({len(failed_hosts)} failed, {len(st.spares)} spare host(s))")
-        chosen[h] = s
-        used.add(s)
-
-    def layout() -> np.ndarray:
-        dev = st.running_dev.copy()
-        for h, s in chosen.items():
-            dev[need[h]] = spare_gpus[s][:G[h]]
-        return dev
-
-    budget = eval_budget(cluster, st.cfg, st.traffic, options.time_limit_seconds * PATCH_SHARE)
-    dev = layout()
-    cost, _p, bd = st.score(dev)
-    start = st.evals
-    for h in failed_hosts:  # then each failed host tries every free spare, the others fixed
-        for s in fits[h]:
-            if s in used:
-                continue
-            if st.evals - start >= budget or st.deadline.check():
-                return dev, bd, st.deadline.stopped_by
-            old = chosen[h]
-            chosen[h] = s
-            cand = layout()
-            c, _p, cbd = st.score(cand)
-            if c < cost * (1 - _REL):
-                used.discard(old)
-                used.add(s)
-                dev, cost, bd = cand, c, cbd
-            else:
-                chosen[h] = old
-    return dev, bd, st.deadline.stopped_by
-
-
-def _blocks(cluster, dev: np.ndarray) -> dict[int, np.ndarray]:
-    """Host index -> its ranks, by their GPU's local index (hosts that run ranks)."""
-    host = cluster.host_of[dev]
-    order = np.lexsort((cluster.local_index[dev], host))
-    hs = host[order]
-    cut = np.flatnonzero(np.diff(hs)) + 1
-    return {int(hs[part[0]]): part for part in (order[a:b] for a, b in zip(np.r_[0, cut], np.r_[cut, hs.size]))}
-
-
-def _pinned_moves(st: _State, dev: np.ndarray, hot) -> Iterator[np.ndarray]:
-    """Candidate layouts one restricted move away from ``dev`` (module docstring), hot hosts first."""
-    cluster = st.cluster
-    blocks = _blocks(cluster, dev)
-    used = set(blocks)
-    free = [s for s in st.spares if s not in used]
-    hot_set = set(hot.tolist()) if hot is not None else set()
-    hosts = sorted(blocks, key=lambda h: (h not in hot_set, int(blocks[h].min())))
-    gpus_of = {s: cluster.host_devices[s][np.argsort(cluster.local_index[cluster.host_devices[s]], kind="stable")]
-               for s in free}
-    # 1. a host's block to a free spare host (same GPU count in launcher mode), GPUs by local index
-    for h in hosts:
-        b = blocks[h]
-        for s in free:
-            g = gpus_of[s]
-            if g.size != b.size if st.mode == "launcher" else g.size < b.size:
-                continue
-            new = dev.copy()
-            new[b] = g[:b.size]
-            yield new
-    # 2. two hosts' blocks exchanged (equal sizes)
-    for i, h in enumerate(hosts):
-        for k in hosts[i + 1:]:
-            a, b = blocks[h], blocks[k]
-            if a.size != b.size:
-                continue
-            new = dev.copy()
-            new[a], new[b] = dev[b], dev[a]
-            yield new
-    # 3. two ranks' GPUs exchanged inside a host
-    for h in hosts:
-        b = blocks[h]
-        for p in range(b.size):
-            for q in range(p + 1, b.size):
-                new = dev.copy()
-                new[b[p]], new[b[q]] = dev[b[q]], dev[b[p]]
-                yield new
-    if st.mode != "free":
-        return
-    # 4. free mode: two ranks on different hosts exchanged; one rank to a free GPU of a spare host
-    from ..search.localsearch import RANK_SWAP_MAX_RANKS
-
-    ranks = [r for h in hosts for r in blocks[h].tolist()][:RANK_SWAP_MAX_RANKS]
-    host = cluster.host_of[dev]
-    for x in range(len(ranks)):
-        for y in range(x + 1, len(ranks)):
-            a, b = ranks[x], ranks[y]
-            if host[a] != host[b]:
-                new = dev.copy()
-                new[a], new[b] = dev[b], dev[a]
-                yield new
-    taken = np.zeros(cluster.num_devices, dtype=bool)
-    taken[dev] = True
-    spare_free = [int(g) for s in st.spares for g in cluster.host_devices[s].tolist() if not taken[g]]
-    for r in ranks:
-        for g in spare_free[:RANK_SWAP_MAX_RANKS]:
-            new = dev.copy()
-            new[r] = g
-            yield new
-
-
-def _pinned(st: _State, start: np.ndarray, max_moves: int, options: SolveOptions):
-    """(device per rank, cost, stopped_by) of the pinned repair: a bounded descent from the patch."""
-    from ..search.localsearch import hot_hosts
-    from ..search.refine import eval_budget
-
-    cluster = st.cluster
-    on_spare = np.zeros(len(cluster.hosts), dtype=bool)
-    on_spare[st.spares] = True
-    budget = eval_budget(cluster, st.cfg, st.traffic, options.time_limit_seconds * PINNED_SHARE)
-    cur = start.copy()
-    cost, pressure, bd = st.score(cur)
-    used = 1
-    improved = True
-    while improved and used < budget:
-        improved = False
-        for new in _pinned_moves(st, cur, hot_hosts(cluster, bd)):
-            if used >= budget or st.deadline.check():
-                return cur, bd, st.deadline.stopped_by
-            # failed ranks stay on spare GPUs; surviving ranks moved within the cap
-            if not on_spare[cluster.host_of[new[st.failed]]].all() or st.moved_survivors(new) > max_moves:
-                continue
-            c, pr, nbd = st.score(new)
-            used += 1
-            if c < cost * (1 - _REL) or (c <= cost * (1 + 1e-12) and pr < pressure * (1 - _REL)):
-                cur, cost, pressure, bd = new, c, pr, nbd
-                improved = True
-                break
-    return cur, bd, st.deadline.stopped_by
-
-
-def _full(sub, cluster, st: _State, options: SolveOptions, orders, cancel):
-    """(device per rank, cost, config, stopped_by) of a new solve over the surviving hosts and the spares."""
-    from ..search.solve import solve
-
-    full_options = dataclasses.replace(
-        options, orders=orders if orders is not None else st.cfg.order, launch_order="sorted",
-        exclude_devices=(), exclude_hosts=(), time_limit_seconds=options.time_limit_seconds * FULL_SHARE)
-    graph = cluster if cluster.num_devices == st.cfg.world_size else sub
-    result = solve(graph, st.cfg, st.traffic, full_options, cancel=cancel)
-    index = {str(d): i for i, d in enumerate(cluster.devices)}
-    dev = np.array([index[a] for a in result.assignment], dtype=np.int64)
-    cfg = result.config
-    # scored on the repair's cluster model, as the other options
-    from ..cost.timemodel import layout_cost
-
-    cost = layout_cost(cluster, cfg, dev, st.traffic, None, st.exposure)
-    return dev, cost, cfg, result.stopped_by
