@@ -357,6 +357,7 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
 
     built: list[tuple[str, np.ndarray, CostBreakdown, ParallelConfig, str]] = []
     unavailable: dict[str, str] = {}
+    hint = None
     patch = patch_layout(st, rank_host, old_local, hit, options)
     if isinstance(patch, str):
         unavailable["patch"] = unavailable["pinned"] = patch
@@ -366,9 +367,10 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
         limit = max_moves if max_moves is not None else Counter(rank_host).most_common(1)[0][1]
         dev2, cost2, stopped2 = pinned_layout(st, dev, limit, options, deadline)
         built.append(("pinned", dev2, cost2, cfg, stopped2))
+        hint = dev2
     try:
         seconds = max(MIN_FULL_SECONDS, min(options.time_limit_seconds * FULL_SHARE, total.remaining()))
-        built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel, seconds)))
+        built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel, seconds, hint)))
     except (InvalidArgumentError, InfeasibleError) as exc:
         if not built:
             raise

@@ -19,7 +19,11 @@ from ..results import CostBreakdown
 from ..types import SolveOptions
 from .repair import PATCH_SHARE, PINNED_SHARE, _REL
 
-__all__ = ["RepairState", "patch_layout", "pinned_layout", "full_layout"]
+__all__ = ["RepairState", "patch_layout", "pinned_layout", "full_layout", "FULL_HOST_CHOICE_MAX_GPUS"]
+
+#: Largest world size whose full re-solve chooses among all the spares (above, it runs on the hosts
+#: the pinned repair uses: choosing hosts rebuilds a cluster model per candidate host set).
+FULL_HOST_CHOICE_MAX_GPUS = 8192
 
 
 @dataclass
@@ -196,7 +200,9 @@ def pinned_layout(st: RepairState, start: np.ndarray, max_moves: int, options: S
 
     A move is scored only when the failed ranks it moves land on spare hosts and the surviving
     ranks moved from the running layout stay within ``max_moves`` (both checked on the moved
-    ranks alone); the budget counts scored layouts, ``deadline`` is the wall-clock stop.
+    ranks alone); the budget counts scored layouts, ``deadline`` is the wall-clock stop.  The answer
+    is the cheapest layout the descent passed through, the fewest surviving ranks moved among equals
+    (a plateau move that only spreads link load does not count as a gain).
     """
     from ..search.localsearch import hot_hosts
     from ..search.refine import eval_budget
@@ -209,13 +215,14 @@ def pinned_layout(st: RepairState, start: np.ndarray, max_moves: int, options: S
     cur = start.copy()
     cost, pressure, bd = st.score(cur)
     moved = st.moved_survivors(cur)
+    best = (cost, moved, cur, bd)  # plateau moves may pass through layouts of equal time: keep the fewest moves
     used = 1
     improved = True
     while improved and used < budget:
         improved = False
         for ranks, devs in _pinned_moves(st, cur, hot_hosts(cluster, bd), max_moves - moved):
             if used >= budget or deadline.check():
-                return cur, bd, deadline.stopped_by
+                return best[2], best[3], deadline.stopped_by
             was = int(np.count_nonzero((cur[ranks] != st.running_dev[ranks]) & surviving[ranks]))
             now = int(np.count_nonzero((devs != st.running_dev[ranks]) & surviving[ranks]))
             if moved - was + now > max_moves or not on_spare[cluster.host_of[devs[st.failed[ranks]]]].all():
@@ -226,32 +233,46 @@ def pinned_layout(st: RepairState, start: np.ndarray, max_moves: int, options: S
             used += 1
             if c < cost * (1 - _REL) or (c <= cost * (1 + 1e-12) and pr < pressure * (1 - _REL)):
                 cur, cost, pressure, bd, moved = new, c, pr, nbd, moved - was + now
+                if c < best[0] * (1 - _REL) or (c <= best[0] * (1 + _REL) and moved < best[1]):
+                    best = (c, moved, cur, nbd)
                 improved = True
                 break
-    return cur, bd, deadline.stopped_by
+    return best[2], best[3], deadline.stopped_by
 
 
-def full_layout(sub, cluster, st: RepairState, options: SolveOptions, orders, cancel, seconds: float):
+def full_layout(sub, cluster, st: RepairState, options: SolveOptions, orders, cancel, seconds: float,
+                hosts_hint: np.ndarray | None = None):
     """(device per rank, cost, config, stopped_by) of a new solve over the surviving hosts and the spares
     (``sub``: their graph; ``cluster``: its model; ``seconds``: the solve's time limit).
+
+    With more GPUs than ranks, which hosts run the job is part of the solve
+    (:func:`~rankmap.solver.search.hostchoice.solve_subset`) up to :data:`FULL_HOST_CHOICE_MAX_GPUS`
+    ranks; above, that rebuilds a cluster model per candidate host set (seconds each), so the solve
+    runs on the hosts of ``hosts_hint`` (device per rank of the pinned repair: the survivors and the
+    spares it took) when given.  The layout is scored on ``cluster``, as the other options.
 
     Raises
     ------
     InvalidArgumentError, InfeasibleError
         As :func:`~rankmap.solver.search.solve.solve` (e.g. constraints no layout meets).
     """
+    from ..cost.timemodel import layout_cost
     from ..search.solve import solve
 
     full_options = dataclasses.replace(
         options, orders=orders if orders is not None else st.cfg.order, launch_order="sorted",
         exclude_devices=(), exclude_hosts=(), time_limit_seconds=seconds)
-    graph = cluster if cluster.num_devices == st.cfg.world_size else sub
+    W = st.cfg.world_size
+    if cluster.num_devices == W:
+        graph = cluster  # the cluster model already built
+    else:
+        graph = sub
+        if W > FULL_HOST_CHOICE_MAX_GPUS and hosts_hint is not None:
+            keep = np.isin(cluster.host_of, np.unique(cluster.host_of[hosts_hint]))
+            if int(keep.sum()) == W:  # whole hosts: one cluster model of them
+                graph = cluster.subset(keep, sub)
     result = solve(graph, st.cfg, st.traffic, full_options, cancel=cancel)
-    index = {str(d): i for i, d in enumerate(cluster.devices)}
+    index = cluster.device_index()
     dev = np.array([index[a] for a in result.assignment], dtype=np.int64)
-    cfg = result.config
-    # scored on the repair's cluster model, as the other options
-    from ..cost.timemodel import layout_cost
-
-    cost = layout_cost(cluster, cfg, dev, st.traffic, None, st.exposure)
-    return dev, cost, cfg, result.stopped_by
+    cost = layout_cost(cluster, result.config, dev, st.traffic, None, st.exposure)
+    return dev, cost, result.config, result.stopped_by
