@@ -129,3 +129,64 @@ def test_compare_rpc_bad_input(channel, client):
     with pytest.raises(InvalidArgumentError) as exc:
         client.compare(_graph(), CFG, TRAFFIC, [ALLOC_A, "node[000-002]"], _options(1.0))
     assert exc.value.proto_field == "allocations[1]" and "12 GPUs; the job needs 16: 4 missing" in exc.value.message
+
+
+# --------------------------------------------------------------------------- fuzz
+
+def test_fuzzed_repair_and_compare_get_only_client_error_codes(channel):
+    """A bounded, derandomized fuzz of Repair and Compare (the job from tests/test_service_fuzz.py's
+    strategies, plus drawn running layouts, failures, spares, move caps and allocations): never
+    INTERNAL or UNKNOWN, and the server answers a real Repair afterwards."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from service_helpers import pb
+    from test_service_fuzz import ALLOWED, NAMES, solve_request
+
+    hosts = st.one_of(st.sampled_from(["node1", "node2", "node3", "node[1-2]", "node[2-1]", "node1,node1", ""]),
+                      NAMES)
+
+    @st.composite
+    def repair_request(draw):
+        req = pb.RepairRequest()
+        req.job.CopyFrom(draw(solve_request()))
+        req.running_order = draw(st.sampled_from(["", "tp-cp-ep-dp-pp", "pp-dp-tp", "tp-tp-dp-pp", "x"]))
+        if draw(st.booleans()):  # a plausible layout of the drawn cluster
+            req.running_assignment.extend(draw(st.permutations([f"node{h}/gpu{i}" for h in (1, 2) for i in range(2)])))
+        else:
+            req.running_assignment.extend(draw(st.lists(NAMES, max_size=6)))
+        req.failed_hosts.extend(draw(st.lists(hosts, max_size=2)))
+        req.failed_gpus.extend(draw(st.lists(NAMES, max_size=2)))
+        if draw(st.booleans()):
+            req.spare_hosts.hosts.extend(draw(st.lists(hosts, max_size=2)))
+        if draw(st.booleans()):
+            req.max_moves = draw(st.integers(-2**63, 2**63 - 1))
+        return req
+
+    @st.composite
+    def compare_request(draw):
+        req = pb.CompareRequest()
+        req.job.CopyFrom(draw(solve_request()))
+        req.allocations.extend(draw(st.lists(hosts, max_size=4)))
+        return req
+
+    calls = st.one_of(st.tuples(st.just("Repair"), repair_request()),
+                      st.tuples(st.just("Compare"), compare_request()),
+                      st.tuples(st.sampled_from(["Repair", "Compare"]), st.binary(max_size=64)))
+    seen: dict[str, int] = {}
+
+    @settings(max_examples=80, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(calls)
+    def one(call):
+        method, request = call
+        code, details, _ = raw_call(channel, method, request, timeout=5.0)
+        seen[code.name] = seen.get(code.name, 0) + 1
+        assert code in ALLOWED, (method, code, details[:300])
+
+    one()
+    print("fuzz codes", seen)
+    assert seen.get("INVALID_ARGUMENT", 0) > 0
+    req = wire.repair_request(_graph(), CFG, TRAFFIC, RUNNING, failed_hosts=["node001"], options=_options(1.0))
+    code, details, _ = raw_call(channel, "Repair", req, timeout=60)
+    assert code == grpc.StatusCode.OK, details
