@@ -94,9 +94,22 @@ def repair_from_args(args: argparse.Namespace):
         time_limit_seconds=args.time_limit if args.time_limit is not None else JOB_DEFAULTS["time_limit"],
         seed=args.seed if args.seed is not None else JOB_DEFAULTS["seed"])
     spares = None if args.spares is None else _hosts_arg(args.spares, "spare_hosts")
-    return repair(graph, cfg, traffic, assignment, failed_hosts=_hosts_arg(args.failed, "failed_hosts"),
-                  failed_gpus=_list_arg(args.failed_gpus), spare_hosts=spares, max_moves=args.max_moves,
-                  options=options, orders=args.orders)
+    kwargs = dict(failed_hosts=_hosts_arg(args.failed, "failed_hosts"), failed_gpus=_list_arg(args.failed_gpus),
+                  spare_hosts=spares, max_moves=args.max_moves, options=options, orders=args.orders)
+    if getattr(args, "server", None):
+        with _client(args, graph, nccl) as client:
+            return client.repair(graph, cfg, traffic, assignment, **kwargs)
+    return repair(graph, cfg, traffic, assignment, **kwargs)
+
+
+def _client(args: argparse.Namespace, graph, nccl):
+    """A client of ``--server``, after checking the cluster here as an in-process call would (bad input is
+    exit 2 before anything is sent)."""
+    from rankmap.client import RankmapClient
+    from rankmap.solver.fabric.cluster import cluster_from_graph
+
+    cluster_from_graph(graph, nccl=nccl)
+    return RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None), token_file=getattr(args, "token_file", None))
 
 
 def repair_table(result) -> str:
@@ -133,8 +146,12 @@ def compare_from_args(args: argparse.Namespace):
     from rankmap.solver.job.compare import compare, resolve_compare
 
     resolved, allocations = resolve_compare({}, _job_from_args(args), args.allocation, warn)
-    for key, value in resolved.job.items():  # --format ... from a job file
+    for key, value in resolved.job.items():  # --format, --server ... from a job file
         setattr(args, key, value)
+    if getattr(args, "server", None):
+        with _client(args, resolved.graph, resolved.options.nccl) as client:
+            return client.compare(resolved.graph, resolved.cfg, resolved.traffic, [a.text for a in allocations],
+                                  resolved.options)
     return compare(resolved.graph, resolved.cfg, resolved.traffic, allocations, resolved.options)
 
 
@@ -166,8 +183,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _job_flags(p: argparse.ArgumentParser) -> None:
-    """The job flags ``repair`` and ``compare`` share with ``solve``."""
-    from rankmap.cli import float_arg, int_at_least
+    """The job flags ``repair`` and ``compare`` share with ``solve`` (``--server`` included)."""
+    from rankmap.cli import float_arg, int_at_least, server_arg
     from rankmap.cli_solve import _EXPOSURE_HELP, add_nccl_arguments
     from rankmap.cli_traffic import add_model_arguments
     from rankmap.solver.job.model import JOB_DEFAULTS
@@ -180,6 +197,11 @@ def _job_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float_arg, default=None,
                    help=f"seconds for the whole command (default {JOB_DEFAULTS['time_limit']:g})")
     p.add_argument("--seed", type=int_at_least(0), default=None, help="CP-SAT random seed (default 0)")
+    p.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
+                   help="run on a rankmap server (gRPC Repair / Compare) instead of in process")
+    p.add_argument("--tls-ca", default=None, metavar="FILE",
+                   help="--server speaks TLS; FILE is the PEM CA that signed its certificate")
+    p.add_argument("--token-file", default=None, metavar="FILE", help="bearer token for --server (first line of FILE)")
 
 
 def register(subparsers) -> None:

@@ -16,7 +16,8 @@ from rankmap import wire
 from rankmap.solver import InvalidArgumentError, SolveOptions, parallel_config
 from rankmap.solver.fabric.rates import NcclModel
 from service_helpers import live_server, raw_call
-from test_repair import ALLOC_A, ALLOC_B, PP_ALONE, PP_UPLINK, RUNNING, _graph
+from cli_helpers import run
+from test_repair import ALLOC_A, ALLOC_B, PP_ALONE, PP_UPLINK, RUNNING, _graph, files  # noqa: F401 (fixture)
 
 server = live_server(workers=2, max_queued=8)
 
@@ -24,7 +25,7 @@ CFG = parallel_config(16, tp=4, pp=2)
 TRAFFIC = {"pp": 8e9}
 
 
-def _options(seconds: float = 4.0) -> SolveOptions:
+def _options(seconds: float = 10.0) -> SolveOptions:
     return SolveOptions(nccl=NcclModel(latency=False), time_limit_seconds=seconds)
 
 
@@ -129,6 +130,32 @@ def test_compare_rpc_bad_input(channel, client):
     with pytest.raises(InvalidArgumentError) as exc:
         client.compare(_graph(), CFG, TRAFFIC, [ALLOC_A, "node[000-002]"], _options(1.0))
     assert exc.value.proto_field == "allocations[1]" and "12 GPUs; the job needs 16: 4 missing" in exc.value.message
+
+
+def test_cli_server_flag(capsys, files, server):  # noqa: F811 (the imported fixture)
+    """``rankmap repair/compare --server``: the same patch and pinned answers, and the same ranking."""
+    import json
+
+    cluster, running = files
+    argv = ["repair", cluster, "--running", running, "--failed", "node001", "--time-limit", 10]
+    code, out, err = run(capsys, *argv, "--server", server.address)
+    assert code == 0, err
+    remote = {o["kind"]: o for o in json.loads(out)["options"]}
+    code, out, err = run(capsys, *argv)
+    local = {o["kind"]: o for o in json.loads(out)["options"]}
+    for kind in ("patch", "pinned"):
+        assert remote[kind]["assignment"] == local[kind]["assignment"]
+        assert remote[kind]["cost"] == local[kind]["cost"] and remote[kind]["apply"] == local[kind]["apply"]
+    assert remote["patch"]["cost"]["total_seconds"] == pytest.approx(PP_UPLINK, rel=1e-9)
+    code, out, err = run(capsys, "compare", cluster, "--allocation", ALLOC_B, "--allocation", ALLOC_A, "--tp", 4,
+                         "--pp", 2, "--traffic", "pp=8e9", "--no-nccl-latency", "--time-limit", 2, "--server",
+                         server.address)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [a["index"] for a in doc["allocations"]] == [1, 0] and doc["allocations"][1]["difference"]["class"] == "pp"
+    # bad input is refused on the server with the CLI's one line
+    code, out, err = run(capsys, *argv[:-2], "--failed", "node999", "--server", server.address)
+    assert code == 2 and out == "" and "failed host 'node999' is not a host of the cluster" in err
 
 
 # --------------------------------------------------------------------------- fuzz

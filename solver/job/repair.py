@@ -33,7 +33,9 @@ Budgets (deterministic, from ``options.time_limit_seconds`` = T): the patch scor
 pinned descent :data:`PINNED_SHARE`·T, the full solve gets a time limit of :data:`FULL_SHARE`·T.
 T also bounds the whole repair in wall-clock time: after the cluster model, the patch and the pinned
 descent stop at a :class:`~rankmap.solver.search.deadline.Deadline` of their share of the time left
-(``stopped_by: "time_limit"`` on the option), and the full solve's limit is at most what is left.
+(``stopped_by: "time_limit"`` on the option), and the full solve's limit is at most what is left
+less the time its own cluster model will take (measured on the first); when nothing is left the full
+option is ``unavailable`` and says so (131,072 GPUs need a limit of about a minute for it).
 The searches are in :mod:`.repair_search`.
 
 Pure Python over plain types: no argparse, no protobuf.
@@ -341,7 +343,9 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     sub.remove_nodes_from([n for n, d in graph.nodes(data=True)
                            if d.get("kind", "gpu") == "gpu" and gpu_host[str(n)] not in keep_hosts])
     total = Deadline(search_seconds(options.time_limit_seconds, W), cancel)
+    t_model = total.elapsed()
     cluster = cluster_from_graph(sub, check=total.cancel_check(), nccl=options.nccl)
+    t_model = total.elapsed() - t_model  # what one more cluster model of these hosts costs, seconds
     total.check()
     # patch and pinned: their share of what is left; the full solve: the rest (search.deadline)
     deadline = Deadline(total.remaining() * (PATCH_SHARE + PINNED_SHARE) / (PATCH_SHARE + PINNED_SHARE + FULL_SHARE),
@@ -368,13 +372,21 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
         dev2, cost2, stopped2 = pinned_layout(st, dev, limit, options, deadline)
         built.append(("pinned", dev2, cost2, cfg, stopped2))
         hint = dev2
-    try:
-        seconds = max(MIN_FULL_SECONDS, min(options.time_limit_seconds * FULL_SHARE, total.remaining()))
-        built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel, seconds, hint)))
-    except (InvalidArgumentError, InfeasibleError) as exc:
-        if not built:
-            raise
-        unavailable["full"] = exc.message
+    # the full solve builds its own cluster model unless the hosts have exactly the job's GPUs
+    rebuild = 0.0 if cluster.num_devices == W else t_model
+    seconds = min(options.time_limit_seconds * FULL_SHARE, total.remaining() - rebuild)
+    if seconds < MIN_FULL_SECONDS and built:
+        unavailable["full"] = (f"no time left for a full re-solve within the time limit of "
+                               f"{options.time_limit_seconds:g} s (a cluster model of these hosts takes about "
+                               f"{t_model:.1f} s); raise the time limit")
+    else:
+        try:
+            built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel,
+                                               max(MIN_FULL_SECONDS, seconds), hint)))
+        except (InvalidArgumentError, InfeasibleError) as exc:
+            if not built:
+                raise
+            unavailable["full"] = exc.message
 
     out = []
     for kind, dev, cost, ocfg, stopped in built:
