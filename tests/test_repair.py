@@ -125,6 +125,21 @@ def test_repair_api_too_few_gpus_says_how_many():
     assert exc.value.field == "spare_hosts"
 
 
+def test_repair_api_no_option_says_why():
+    from rankmap.solver import InvalidArgumentError
+    from rankmap.solver.job.repair import repair
+
+    # the spares keep 2 GPUs each: 12 surviving + 4 spare GPUs are the 16 needed, but a launcher layout
+    # cannot put a 4-GPU block on a 2-GPU host, and torchrun needs one GPU count on every host
+    g = _graph()
+    g.remove_nodes_from(["node004/gpu2", "node004/gpu3", "node005/gpu2", "node005/gpu3"])
+    with pytest.raises(InvalidArgumentError, match="no repair possible: patch and pinned: no free spare host with 4 "
+                                                   "GPUs for failed host 'node001'.*full re-solve: launcher mode "
+                                                   "needs the same GPU count on every host"):
+        repair(g, parallel_config(16, tp=4, pp=2), {"pp": 8e9}, RUNNING, failed_hosts=["node001"],
+               options=_options(time_limit_seconds=2))
+
+
 # --------------------------------------------------------------------------- repair, CLI
 
 

@@ -112,6 +112,7 @@ class RepairOption:
 
     @property
     def order(self) -> str:
+        """The option's order (``patch`` and ``pinned``: the running order)."""
         return self.config.order
 
     def to_dict(self) -> dict[str, Any]:
@@ -279,7 +280,8 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
         A running layout that does not match the cluster (a GPU it lacks, a length other than
         the world size, a GPU used twice); an unknown host in ``failed_hosts`` / ``spare_hosts`` or an
         unknown GPU in ``failed_gpus``; a spare that is failed or runs ranks; failures that hit no rank;
-        too few GPUs left (the message says how many are missing); a negative ``max_moves``.
+        too few GPUs left (the message says how many are missing); a negative ``max_moves``; no option
+        possible (e.g. launcher mode and only spares with other GPU counts: why, for each).
     SolveCancelled
         ``cancel`` was set.
     """
@@ -384,8 +386,9 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
             built.append(("full", *full_layout(sub, cluster, st, options, orders, cancel,
                                                max(MIN_FULL_SECONDS, seconds), hint)))
         except (InvalidArgumentError, InfeasibleError) as exc:
-            if not built:
-                raise
+            if not built:  # no option at all: say why for each
+                raise type(exc)(f"no repair possible: patch and pinned: {unavailable.get('patch')}; full re-solve: "
+                                f"{exc.message}", "spare_hosts") from None
             unavailable["full"] = exc.message
 
     out = []
