@@ -184,6 +184,7 @@ def test_repair_cli_table(capsys, files):
     (("--failed", "node001", "--world-size", "8"), "--world-size 8 but the running layout"),
     (("--failed", "node001", "--tp", "2"), "--tp 2 disagrees with tp 4"),
     ((), "no failure given"),
+    (("--failed", "node001/gpu0"), "(it is a GPU of host 'node001': name failed GPUs with --failed-gpus"),
 ])
 def test_repair_cli_bad_input(capsys, files, extra, needle):
     cluster, running = files

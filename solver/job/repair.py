@@ -7,8 +7,9 @@ on one cluster model, the surviving hosts plus the spares, so their costs compar
 * ``patch``: each failed host's ranks move to one spare host, each rank to the spare's GPU of
   the same position (its old GPU's rank among the failed host's GPUs by ``local_index``); no other
   rank moves.  The spare of each failed host is chosen by predicted cost: every free spare is
-  tried for each failed host in turn (failed hosts by lowest rank, spares in natural name order;
-  a spare is taken only when strictly cheaper, so ties go to the first), within an evaluation budget.
+  tried for each failed host in turn (failed hosts by lowest rank, spares in the order given,
+  default natural name order; a spare is taken only when strictly cheaper, so ties go to the
+  first), within an evaluation budget.
 * ``pinned``: the failed ranks stay on spare GPUs and, besides them, at most ``max_moves``
   surviving ranks may move (default: one host's worth of GPUs, the most ranks one running host
   runs).  A first-improvement descent from the patch on the predicted time (the solve's local
@@ -226,12 +227,15 @@ def _natural(hosts: Iterable[str]) -> list[str]:
     return sorted(set(hosts), key=natural_key)
 
 
-def _check_hosts(names: Iterable[str], known: set[str], field_name: str, what: str) -> list[str]:
+def _check_hosts(names: Iterable[str], known: set[str], field_name: str, what: str,
+                 gpus: Mapping[str, str] | None = None) -> list[str]:
     out = []
     for h in names:
         h = str(h)
         if h not in known:
-            raise InvalidArgumentError(f"{what} {h[:80]!r} is not a host of the cluster", field_name)
+            hint = (f" (it is a GPU of host {gpus[h][:80]!r}: name failed GPUs with --failed-gpus / failed_gpus)"
+                    if gpus is not None and h in gpus else "")
+            raise InvalidArgumentError(f"{what} {h[:80]!r} is not a host of the cluster{hint}", field_name)
         if h not in out:
             out.append(h)
     return out
@@ -305,7 +309,7 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     all_hosts = set(gpu_host.values())
     running_set = set(rank_host)
 
-    failed = set(_check_hosts(failed_hosts, all_hosts, "failed_hosts", "failed host"))
+    failed = set(_check_hosts(failed_hosts, all_hosts, "failed_hosts", "failed host", gpu_host))
     for g in failed_gpus:
         g = str(g)
         if g not in gpu_host:
