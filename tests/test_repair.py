@@ -263,6 +263,18 @@ def test_compare_cli(capsys, files):
     assert "+166.7 ms: pp 166.7 ms -> 333.3 ms, limited by switch:" in out
 
 
+def test_compare_cli_job_file(capsys, files, tmp_path):
+    from cli_helpers import write_job
+
+    cluster, _ = files
+    job = write_job(tmp_path, cluster, "tp: 4\npp: 2\ntraffic: {pp: 8.0e9}\nnccl_latency: false\ntime_limit: 4\n"
+                                       "format: table")
+    code, out, err = run(capsys, "compare", job, "--allocation", ALLOC_B, "--allocation", ALLOC_A)
+    assert code == 0, err
+    # the job file's format (table), sizes and traffic: allocation A first at 1/6 s
+    assert out.splitlines()[1].startswith("1        166.7 ms  tp-cp-ep-dp-pp    node[000-003]")
+
+
 @pytest.mark.parametrize("allocs, extra, needle", [
     ((ALLOC_A, "node[000-002],nodeQ"), (), "allocation 2 ('node[000-002],nodeQ'): 'nodeQ' is not a host of the "
                                           "cluster [allocations[1]]"),

@@ -78,6 +78,21 @@ def test_compare_rpc(client):
     assert res2.world_size == 16 and [a.index for a in res2.allocations] == [0, 1]
 
 
+def test_async_client_repair_and_compare(server):
+    import asyncio
+
+    from rankmap.client import AsyncRankmapClient
+
+    async def main():
+        async with AsyncRankmapClient(server.address, timeout=60) as c:
+            return (await c.repair(_graph(), CFG, TRAFFIC, RUNNING, failed_hosts=["node001"], options=_options()),
+                    await c.compare(_graph(), CFG, TRAFFIC, [ALLOC_B, ALLOC_A], _options(4.0)))
+
+    res, cmp = asyncio.run(main())
+    assert res.option("patch").ranks_moved == 4 and res.recommended == "pinned"
+    assert [a.index for a in cmp.allocations] == [1, 0]
+
+
 @pytest.mark.parametrize("kwargs, path, needle", [
     ({"failed_hosts": ["node999"]}, "failed_hosts", "failed host 'node999' is not a host of the cluster"),
     ({"failed_hosts": ["node001"], "spare_hosts": ["node002"]}, "spare_hosts.hosts", "already runs ranks"),
