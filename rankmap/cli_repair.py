@@ -109,7 +109,8 @@ def _client(args: argparse.Namespace, graph, nccl):
     from rankmap.solver.fabric.cluster import cluster_from_graph
 
     cluster_from_graph(graph, nccl=nccl)
-    return RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None), token_file=getattr(args, "token_file", None))
+    return RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
+                         token_file=getattr(args, "token_file", None))
 
 
 def repair_table(result) -> str:

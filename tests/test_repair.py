@@ -180,7 +180,8 @@ def test_repair_cli_table(capsys, files):
     (("--failed", "node001", "--spares", "node001"), "spare host 'node001' is also failed"),
     (("--failed-gpus", "node001/gpu9"), "failed GPU 'node001/gpu9' is not a GPU of the cluster [failed_gpus]"),
     (("--failed", "node005"), "runs a rank of the running layout; nothing to repair"),
-    (("--failed", "node000,node001,node002"), "the job needs 16, the surviving hosts and the spares have 12: 4 missing"),
+    (("--failed", "node000,node001,node002"),
+     "the job needs 16, the surviving hosts and the spares have 12: 4 missing"),
     (("--failed", "node001", "--world-size", "8"), "--world-size 8 but the running layout"),
     (("--failed", "node001", "--tp", "2"), "--tp 2 disagrees with tp 4"),
     ((), "no failure given"),
@@ -278,7 +279,8 @@ def test_compare_cli_job_file(capsys, files, tmp_path):
 @pytest.mark.parametrize("allocs, extra, needle", [
     ((ALLOC_A, "node[000-002],nodeQ"), (), "allocation 2 ('node[000-002],nodeQ'): 'nodeQ' is not a host of the "
                                           "cluster [allocations[1]]"),
-    ((ALLOC_A, "node[000-002]"), (), "allocation 1 ('node[000-003]') has 16 GPUs and allocation 2 ('node[000-002]') 12"),
+    ((ALLOC_A, "node[000-002]"), (),
+     "allocation 1 ('node[000-003]') has 16 GPUs and allocation 2 ('node[000-002]') 12"),
     ((ALLOC_A, "node[000-002]"), ("--world-size", "16"), "allocation 2 ('node[000-002]') has 12 GPUs; the job needs "
                                                         "16: 4 missing"),
     ((ALLOC_A, "node000,node000"), (), "names host 'node000' twice"),
