@@ -363,7 +363,8 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     running_dev = np.array([-1 if failed_rank[r] else index[a] for r, a in enumerate(running)], dtype=np.int64)
     st = RepairState(cluster, cfg, traffic, dict(options.exposure or {}), megatron_groups(cfg), running_dev,
                      failed_rank, [host_index[h] for h in spares], deadline, options.mode)
-    old_local = [gpu_host_local(graph, a) for a in running]
+    local = {str(n): d.get("local_index", 0) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"}
+    old_local = [_int_or_zero(local[a]) for a in running]
 
     built: list[tuple[str, np.ndarray, CostBreakdown, ParallelConfig, str]] = []
     unavailable: dict[str, str] = {}
@@ -404,11 +405,10 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     return RepairResult(tuple(out), recommended, unavailable, tuple(hit), tuple(spares))
 
 
-def gpu_host_local(graph, gpu: str) -> int:
-    """``local_index`` of GPU node ``gpu`` (0 when absent)."""
-    data = graph.nodes[gpu] if gpu in graph.nodes else {}
+def _int_or_zero(value) -> int:
+    """``int(value)``, 0 when it is not a number (a GPU's ``local_index`` only orders the patch's GPUs)."""
     try:
-        return int(data.get("local_index", 0))
+        return int(value)
     except (TypeError, ValueError):
         return 0
 
