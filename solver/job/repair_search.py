@@ -62,16 +62,22 @@ class RepairState:
 
 
 def patch_layout(st: RepairState, rank_host: list[str], old_local: list[int], hit: list[str], options: SolveOptions):
-    """(device per rank, cost, stopped_by) of the patch, or why there is none."""
+    """(device per rank, cost, stopped_by) of the patch, or a string saying why there is none.
+
+    ``rank_host``: host of each rank in the running layout; ``old_local``: ``local_index`` of each
+    rank's running GPU; ``hit``: the failed hosts that run ranks.  A first assignment gives each
+    failed host (by lowest rank) the first free spare that fits (launcher mode: as many GPUs as the
+    host ran ranks; free mode: at least as many); then each failed host tries every other free
+    spare with the others fixed, taking it when strictly cheaper, within ``PATCH_SHARE`` of the
+    time limit's evaluations and the phase deadline.
+    """
     from ..search.refine import eval_budget
 
     cluster = st.cluster
-    ranks_of = {h: [r for r in range(len(rank_host)) if rank_host[r] == h] for h in hit} if len(hit) < 64 else None
-    if ranks_of is None:  # many failed hosts: one pass over the ranks
-        ranks_of = {h: [] for h in hit}
-        for r, h in enumerate(rank_host):
-            if h in ranks_of:
-                ranks_of[h].append(r)
+    ranks_of: dict[str, list[int]] = {h: [] for h in hit}  # one pass over the ranks
+    for r, h in enumerate(rank_host):
+        if h in ranks_of:
+            ranks_of[h].append(r)
     failed_hosts = sorted(hit, key=lambda h: ranks_of[h][0])
     # each failed host's ranks by their old GPU's local index: they take the spare's GPUs in that order
     need = {h: sorted(ranks_of[h], key=lambda r: (old_local[r], r)) for h in failed_hosts}
