@@ -165,7 +165,9 @@ def compare_table(result) -> str:
         lines.append(f"{a.rank:<5}{_fmt_s(a.result.cost.total_seconds):>12}  {a.result.order:<18}"
                      f"{a.allocation.text[:60]} ({_names(a.allocation.hosts, 60)})")
         d = a.difference
-        if d is not None:
+        if d is not None and d["class"] is None:
+            lines.append("     as fast as the best")
+        elif d is not None:
             lines.append(f"     +{_fmt_s(d['seconds'])}: {d['class']} {_fmt_s(d['best_class_seconds'])} -> "
                          f"{_fmt_s(d['class_seconds'])}, {d['bottleneck']}")
     return "\n".join(lines)

@@ -242,6 +242,20 @@ def test_compare_api():
     assert "at 100%" in d["bottleneck"] and "96 GB/s" in d["bottleneck"]
 
 
+def test_compare_tie_names_no_class():
+    from rankmap.solver.job.compare import compare, parse_allocations
+
+    # node[000-003] and node[002-005] are the same shape (two whole leaves): the same 1/6 s, input order kept
+    g = _graph()
+    res = compare(g, parallel_config(16, tp=4, pp=2), {"pp": 8e9}, parse_allocations([ALLOC_A, "node[002-005]"], g),
+                  _options(time_limit_seconds=4))
+    first, second = res.allocations
+    assert (first.index, second.index) == (0, 1)
+    assert second.result.cost.total_seconds == pytest.approx(PP_ALONE, rel=1e-9)
+    assert second.difference["class"] is None and second.difference["link"] is None
+    assert second.difference["seconds"] == pytest.approx(0.0, abs=1e-12)
+
+
 def test_compare_cli(capsys, files):
     cluster, _ = files
     code, out, err = run(capsys, "compare", cluster, "--allocation", ALLOC_B, "--allocation", ALLOC_A,

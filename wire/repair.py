@@ -252,7 +252,7 @@ def compare_to_proto(result) -> "pb.CompareResponse":
         d = a.difference
         if d is not None:
             m.difference.CopyFrom(pb.AllocationDifference(
-                seconds=d["seconds"], traffic_class=d["class"], class_seconds=d["class_seconds"],
+                seconds=d["seconds"], traffic_class=d["class"] or "", class_seconds=d["class_seconds"],
                 best_class_seconds=d["best_class_seconds"], link=list(d["link"] or ()), bottleneck=d["bottleneck"],
                 best_bottleneck=d["best_bottleneck"]))
     return out
@@ -268,7 +268,7 @@ def compare_from_proto(msg: "pb.CompareResponse"):
         d = None
         if a.HasField("difference"):
             x = a.difference
-            d = {"seconds": x.seconds, "class": x.traffic_class, "class_seconds": x.class_seconds,
+            d = {"seconds": x.seconds, "class": x.traffic_class or None, "class_seconds": x.class_seconds,
                  "best_class_seconds": x.best_class_seconds, "link": list(x.link) or None,
                  "bottleneck": x.bottleneck, "best_bottleneck": x.best_bottleneck}
         out.append(AllocationResult(int(a.rank), int(a.index), Allocation(a.allocation, tuple(a.hosts)),

@@ -58,7 +58,8 @@ class AllocationResult:
         The solve on the allocation's hosts (``result.cost`` is its predicted time, seconds).
     difference : dict or None
         None for the best allocation; else ``seconds`` (this total minus the best's, seconds),
-        ``class`` (the traffic class whose exposed time grows the most), ``class_seconds`` /
+        ``class`` (the traffic class whose exposed time grows the most; None when none grows: a tie),
+        ``class_seconds`` /
         ``best_class_seconds`` (that class's ``x_c·T_c`` here and in the best allocation, seconds),
         ``link`` ([from, to], the class's busiest directed link here, or None), ``bottleneck``
         (one line, e.g. ``limited by leaf1→spine at 100% (...)``) and ``best_bottleneck``.
@@ -176,7 +177,11 @@ def _difference(res: SolveResult, best: SolveResult) -> dict[str, Any]:
 
     mine, theirs = exposed(res), exposed(best)
     classes = sorted(set(mine) | set(theirs))
-    cls = max(classes, key=lambda c: (mine.get(c, 0.0) - theirs.get(c, 0.0), -classes.index(c)))
+    cls = max(classes, key=lambda c: (mine.get(c, 0.0) - theirs.get(c, 0.0), -classes.index(c)), default=None)
+    if cls is None or mine.get(cls, 0.0) - theirs.get(cls, 0.0) <= 1e-9 * max(best.cost.total_seconds, 1e-30):
+        # as fast as the best (a tie, in input order): no class makes a difference
+        return {"seconds": res.cost.total_seconds - best.cost.total_seconds, "class": None, "class_seconds": 0.0,
+                "best_class_seconds": 0.0, "link": None, "bottleneck": "", "best_bottleneck": ""}
     here = res.cost.classes.get(cls)
     there = best.cost.classes.get(cls)
     b = here.bottleneck if here is not None else Bottleneck()
