@@ -114,8 +114,9 @@ def _client(args: argparse.Namespace, graph, nccl):
 
 
 def repair_table(result) -> str:
-    """``rankmap repair --format table``: one line per option, then the recommendation."""
-    from rankmap.solve_report import _fmt_s
+    """``rankmap repair --format table``: one line per option, then the recommendation (lines of at most
+    :data:`~rankmap.solve_report.TABLE_WIDTH` columns)."""
+    from rankmap.solve_report import _clip, _fmt_s
 
     lines = [f"failed hosts {', '.join(result.failed_hosts)}   spares considered {len(result.spare_hosts)}", "",
              f"{'option':<8}{'order':<18}{'time/step':>12}  {'ranks moved':>11}  hosts removed -> added"]
@@ -127,8 +128,8 @@ def repair_table(result) -> str:
         lines.append(f"{kind:<8}unavailable: {why}")
     rec = result.option(result.recommended)
     lines += ["", f"recommended {result.recommended}: {_fmt_s(rec.cost.total_seconds)} per step, "
-                  f"{rec.ranks_moved} ranks moved; hostfile (node-rank order): {_names(rec.apply['hostfile'], 100)}"]
-    return "\n".join(lines)
+                  f"{rec.ranks_moved} ranks moved; hostfile (node-rank order): {_names(rec.apply['hostfile'], 60)}"]
+    return "\n".join(_clip(line) for line in lines)
 
 
 def _cmd_repair(args: argparse.Namespace) -> int:
@@ -157,8 +158,9 @@ def compare_from_args(args: argparse.Namespace):
 
 
 def compare_table(result) -> str:
-    """``rankmap compare --format table``: allocations best first, with what makes each slower."""
-    from rankmap.solve_report import _fmt_s
+    """``rankmap compare --format table``: allocations best first, with what makes each slower (lines of at
+    most :data:`~rankmap.solve_report.TABLE_WIDTH` columns)."""
+    from rankmap.solve_report import _clip, _fmt_s
 
     lines = [f"{'rank':<5}{'time/step':>12}  {'order':<18}allocation"]
     for a in result.allocations:
@@ -170,7 +172,7 @@ def compare_table(result) -> str:
         elif d is not None:
             lines.append(f"     +{_fmt_s(d['seconds'])}: {d['class']} {_fmt_s(d['best_class_seconds'])} -> "
                          f"{_fmt_s(d['class_seconds'])}, {d['bottleneck']}")
-    return "\n".join(lines)
+    return "\n".join(_clip(line) for line in lines)
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
