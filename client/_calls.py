@@ -291,3 +291,30 @@ def check_config(graph, cfg, assignment, traffic, within=None, *, exposure=None,
                                                              exposure=exposure, nccl=nccl, best=best,
                                                              time_limit_seconds=time_limit_seconds, seed=seed),
                 wire.check_result_from_proto, timeout)
+@_call("RepairResult")
+def repair(graph, cfg, traffic, running: Sequence[str], *, failed_hosts: Iterable[str] = (),
+           failed_gpus: Iterable[str] = (), spare_hosts: Iterable[str] | None = None, max_moves: int | None = None,
+           options=None, orders=None, timeout: float | None = None) -> Call:
+    """:func:`rankmap.solver.job.repair.repair` on the server (``Repair``), same arguments: the cluster
+    graph (failed hosts included), the running job's ``ParallelConfig`` (its order is the running
+    order), payloads or a model-derived ``Traffic``, the running layout (GPU id per global rank),
+    the failures, the spares (None: the hosts not in the running layout), ``max_moves`` (pinned),
+    ``SolveOptions`` (mode of the running layout, time limit of the whole repair ...) and the orders
+    of the full re-solve (None: the running order).  Returns a
+    :class:`~rankmap.solver.job.repair.RepairResult`."""
+    return Call("Repair",
+                lambda: wire.repair_request(graph, cfg, traffic, running, list(failed_hosts), list(failed_gpus),
+                                            None if spare_hosts is None else list(spare_hosts), max_moves, options,
+                                            orders),
+                wire.repair_from_proto, timeout)
+
+
+@_call("CompareResult")
+def compare(graph, cfg, traffic, allocations: Sequence[str], options=None, *, sizes: ParallelSizes | None = None,
+            timeout: float | None = None) -> Call:
+    """:func:`rankmap.solver.job.compare.compare` on the server (``Compare``): the job (``cfg``, or
+    ``cfg=None`` and ``sizes`` without a world size: each allocation's GPUs) solved on each allocation
+    (Slurm hostlists such as ``"node[01-04]"``), best first.  Returns a
+    :class:`~rankmap.solver.job.compare.CompareResult`."""
+    return Call("Compare", lambda: wire.compare_request(graph, cfg, traffic, list(allocations), options, sizes),
+                wire.compare_from_proto, timeout)

@@ -281,6 +281,40 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         args, kwargs = wire.parse_recommend_request(request, guard.check)
         return wire.advice_response(recommend_allocation(*args, **kwargs))
+    def _repair_work(self, request, guard: CallGuard):
+        from rankmap.solver.errors import RankmapError
+        from rankmap.solver.job.repair import repair
+
+        guard.check()
+        try:
+            job = wire.parse_repair_request(request, guard.check)
+            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            guard.check()
+            result = repair(job.graph, job.cfg, job.traffic, job.running, job.failed_hosts, job.failed_gpus,
+                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        except RankmapError as exc:
+            raise wire.job_error(exc, "Repair") from None
+        guard.check()
+        return wire.repair_to_proto(result)
+
+    def _compare_work(self, request, guard: CallGuard):
+        from rankmap.solver.errors import RankmapError
+        from rankmap.solver.job.compare import compare
+
+        guard.check()
+        try:
+            job = wire.parse_compare_request(request, guard.check)
+            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            guard.check()
+            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        except RankmapError as exc:
+            raise wire.job_error(exc, "Compare") from None
+        guard.check()
+        return wire.compare_to_proto(result)
 
     # ------------------------------------------------------------ status codes
 
@@ -354,6 +388,13 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def RecommendAllocation(self, request, context):
         """The Slurm / Kueue / Volcano request for a job (runs in the pool)."""
         return self._handle("RecommendAllocation", request, context, self._recommend_work)
+    def Repair(self, request, context):
+        """The patch, pinned and full repairs of a running layout after failures (runs in the pool)."""
+        return self._handle("Repair", request, context, self._repair_work)
+
+    def Compare(self, request, context):
+        """One job solved on each candidate allocation, best first (runs in the pool)."""
+        return self._handle("Compare", request, context, self._compare_work)
 
     def BatchSolve(self, request, context) -> Iterator:
         """Solve many requests, streaming each answer (tagged with its index) as it completes.

@@ -26,6 +26,8 @@ _MESSAGES = {
     "ImportCluster": (pb.ImportClusterRequest, pb.ImportClusterResponse, False),
     "Check": (pb.CheckRequest, pb.CheckResponse, False),
     "RecommendAllocation": (pb.RecommendAllocationRequest, pb.RecommendAllocationResponse, False),
+    "Repair": (pb.RepairRequest, pb.RepairResponse, False),
+    "Compare": (pb.CompareRequest, pb.CompareResponse, False),
 }
 #: The RPCs of ``rankmap.v1.RankmapService``, name -> whether the answer is a stream.
 RPCS: dict[str, bool] = {name: stream for name, (_, _, stream) in _MESSAGES.items()}

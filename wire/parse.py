@@ -61,14 +61,18 @@ class EvaluateJob:
     """How NCCL runs the collectives (:class:`~rankmap.solver.NcclModel`)."""
 
 
-def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
+def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=None) -> SolveJob:
     """Read a ``SolveRequest``: graph, validated config, traffic and options.
 
     ``check``: called at check points of the conversion (raises to stop it).
+    ``default_world_size``: callable ``(graph, options) -> int``, the world size when
+    ``sizes.world_size`` is unset (default: the usable GPUs; a Repair's job: the running
+    layout's ranks, a Compare's: each allocation's GPUs).
     """
     graph = graph_from_proto(req.cluster, check)
     options = options_from_proto(req)
-    n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
+    n = (count_gpus(graph, options.exclude_devices, options.exclude_hosts) if default_world_size is None
+         else default_world_size(graph, options))
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
     if req.HasField("traffic") and req.traffic.megatron_args:
         from rankmap.solver.traffic import parse_megatron_args
@@ -110,6 +114,8 @@ def describe_request(req) -> dict[str, Any]:
             f.name: (list(v)[:20] if f.name == "hierarchical_context_parallel_sizes" else v)
             for f, v in sizes.ListFields()
         }
+    if isinstance(req, (pb.RepairRequest, pb.CompareRequest)):
+        return describe_request(req.job)
     cluster = getattr(req, "cluster", None)
     if cluster is not None:
         out["gpus"] = len(cluster.devices)
@@ -149,7 +155,8 @@ class RequestExtent:
 
 def request_extent(request) -> RequestExtent:
     """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve / Check /
-    RecommendAllocation request (anything else: an empty one)."""
+    RecommendAllocation / Repair / Compare request (Repair and Compare: their job's, and a Repair's
+    running layout as ``assignment``; anything else: an empty one)."""
     if isinstance(request, pb.BatchSolveRequest):
         return RequestExtent(batch_length=len(request.requests))
     if isinstance(request, pb.CheckRequest):  # its launch file's lines are bounded by the request bytes
@@ -163,6 +170,10 @@ def request_extent(request) -> RequestExtent:
             world_size=int(request.sizes.world_size) if request.sizes.HasField("world_size") else None,
             hierarchical_cp_levels=len(request.sizes.hierarchical_context_parallel_sizes),
             devices=len(request.cluster.devices))
+    if isinstance(request, (pb.RepairRequest, pb.CompareRequest)):  # the job's extent, and a running layout's
+        inner = request_extent(request.job)
+        running = len(request.running_assignment) if isinstance(request, pb.RepairRequest) else None
+        return dataclasses.replace(inner, assignment=running)
     if not isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
         return RequestExtent()
     sizes = request.sizes

@@ -929,3 +929,124 @@ class RecommendAllocationResponse(_message.Message):
     min_segment_nodes: int
     requests: _containers.RepeatedCompositeFieldContainer[SchedulerRequest]
     def __init__(self, world_size: _Optional[int] = ..., order: _Optional[str] = ..., gpus_per_node: _Optional[int] = ..., nodes: _Optional[int] = ..., nvlink_domain_gpus: _Optional[int] = ..., nodes_per_domain: _Optional[int] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., unit_ranks: _Optional[int] = ..., unit_nodes: _Optional[int] = ..., segment_nodes: _Optional[int] = ..., min_segment_nodes: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[SchedulerRequest, _Mapping]]] = ...) -> None: ...
+
+class HostList(_message.Message):
+    __slots__ = ("hosts",)
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RepairRequest(_message.Message):
+    __slots__ = ("job", "running_order", "running_assignment", "failed_hosts", "failed_gpus", "spare_hosts", "max_moves")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ORDER_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_GPUS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MOVES_FIELD_NUMBER: _ClassVar[int]
+    job: SolveRequest
+    running_order: str
+    running_assignment: _containers.RepeatedScalarFieldContainer[str]
+    failed_hosts: _containers.RepeatedScalarFieldContainer[str]
+    failed_gpus: _containers.RepeatedScalarFieldContainer[str]
+    spare_hosts: HostList
+    max_moves: int
+    def __init__(self, job: _Optional[_Union[SolveRequest, _Mapping]] = ..., running_order: _Optional[str] = ..., running_assignment: _Optional[_Iterable[str]] = ..., failed_hosts: _Optional[_Iterable[str]] = ..., failed_gpus: _Optional[_Iterable[str]] = ..., spare_hosts: _Optional[_Union[HostList, _Mapping]] = ..., max_moves: _Optional[int] = ...) -> None: ...
+
+class RepairOption(_message.Message):
+    __slots__ = ("kind", "order", "assignment", "cost", "ranks_moved", "hosts_removed", "hosts_added", "hosts", "apply", "stopped_by", "config")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    RANKS_MOVED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_ADDED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    cost: Cost
+    ranks_moved: int
+    hosts_removed: _containers.RepeatedScalarFieldContainer[str]
+    hosts_added: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedCompositeFieldContainer[HostPlacement]
+    apply: ApplyInfo
+    stopped_by: str
+    config: ParallelConfig
+    def __init__(self, kind: _Optional[str] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., ranks_moved: _Optional[int] = ..., hosts_removed: _Optional[_Iterable[str]] = ..., hosts_added: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., config: _Optional[_Union[ParallelConfig, _Mapping]] = ...) -> None: ...
+
+class RepairResponse(_message.Message):
+    __slots__ = ("options", "recommended", "unavailable", "failed_hosts", "spare_hosts")
+    class UnavailableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RECOMMENDED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    options: _containers.RepeatedCompositeFieldContainer[RepairOption]
+    recommended: str
+    unavailable: _containers.ScalarMap[str, str]
+    failed_hosts: _containers.RepeatedScalarFieldContainer[str]
+    spare_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, options: _Optional[_Iterable[_Union[RepairOption, _Mapping]]] = ..., recommended: _Optional[str] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., failed_hosts: _Optional[_Iterable[str]] = ..., spare_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CompareRequest(_message.Message):
+    __slots__ = ("job", "allocations")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    job: SolveRequest
+    allocations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job: _Optional[_Union[SolveRequest, _Mapping]] = ..., allocations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AllocationDifference(_message.Message):
+    __slots__ = ("seconds", "traffic_class", "class_seconds", "best_class_seconds", "link", "bottleneck", "best_bottleneck")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BEST_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    traffic_class: str
+    class_seconds: float
+    best_class_seconds: float
+    link: _containers.RepeatedScalarFieldContainer[str]
+    bottleneck: str
+    best_bottleneck: str
+    def __init__(self, seconds: _Optional[float] = ..., traffic_class: _Optional[str] = ..., class_seconds: _Optional[float] = ..., best_class_seconds: _Optional[float] = ..., link: _Optional[_Iterable[str]] = ..., bottleneck: _Optional[str] = ..., best_bottleneck: _Optional[str] = ...) -> None: ...
+
+class ComparedAllocation(_message.Message):
+    __slots__ = ("rank", "index", "allocation", "hosts", "result", "difference")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    DIFFERENCE_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    index: int
+    allocation: str
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    result: SolveResponse
+    difference: AllocationDifference
+    def __init__(self, rank: _Optional[int] = ..., index: _Optional[int] = ..., allocation: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[SolveResponse, _Mapping]] = ..., difference: _Optional[_Union[AllocationDifference, _Mapping]] = ...) -> None: ...
+
+class CompareResponse(_message.Message):
+    __slots__ = ("world_size", "allocations")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    allocations: _containers.RepeatedCompositeFieldContainer[ComparedAllocation]
+    def __init__(self, world_size: _Optional[int] = ..., allocations: _Optional[_Iterable[_Union[ComparedAllocation, _Mapping]]] = ...) -> None: ...
