@@ -109,7 +109,9 @@ def cluster_flags_given(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``rankmap cluster``; returns the exit status."""
-    G = cluster_from_args(args)
+    from rankmap.cli_measured import measured_cluster
+
+    G = measured_cluster(args, cluster_from_args(args), drop_slow=True)  # --measured caps (issue 27)
     fmt = getattr(args, "format", "json") or "json"
     out = getattr(args, "output", None)
     if fmt == "table":
@@ -142,6 +144,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "--nodelist); multi-host NVLink domains from Slurm blocks, labels or --nvlink-domains.",
     )
     add_cluster_arguments(p)
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(p)
     p.add_argument("--format", choices=("json", "table"), default="json")
     p.add_argument("-o", "--output", metavar="FILE", default=None,
                    help="write here instead of stdout (*.graphml: GraphML)")

@@ -255,6 +255,11 @@ class SolveResult:
     nccl : NcclModel or None
         How NCCL ran the collectives in the prediction (recorded in the JSON, so that
         ``rankmap evaluate`` on this document predicts the same way).
+    measured_links : tuple of dict
+        The links with a measured rate (issue 27, ``measured_gbps`` on the graph) that the
+        chosen layout's flows cross: ``link`` [from, to], ``measured_gbps``, ``line_gbps``
+        (GB/s), ``source``, ``classes``.  Empty without measurements; in the JSON under
+        ``measured.links`` only when there are measured links in the cluster.
     """
 
     config: ParallelConfig
@@ -271,6 +276,7 @@ class SolveResult:
     orders_searched: tuple[str, ...] = ()
     stopped_by: str = ""
     nccl: Any = None
+    measured_links: tuple = ()
 
     @property
     def order(self) -> str:
@@ -316,6 +322,7 @@ class SolveResult:
                                  if getattr(self.traffic, "model", None) is not None else {}),
             "orders_searched": list(self.orders_searched),
             "nccl": self.nccl.to_dict() if self.nccl is not None else None,
+            **({"measured": {"links": [dict(x) for x in self.measured_links]}} if self.measured_links else {}),
             "apply": dict(self.apply),
             "groups": {k: v.tolist() for k, v in self.groups.items()},
         }

@@ -30,6 +30,7 @@ from .domains import bandwidth_levels, non_relay_extra
 from .graph import edge_bandwidth, gpus_by_host, simple_graph
 from .links import Fabric
 from .rails import NcclTopology, nccl_topology
+from .measured_caps import measured_cap, measured_links
 from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
 
 __all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
@@ -84,6 +85,9 @@ class Cluster:
         How NCCL runs the collectives (:mod:`.rates`); the time model reads it.
     nccl_topology : NcclTopology
         Each GPU's NCCL node, rail NIC and NIC / NVLink rates (:mod:`.rails`).
+    measured_links : tuple of MeasuredLink
+        The graph's links with a measured rate (``measured_gbps``, :mod:`.measured`), each with
+        its directed link ids in :attr:`fabric`; empty without measurements.
     host_extra : dict of int -> numpy.ndarray of float64, shape (G_h, G_h)
         For hosts where some GPU pair is slower than the ultrametric says
         because its widest path relays through a third GPU (e.g. a DGX-1
@@ -109,6 +113,7 @@ class Cluster:
     widest_domain_out_gbps: tuple = ()
     nccl: "NcclModel" = None  # type: ignore[assignment]
     nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
+    measured_links: tuple = ()
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -320,17 +325,24 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
 
+    measured: list = []
+
     def rate(u, v, data) -> float:
-        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s; memoised per link kind and port counts."""
+        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s, capped by a measured rate
+        (``measured_gbps``, :mod:`.measured`); memoised per link kind and port counts."""
         link = data.get("link")
         if link is None:
-            return edge_bandwidth(u, v, data)
-        key = (link, data.get("nvlinks"), data.get("ports"))
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = link_efficiency(data, arch, nccl)
-        b = edge_bandwidth(u, v, data)  # validated even when an override replaces it
-        return got[1] if got[1] is not None else b * got[0]
+            r = edge_bandwidth(u, v, data)
+        else:
+            key = (link, data.get("nvlinks"), data.get("ports"))
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = link_efficiency(data, arch, nccl)
+            b = edge_bandwidth(u, v, data)  # validated even when an override replaces it
+            r = got[1] if got[1] is not None else b * got[0]
+        if "measured_gbps" in data:
+            r = min(r, measured_cap(u, v, data))
+        return r
     nodes = list(graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
@@ -358,6 +370,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     i = 0
     for u, v, data in graph.edges(data=True):
         b = rate(u, v, data)
+        if "measured_gbps" in data:
+            measured.append((u, v, data))
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
         if check is not None and not i % CHECK_EVERY:
@@ -436,6 +450,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
     object.__setattr__(cl, "nccl", nccl)
+    if measured:
+        object.__setattr__(cl, "measured_links", measured_links(fabric, measured))
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
                                                         (nodes, src, dst, raw_bw)))
     return cl

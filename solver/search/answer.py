@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..fabric.cluster import Cluster
+from ..fabric.measured import measured_links_used
 from ..launch.placement import apply_instructions, host_placements
 from ..megatron.catalogue import megatron_groups
 from ..results import HostPlacement, Layout, SolveResult
@@ -142,4 +143,6 @@ def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, o
         orders_searched=tuple(c.order for c in orders),
         stopped_by=p.deadline.stopped_by,
         nccl=p.cluster.nccl,
+        # the measured links (issue 27) the chosen layout's flows cross
+        measured_links=tuple(measured_links_used(p.cluster, best.cfg, best.dev_of_rank, p.traffic)),
     )
