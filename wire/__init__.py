@@ -49,6 +49,8 @@ from rankmap.wire.costs import *  # noqa: F401,F403
 from rankmap.wire.costs import __all__ as _costs
 from rankmap.wire.graph import *  # noqa: F401,F403
 from rankmap.wire.graph import __all__ as _graph
+from rankmap.wire.measured import *  # noqa: F401,F403
+from rankmap.wire.measured import __all__ as _measured
 from rankmap.wire.sizes import *  # noqa: F401,F403
 from rankmap.wire.sizes import __all__ as _sizes
 from rankmap.wire.options import *  # noqa: F401,F403
@@ -62,4 +64,4 @@ from rankmap.wire.parse import __all__ as _parse
 from rankmap.wire.results import *  # noqa: F401,F403
 from rankmap.wire.results import __all__ as _results
 
-__all__ = [*_errors, *_channel, *_costs, *_graph, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results]
+__all__ = [*_errors, *_channel, *_costs, *_graph, *_measured, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results]

@@ -239,6 +239,14 @@ def parse_measured(text: str, name: str, ends: tuple[str, ...] = ()) -> list[Mea
     return _csv(text, name)
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _csv(text: str, name: str) -> list[Measurement]:
     out: list[Measurement] = []
     data_seen = False
@@ -250,7 +258,7 @@ def _csv(text: str, name: str) -> list[Measurement]:
         fields = [f.strip() for f in body.split(",")]
         if len(fields) not in (3, 4):
             raise InvalidArgumentError(f"{where}: expected a,b,GB/s[,source], got {len(fields)} fields", _FIELD)
-        if not data_seen and not re.match(r"^[+-]?[0-9.]", fields[2]):
+        if not data_seen and not _is_number(fields[2]):
             data_seen = True
             continue  # a header line (a,b,gbps,source)
         data_seen = True
