@@ -221,7 +221,8 @@ class Cluster:
     def level_labels(self, level: str) -> np.ndarray:
         """Domain label per device for a named level (see ``types.DOMAIN_LEVELS``).
 
-        ``nvlink``: finest bandwidth level; ``host``: the host attribute;
+        ``nvlink``: finest bandwidth level; ``host``: the host attribute; ``host_type``: hosts of
+        one type (:meth:`host_type_of`);
         ``leaf``/``spine``/``core``: the 1st/2nd/3rd bandwidth level whose
         domains are unions of whole hosts and join several hosts (the whole
         cluster if there are fewer such levels); ``level:N``: bandwidth level N.
@@ -233,6 +234,8 @@ class Cluster:
         """
         if level == "host":
             return self.host_of
+        if level == "host_type":
+            return self.host_type_of()
         if level == "nvlink":
             return self.domains[0]
         if level.startswith("level:"):
@@ -250,6 +253,15 @@ class Cluster:
         if not inter:
             return np.zeros(self.num_devices, dtype=np.int64)
         return self.domains[inter[min(names[level], len(inter) - 1)]]
+
+    def host_type_of(self) -> np.ndarray:
+        """Host type label per device, shape (n,): hosts with the same GPU count and the same
+        ``host_type`` attribute (set per GPU by the graph; absent: ``""``) share a label."""
+        names = self.__dict__.get("_host_type_names")
+        key = np.asarray(self.gpus_per_host)[self.host_of].astype(str)
+        if names is not None:
+            key = np.char.add(np.char.add(key, "|"), names)
+        return np.unique(key, return_inverse=True)[1].astype(np.int64)
 
     def inter_host_levels(self) -> list[int]:
         """Bandwidth levels whose domains are unions of hosts joining >= 2 hosts, finest first."""
@@ -452,6 +464,9 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     object.__setattr__(cl, "nccl", nccl)
     if measured:
         object.__setattr__(cl, "measured_links", measured_links(fabric, measured))
+    types = [graph.nodes[d].get("host_type") for d in devices]
+    if any(t is not None for t in types):  # --host-topology HOSTLIST=FILE: hosts of several topologies
+        cl.__dict__["_host_type_names"] = np.array(["" if t is None else str(t)[:256] for t in types])
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
                                                         (nodes, src, dst, raw_bw)))
     return cl

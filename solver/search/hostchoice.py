@@ -180,6 +180,30 @@ def _distinct(cands):
     return out
 
 
+def _mixed_host_sets(cluster: Cluster, W: int, options) -> list[tuple[str, np.ndarray]]:
+    """Whole hosts of several sizes holding exactly ``W`` GPUs (issue 27: launcher mode with
+    ``--nproc-per-node`` per host), ``(name, host indices)``: the first hosts in launch order that
+    fit (the launcher's own choice, first), then the same over the fabric's depth-first order
+    (hosts near each other); a host that would overshoot W is skipped.  Empty when neither adds
+    up to W (the caller then keeps to hosts of the largest size)."""
+    from .decompose import dfs_host_order
+
+    gph = cluster.gpus_per_host
+    out = []
+    launch = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
+    for name, order in (("launcher", launch), ("compact", dfs_host_order(cluster))):
+        took, total = [], 0
+        for h in order.tolist():
+            if total + int(gph[h]) <= W:
+                took.append(h)
+                total += int(gph[h])
+            if total == W:
+                break
+        if total == W:
+            out.append((name, np.array(sorted(took), dtype=np.int64)))
+    return _distinct(out)
+
+
 def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None):
     """Solve a job of ``cfg.world_size`` ranks on part of ``cluster`` (see the module docstring).
 
@@ -199,7 +223,10 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
         # failed GPU) sit the job out; G is the largest count
         G = int(gph.max())
         full = np.flatnonzero(gph == G)
-        if W % G:
+        mixed = _mixed_host_sets(cluster, W, options) if (W % G or W // G > full.size) else []
+        if mixed:
+            cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in mixed]
+        elif W % G:
             raise InvalidArgumentError(
                 f"world_size {W} is not a multiple of the {G} GPUs per host: launcher mode runs whole hosts "
                 f"(torchrun --nproc-per-node {G}); use mode free or world_size {W // G * G or G}",
@@ -210,9 +237,10 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
                 f"world_size {W} needs {W // G} hosts with {G} usable GPUs each; the cluster has {full.size} "
                 f"(hosts with fewer GPUs cannot run --nproc-per-node {G}); use mode free", "world_size",
             )
-        horder = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
-        horder = horder[np.isin(horder, full)]
-        cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in host_candidates(cluster, W // G, horder)]
+        if not mixed:
+            horder = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
+            horder = horder[np.isin(horder, full)]
+            cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in host_candidates(cluster, W // G, horder)]
     else:
         dorder = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
         cands = []
