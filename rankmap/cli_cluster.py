@@ -48,8 +48,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe a cluster (shared by ``cluster`` and ``solve``)."""
     from rankmap.cli import positive_int_arg
 
-    p.add_argument("--host-topology", metavar="FILE", default=None,
-                   help="one host: `nvidia-smi topo -m` output or NCCL topology XML")
+    p.add_argument("--host-topology", metavar="[HOSTLIST=]FILE", action="append", default=None,
+                   help="one host: `nvidia-smi topo -m` output or NCCL topology XML; HOSTLIST=FILE gives those hosts "
+                        "another topology (repeatable: hosts of several kinds)")
     p.add_argument("--gpu", metavar="GEN", default=None,
                    help="GPU generation (h100, a100, v100, a30, b200, ...) or per-link NVLink GB/s")
     p.add_argument("--fabric", metavar="FILE", default=None, help="Slurm topology.conf or topology.yaml")

@@ -117,3 +117,47 @@ def test_cli_emits_torchrun_with_per_host_nproc(tmp_path, capsys):
     assert code == 0, err
     text = script.read_text()
     assert "n2) " in text and "--nproc-per-node 4 " in text and text.count("--nproc-per-node 8 ") == 2
+
+
+# --------------------------------------------------------------------------- several host topologies
+
+REAL = "/work/shared/real-inputs"
+A100 = f"{REAL}/nvsmi-topo_hgx-a100-80gb-8gpu-8nic-roce_deepep-13.txt"
+A30 = f"{REAL}/nvsmi-topo_a30-pcie-4gpu-nvlink-bridge-pairs-1nic_vllm-29070.txt"
+
+
+def test_cluster_with_two_host_topologies(tmp_path, capsys):
+    code, out, err = run(capsys, "cluster", "--host-topology", A100, "--host-topology", f"n2={A30}",
+                         "--nodelist", "n[1-3]", "--gpu", "a100")
+    assert code == 0, err
+    g = nx.node_link_graph(json.loads(out), edges="edges")
+    gpus = {h: sorted(n for n, d in g.nodes(data=True) if d.get("kind", "gpu") == "gpu" and d["host"] == h)
+            for h in ("n1", "n2", "n3")}
+    assert [len(gpus[h]) for h in ("n1", "n2", "n3")] == [8, 4, 8]
+    types = {g.nodes[gpus[h][0]]["host_type"] for h in ("n1", "n3")}
+    assert types == {A100.rsplit("/", 1)[1]} and g.nodes[gpus["n2"][0]]["host_type"] == A30.rsplit("/", 1)[1]
+    # n2's one fabric NIC (the A30 file's mlx5_0; nvidia-smi gives no port speed, so the NIC rate of --gpu a100,
+    # 25 GB/s = 200 Gb/s, as for the default hosts) is linked to the switch the default host's NICs were on
+    from rankmap.solver.formats.hosts import load_host_template
+
+    assert load_host_template(A30, gpu="a100").nic_rates() == {"nic:mlx5_0": 25.0}
+    fabric = [(u, v, d) for u, v, d in g.edges(data=True) if d.get("link") == "net" and "n2/" in u + v]
+    assert len(fabric) == 1 and fabric[0][2]["bandwidth"] == pytest.approx(25.0)
+    assert {u if u.startswith("switch") else v for u, v, _d in fabric} == {"switch:fabric"}
+    assert g.graph["name"].startswith("3 hosts (2 x 8, 1 x 4 GPUs) = 20 GPUs")
+    # the constraint level sees two host types
+    cl = cluster_from_graph(g)
+    assert np.unique(cl.level_labels("host_type")).size == 2
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--host-topology", f"n2={A30}", "--nodelist", "n[1-3]"], "host 'n1' has no host topology"),
+    (["--host-topology", A100, "--host-topology", f"n9={A30}", "--nodelist", "n[1-3]"], "host 'n9' is not in"),
+    (["--host-topology", A100, "--host-topology", f"n2={A30}", "--host-topology", f"n[2-3]={A30}",
+      "--nodelist", "n[1-3]"], "host 'n2' is listed for"),
+    (["--host-topology", A100, "--host-topology", A30, "--nodelist", "n[1-3]"], "a second default topology"),
+])
+def test_host_topology_errors(capsys, args, needle):
+    from cli_helpers import bad_input
+
+    bad_input(capsys, "cluster", "--gpu", "a100", *args, needle=needle)

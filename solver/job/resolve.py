@@ -204,8 +204,12 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
     from ..fabric.graph import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
     from ..formats import build_cluster
 
-    G = build_cluster(
-        host_topology=job.get("host_topology"),
+    from functools import partial
+
+    from ..formats.host_types import build_mixed_cluster
+
+    build = partial(
+        build_cluster,
         gpu=job.get("gpu"),
         fabric=job.get("fabric"),
         nodelist=job.get("nodelist"),
@@ -216,6 +220,9 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
         block_links=job.get("block_links") or JOB_DEFAULTS["block_links"],
         **parse_rates(job.get("rate")),
     )
+    # --host-topology FILE, or several: HOSTLIST=FILE (hosts of other topologies, issue 27)
+    G = build_mixed_cluster(job.get("host_topology"), lambda ht: build(host_topology=ht), gpu=job.get("gpu"),
+                            **parse_rates(job.get("rate")))
     # a graph `rankmap solve` would refuse is not written (a rate flag out of range)
     for u, v, d in G.edges(data=True):
         bw = d.get("bandwidth")

@@ -20,7 +20,7 @@ _INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optim
 #: Job keys holding a list of strings (a single string is a list of one).
 _LIST_KEYS = ("constraint", "exclude_host", "exclude_device", "rate", "measured")
 #: Job keys holding a string.
-_STR_KEYS = ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format", "server",
+_STR_KEYS = ("cluster", "fabric", "nodelist", "model_file", "gpu", "mode", "format", "server",
              "topology_name", "dtype", "megatron_args", "block_links", "nccl_algo", *JOB_CLUSTER_FILES)
 #: Job keys of how NCCL runs the collectives (``--nccl-algo``, ``--nccl-rate``, ``--no-pxn``,
 #: ``--no-nccl-latency``): :func:`job_nccl`.
@@ -286,6 +286,12 @@ def _check_value(key: str, value: Any) -> Any:
             raise InvalidArgumentError(f"job key 'measured' must be FILE, A,B=FILE, HOST=FILE, a mapping "
                                        f"{{a, b, gbps}} or a list of those, got {value!r:.80}", key)
         return list(items)
+    if key == "host_topology" and value is not None:
+        items = value if isinstance(value, list) else [value]
+        if not items or not all(isinstance(v, str) and v for v in items):
+            raise InvalidArgumentError(f"job key 'host_topology' must be FILE, HOSTLIST=FILE or a list of those, "
+                                       f"got {value!r:.80}", key)
+        return value if isinstance(value, str) or len(items) > 1 else items[0]
     if key == "exclude_slow" and value is not None:
         from ..fabric.measured import check_exclude_slow
 
