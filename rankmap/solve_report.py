@@ -283,6 +283,26 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
     return lines
 
 
+#: Measured links listed in the table (the JSON has all of them).
+_MEASURED_ROWS = 8
+
+
+def measured_lines(links) -> list[str]:
+    """The table's lines for the measured links (issue 27) a layout relies on: link, measured and line
+    GB/s, the classes crossing it, the measurement; nothing without any."""
+    links = list(links or ())
+    if not links:
+        return []
+    out = [f"measured links this layout relies on ({len(links)}; measured / line GB/s, classes, source):"]
+    for d in links[:_MEASURED_ROWS]:
+        u, v = d["link"]
+        out.append(_clip(f"  {u}-{v}  {d['measured_gbps']:.4g} / {d['line_gbps']:.4g} GB/s  "
+                         f"{','.join(d.get('classes', ()))}  {d.get('source', '')}"))
+    if len(links) > _MEASURED_ROWS:
+        out.append(f"  ... {len(links) - _MEASURED_ROWS} more (the JSON's measured.links)")
+    return out
+
+
 def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | None = None,
                 launch_order=None) -> str:
     """Human-readable report of a :class:`~rankmap.solver.SolveResult`, at most :data:`TABLE_WIDTH` columns.
@@ -341,6 +361,7 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
         else:  # Megatron refuses the other stock order for these sizes (rankmap groups --order says why)
             lines.append("tp-cp-ep-pp-dp (--use-tp-pp-dp-mapping) is not valid for these sizes: "
                          "`rankmap groups --order tp-cp-ep-pp-dp` says why")
+    lines.extend(measured_lines(getattr(result, "measured_links", ())))
     lines.append("")
     lines.extend(_recipe(result, launcher, written or {}))
     lines.append("")

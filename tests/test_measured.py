@@ -325,3 +325,24 @@ def test_grpc_bad_measurement_is_invalid_argument(channel):
             d.Unpack(br)
             fields += [v.field for v in br.field_violations]
     assert fields == ["measured[0].gbps"]
+
+
+def test_nccl_tests_older_and_tagged_outputs():
+    # older nccl-tests: no "Group" on the rank lines, an "error" column, no "root"; Open MPI's --tag-output
+    text = """\
+[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 268435456 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+[1,0]<stdout>:#   Rank  0 Pid  1001 on gpu-a device  0 [0x00] Tesla V100-SXM2-16GB
+[1,0]<stdout>:#   Rank  1 Pid  2002 on gpu-b device  0 [0x00] Tesla V100-SXM2-16GB
+[1,0]<stdout>:#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+[1,0]<stdout>:#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+gpu-a:1001:1001 [0] NCCL INFO Bootstrap : Using eth0
+[1,0]<stdout>:   134217728      33554432   float     sum    29770    4.51    4.51  0e+00    29873    4.49    4.49  0e+00
+[1,0]<stdout>:   268435456      67108864   float     sum    55270    4.86    4.86  0e+00    55213    4.86    4.86  0e+00
+"""
+    (m,) = parse_measured(text, "old.txt")
+    # one GPU per host: busbw 4.86 GB/s at 268435456 B is one flow's rate (gpus_per_host 0)
+    assert (m.a, m.b, m.gbps, m.gpus_per_host) == ("gpu-a", "gpu-b", 4.86, 0)
+    # two processes each printing "Rank 0": separate communicators (a build without MPI=1), not a 2-host test
+    twice = text.replace("Rank  1 Pid", "Rank  0 Pid")
+    with pytest.raises(InvalidArgumentError, match="rank 0 is listed twice"):
+        parse_measured(twice, "old.txt")

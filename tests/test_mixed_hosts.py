@@ -121,7 +121,7 @@ def test_cli_emits_torchrun_with_per_host_nproc(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- several host topologies
 
-REAL = "/work/shared/real-inputs"
+REAL = str(__import__("pathlib").Path(__file__).parent / "data" / "real-inputs")
 A100 = f"{REAL}/nvsmi-topo_hgx-a100-80gb-8gpu-8nic-roce_deepep-13.txt"
 A30 = f"{REAL}/nvsmi-topo_a30-pcie-4gpu-nvlink-bridge-pairs-1nic_vllm-29070.txt"
 

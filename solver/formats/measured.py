@@ -230,7 +230,7 @@ def parse_measured(text: str, name: str, ends: tuple[str, ...] = ()) -> list[Mea
             "--out_json (key 'results')", _FIELD)
     if re.search(r"BW average\[", text):
         return [_ib_text(text, name, ends)]
-    if re.search(r"^#.*\bbusbw\b", text, re.M):
+    if re.search(r"^(?:\[\d+,\d+\]<std\w+>:|\d+: )?#.*\bbusbw\b", text, re.M):
         return [_nccl_tests(text, name, ends)]
     if ends:
         raise InvalidArgumentError(
@@ -272,13 +272,25 @@ def _csv(text: str, name: str) -> list[Measurement]:
     return out
 
 
-_RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)", re.M)
+# "#  Rank  0 Group  0 Pid  40001 on HOST device  0 [...]" (older versions: no "Group  N")
+_RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)", re.M)
+# Open MPI's --tag-output prefix ("[1,0]<stdout>:") and Slurm's --label ("0: ")
+_TAG = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )", re.M)
 
 
 def _nccl_tests(text: str, name: str, ends: tuple[str, ...]) -> Measurement:
     """busbw (GB/s) of the largest size of an nccl-tests run between 2 hosts."""
+    text = _TAG.sub("", text)
     hosts: dict[str, list[int]] = {}
+    ranks: set[int] = set()
     for m in _RANK_LINE.finditer(text):
+        r = int(m.group(1))
+        if r in ranks:
+            raise InvalidArgumentError(
+                f"measured file {name}: rank {r} is listed twice, so the hosts ran separate tests (nccl-tests built "
+                "without MPI=1 starts one communicator per process); rebuild with MPI=1 and run across both hosts",
+                _FIELD)
+        ranks.add(r)
         hosts.setdefault(m.group(2), []).append(int(m.group(3)))
     header = None
     best: tuple[int, float, int] | None = None
