@@ -208,6 +208,28 @@ def test_unknown_host_is_a_warning_and_exclude_slow():
     # model 50 GB/s for every pair: ratios a-b 0.9, a-c 0.2, b-c 0.24.  c: 2 of 2 slow -> dropped;
     # a and b: 1 of 2 slow (not more than half) -> kept
     assert mg.slow_hosts == ("c",)
+    # a-b at 45 of 50 caps its own route's bottleneck, a's and b's uplinks, at 45; at 0.9 of the model it
+    # also shows them healthy, so a-c and b-c blame c's uplink alone, capped at the lower of the two: 10 GB/s
+    caps = {tuple(sorted((u, v))): d["measured_gbps"] for u, v, d in mg.graph.edges(data=True) if "measured_gbps" in d}
+    assert caps == {("a/nic0", "switch"): pytest.approx(45.0), ("b/nic0", "switch"): pytest.approx(45.0),
+                    ("c/nic0", "switch"): pytest.approx(10.0)}
+    cfg = ParallelSizes(world_size=2, tp=2).to_config("tp-cp-ep-dp-pp")
+    sub = mg.graph.subgraph([n for n in mg.graph if not n.startswith("b/")]).copy()
+    # a tp ring a-c: 1e9 B per ring edge at the route's new bottleneck, 10 GB/s -> 0.1 s
+    assert evaluate(sub, cfg, ["a/gpu0", "c/gpu0"], {"tp": 1e9}, nccl=NO_LAT).by_class["tp"] == pytest.approx(0.1)
+    sub = mg.graph.subgraph([n for n in mg.graph if not n.startswith("c/")]).copy()
+    # a-b: 1e9 B at 45 GB/s
+    assert evaluate(sub, cfg, ["a/gpu0", "b/gpu0"], {"tp": 1e9}, nccl=NO_LAT).by_class["tp"] == pytest.approx(1 / 45)
+
+
+def test_disagreeing_measurements_cap_all_and_warn():
+    # a-b at 45 (healthy) shows a's and b's uplinks healthy; a slow a-b of 10 in the same file contradicts
+    # it: both uplinks (the route's bottleneck) are capped at 10, with a warning
+    mg = apply_measured(one_gpu_hosts(), [Measurement("a", "b", 45.0, "run1"), Measurement("a", "b", 10.0, "run2")],
+                        NO_LAT)
+    assert len(mg.warnings) == 1 and "healthy" in mg.warnings[0]
+    caps = {tuple(sorted((u, v))): d["measured_gbps"] for u, v, d in mg.graph.edges(data=True) if "measured_gbps" in d}
+    assert caps == {("a/nic0", "switch"): pytest.approx(10.0), ("b/nic0", "switch"): pytest.approx(10.0)}
 
 
 # --------------------------------------------------------------------------- command line

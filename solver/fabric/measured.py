@@ -5,7 +5,9 @@ as the time model routes flows (DESIGN §2: the widest path whose interior is no
 ECMP) on the cluster's links at the rates NCCL reaches (:mod:`.rates`), and caps the *bottleneck*
 links of its route: a flow measured at m GB/s whose route the model gives r GB/s scales each
 link of the route at the route's bottleneck (within 1e-9) by m / r, when m < r (a measurement
-derates, never raises).  The caps are written on the graph's edges as ``measured_gbps`` (and
+derates, never raises), except links another measurement shows healthy (at 0.9 of the model's
+rate or more: a slow pair node1-node3 beside a full-rate node1-node2 blames node3's side; when
+every bottleneck link is healthy, all are capped, with a warning).  The caps are written on the graph's edges as ``measured_gbps`` (and
 ``measured_source``), which :func:`~rankmap.solver.fabric.cluster.cluster_from_graph` takes as
 ``min(NCCL's rate, measured_gbps)``: the time model, the lower bound and the search then all see
 the same derated links.  Several measurements on one link: the lowest cap.
@@ -221,7 +223,7 @@ def apply_measured(graph: nx.Graph, measurements, nccl: NcclModel | None = None,
     mval, own = np.concatenate(per_flow), np.concatenate(owner)
     _parts, model = fab.route_summary(s, t)[:2]
     factor = np.where(model > 0, mval / np.where(model > 0, model, 1.0), 1.0)
-    caps = _bottleneck_caps(fab, s, t, np.where(factor < 1 - _REL, factor, np.nan), own)
+    caps = _bottleneck_caps(fab, s, t, np.where(factor < 1 - _REL, factor, np.nan), own, kept, out.warnings)
     # per measurement: the model's rate (its slowest flow) and the ratio
     for i, (m, rate) in enumerate(kept):
         sel = own == i
@@ -239,44 +241,72 @@ def _is_host_gpu(x, hosts, host_local) -> bool:
     return bool(sep and idx.isdigit() and h in hosts and (hosts[h], int(idx)) in host_local)
 
 
-def _bottleneck_caps(fab, s, t, factor, own) -> dict:
-    """``{fabric link key: (factor, measurement index)}`` of the links at each derated flow's bottleneck.
-
-    Keys: ``("tree", x)`` (forest node x's link to its parent), ``("att", g, i)`` (GPU g's
-    attachment i), ``("direct", e)``.  The lowest factor wins.
-    """
-    caps: dict = {}
-    todo = np.flatnonzero(np.isfinite(factor))
-    if not todo.size:
-        return caps
-    s, t, factor, own = s[todo], t[todo], factor[todo], own[todo]
+def _route_links(fab, s, t) -> tuple[list, np.ndarray, np.ndarray]:
+    """Per flow, the links of its chosen routes as ``(key, GB/s)``; each flow's route width (GB/s, one
+    ECMP part) and ECMP parts.  Keys: ``("tree", x)`` (forest node x's link to its parent),
+    ``("att", g, i)`` (GPU g's attachment i), ``("direct", e)``."""
     bw, hops, _lat, a_opt, b_opt, l_opt = fab._options(s, t)
     top, chosen = _choose(bw, hops)
-    n, A = fab.att_node.shape
-
-    def put(key, f, who):
-        old = caps.get(key)
-        if old is None or f < old[0]:
-            caps[key] = (float(f), int(who))
-
+    _n, A = fab.att_node.shape
+    out = []
     for k in range(s.size):
-        lim = top[k] * (1 + _REL)
-        f, who = factor[k], own[k]
+        links = []
         for o in np.flatnonzero(chosen[k]).tolist():
             if o == A * A:
-                put(("direct", int(l_opt[k, o])), f, who)
+                e = int(l_opt[k, o])
+                links.append((("direct", e), float(fab.direct_gbps[e])))
                 continue
             i, j = divmod(o, A)
-            if fab.att_gbps[s[k], i] <= lim:
-                put(("att", int(s[k]), i), f, who)
-            if fab.att_gbps[t[k], j] <= lim:
-                put(("att", int(t[k]), j), f, who)
+            links.append((("att", int(s[k]), i), float(fab.att_gbps[s[k], i])))
+            links.append((("att", int(t[k]), j), float(fab.att_gbps[t[k], j])))
             lca = int(l_opt[k, o])
             for x in (int(a_opt[k, o]), int(b_opt[k, o])):
                 while x != lca and x >= 0:
-                    if fab.up_gbps[x] <= lim:
-                        put(("tree", x), f, who)
+                    links.append((("tree", x), float(fab.up_gbps[x])))
                     x = int(fab.parent[x])
+        out.append(links)
+    return out, top, chosen.sum(axis=1)
+
+
+#: A flow measured at this share of the model's rate or more shows every link of its route healthy.
+HEALTHY_RATIO = 0.9
+
+
+def _bottleneck_caps(fab, s, t, factor, own, kept, warnings) -> dict:
+    """``{fabric link key: (factor, measurement index)}``: the links each derated flow blames.
+
+    A derated flow (``factor`` = measured / model rate < 1) blames the links at its route's
+    bottleneck (within 1e-9) that no other measurement shows healthy: a link crossed by another
+    measurement's flow at :data:`HEALTHY_RATIO` of its model rate or more is exonerated (node1-node3 slow
+    while node1-node2 is at full rate blames node3's NIC, not node1's).  When every bottleneck
+    link is healthy, all of them are capped (the pair's own measurement stands) and a warning
+    says the measurements disagree.  The lowest factor wins per link.
+    """
+    caps: dict = {}
+    links, top, _parts = _route_links(fab, s, t)
+    healthy: dict = {}  # link key -> the measurements that show it healthy (a link is not its own alibi)
+    ratio = np.where(np.isfinite(factor), factor, 1.0)
+    for k, ls in enumerate(links):
+        if ratio[k] >= HEALTHY_RATIO:
+            for key, _cap in ls:
+                healthy.setdefault(key, set()).add(int(own[k]))
+    told = set()
+    for k in np.flatnonzero(np.isfinite(factor)).tolist():
+        lim = top[k] * (1 + _REL)
+        bott = list(dict.fromkeys(key for key, cap in links[k] if cap <= lim))
+        who = int(own[k])
+        blame = [key for key in bott if not healthy.get(key, set()) - {who}]
+        if not blame:
+            blame = bott
+            if who not in told:
+                told.add(who)
+                m = kept[who][0]
+                warnings.append(f"measurement {m.a}-{m.b} ({m.source}) is slow although other measurements show "
+                                "every link at its route's bottleneck healthy; those links are capped")
+        for key in blame:
+            old = caps.get(key)
+            if old is None or factor[k] < old[0]:
+                caps[key] = (float(factor[k]), who)
     return caps
 
 
