@@ -368,3 +368,15 @@ gpu-a:1001:1001 [0] NCCL INFO Bootstrap : Using eth0
     twice = text.replace("Rank  1 Pid", "Rank  0 Pid")
     with pytest.raises(InvalidArgumentError, match="rank 0 is listed twice"):
         parse_measured(twice, "old.txt")
+
+
+def test_client_solve_and_evaluate_with_measurements(client):
+    g = one_gpu_hosts()
+    ms = [Measurement("a", "b", 20.0, "busbw"), Measurement("a", "zz", 1.0, "ghost")]
+    r = client.solve(g, tp=2, traffic={"tp": 1e9}, nccl={"latency": False}, measured=ms)
+    assert r.cost.by_class["tp"] == pytest.approx(0.05)  # 1e9 B at 20 GB/s, as derived above
+    assert len(r.warnings) == 1 and "'zz'" in r.warnings[0]
+    assert sorted(tuple(sorted(x["link"])) for x in r.measured_links) == [("a/nic0", "switch"), ("b/nic0", "switch")]
+    assert r.to_dict()["measured"]["warnings"] == list(r.warnings)
+    cost = client.evaluate(g, ["a/gpu0", "b/gpu0"], tp=2, traffic={"tp": 1e9}, nccl={"latency": False}, measured=ms)
+    assert cost.by_class["tp"] == pytest.approx(0.05)

@@ -89,6 +89,7 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
         nccl_to_proto(out.nccl, result.nccl)
     apply_to_proto(result.apply or {}, out.apply)
     measured_links_to_proto(out.measured_links, getattr(result, "measured_links", ()))
+    out.warnings.extend(str(w) for w in getattr(result, "warnings", ()))
     if not omit_groups:
         groups_to_proto(result.groups, out.groups)
     return out
@@ -126,6 +127,7 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         stopped_by=str(msg.stopped_by),
         nccl=nccl_from_proto(msg.nccl) if msg.HasField("nccl") else None,
         measured_links=measured_links_from_proto(msg.measured_links),
+        warnings=tuple(msg.warnings),
     )
 
 
