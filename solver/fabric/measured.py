@@ -223,16 +223,38 @@ def apply_measured(graph: nx.Graph, measurements, nccl: NcclModel | None = None,
     mval, own = np.concatenate(per_flow), np.concatenate(owner)
     _parts, model = fab.route_summary(s, t)[:2]
     factor = np.where(model > 0, mval / np.where(model > 0, model, 1.0), 1.0)
-    caps = _bottleneck_caps(fab, s, t, np.where(factor < 1 - _REL, factor, np.nan), own, kept, out.warnings)
+    caps = _bottleneck_caps(fab, s, t, np.where(factor < 1 - _REL, factor, np.nan), own, kept, out.warnings, check)
     # per measurement: the model's rate (its slowest flow) and the ratio
+    # flows are grouped by measurement (own ascending): one reduction, not a scan per measurement
+    starts = np.searchsorted(own, np.arange(len(kept)))
+    slowest = np.minimum.reduceat(model, starts)
     for i, (m, rate) in enumerate(kept):
-        sel = own == i
-        mod = float(model[sel].min())
+        mod = float(slowest[i])
         out.pairs.append({"a": m.a, "b": m.b, "gbps": rate, "model_gbps": mod,
                           "ratio": rate / mod if mod > 0 else 1.0, "source": m.source})
     out.capped = _write_caps(graph, fab, caps, kept, gpu_arch(graph.graph.get("gpu")), nccl)
     if exclude_slow is not None:
-        out.slow_hosts = _slow_hosts(cl, kept, own, s, t, out.pairs, exclude_slow)
+        out.slow_hosts = _slow_hosts(cl, starts, s, t, out.pairs, exclude_slow)
+    out.warnings = _summarised(out.warnings)
+    return out
+
+
+#: Warnings of one kind shown in full; the rest are counted in one line.
+WARNINGS_SHOWN = 5
+
+
+def _summarised(warnings: list) -> list:
+    """At most :data:`WARNINGS_SHOWN` warnings of each kind (unknown endpoint, disagreeing
+    measurements, a host with itself), then one line counting the others."""
+    out, seen = [], {}
+    for w in warnings:
+        kind = "unknown" if "not a host or GPU" in w else "healthy" if "healthy" in w else "other"
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= WARNINGS_SHOWN:
+            out.append(w)
+    for kind, n in seen.items():
+        if n > WARNINGS_SHOWN:
+            out.append(f"... and {n - WARNINGS_SHOWN} more measurement(s) like the above")
     return out
 
 
@@ -241,7 +263,7 @@ def _is_host_gpu(x, hosts, host_local) -> bool:
     return bool(sep and idx.isdigit() and h in hosts and (hosts[h], int(idx)) in host_local)
 
 
-def _route_links(fab, s, t) -> tuple[list, np.ndarray, np.ndarray]:
+def _route_links(fab, s, t, check=None) -> tuple[list, np.ndarray, np.ndarray]:
     """Per flow, the links of its chosen routes as ``(key, GB/s)``; each flow's route width (GB/s, one
     ECMP part) and ECMP parts.  Keys: ``("tree", x)`` (forest node x's link to its parent),
     ``("att", g, i)`` (GPU g's attachment i), ``("direct", e)``."""
@@ -250,6 +272,8 @@ def _route_links(fab, s, t) -> tuple[list, np.ndarray, np.ndarray]:
     _n, A = fab.att_node.shape
     out = []
     for k in range(s.size):
+        if check is not None and not k % 4096:
+            check()  # a gRPC deadline stops a long list of measurements
         links = []
         for o in np.flatnonzero(chosen[k]).tolist():
             if o == A * A:
@@ -272,7 +296,7 @@ def _route_links(fab, s, t) -> tuple[list, np.ndarray, np.ndarray]:
 HEALTHY_RATIO = 0.9
 
 
-def _bottleneck_caps(fab, s, t, factor, own, kept, warnings) -> dict:
+def _bottleneck_caps(fab, s, t, factor, own, kept, warnings, check=None) -> dict:
     """``{fabric link key: (factor, measurement index)}``: the links each derated flow blames.
 
     A derated flow (``factor`` = measured / model rate < 1) blames the links at its route's
@@ -283,7 +307,7 @@ def _bottleneck_caps(fab, s, t, factor, own, kept, warnings) -> dict:
     says the measurements disagree.  The lowest factor wins per link.
     """
     caps: dict = {}
-    links, top, _parts = _route_links(fab, s, t)
+    links, top, _parts = _route_links(fab, s, t, check)
     healthy: dict = {}  # link key -> the measurements that show it healthy (a link is not its own alibi)
     ratio = np.where(np.isfinite(factor), factor, 1.0)
     for k, ls in enumerate(links):
@@ -341,13 +365,13 @@ def _write_caps(graph: nx.Graph, fab, caps: dict, kept, arch, nccl) -> int:
     return count
 
 
-def _slow_hosts(cl, kept, own, s, t, pairs, F) -> tuple:
-    """Hosts with more than half of their measurements below F × the model's rate."""
+def _slow_hosts(cl, starts, s, t, pairs, F) -> tuple:
+    """Hosts with more than half of their measurements below F × the model's rate (a measurement's
+    hosts: those of its first flow's ends; all its flows join the same two hosts)."""
     total: dict = {}
     slow: dict = {}
-    for i in range(len(kept)):
-        sel = own == i
-        hs = {int(h) for h in np.concatenate([cl.host_of[s[sel]], cl.host_of[t[sel]]]).tolist()}
+    for i, k in enumerate(starts.tolist()):
+        hs = {int(cl.host_of[s[k]]), int(cl.host_of[t[k]])}
         bad = pairs[i]["ratio"] < F
         for h in hs:
             total[h] = total.get(h, 0) + 1
