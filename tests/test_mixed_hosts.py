@@ -161,3 +161,18 @@ def test_host_topology_errors(capsys, args, needle):
     from cli_helpers import bad_input
 
     bad_input(capsys, "cluster", "--gpu", "a100", *args, needle=needle)
+
+
+def test_excluded_gpu_host_runs_with_fewer_ranks():
+    # two hosts of 4 GPUs, node000/gpu2 excluded: 7 usable GPUs; launcher mode runs node000 with
+    # --nproc-per-node 3 on CUDA devices 0,1,3 (the baseline fills them in CUDA order: ranks 0-2 on
+    # node000 GPUs 0,1,3, ranks 3-6 on node001 GPUs 0-3)
+    g = fat_tree_cluster(2, 4)
+    cfg = ParallelSizes(world_size=7).to_config("tp-cp-ep-dp-pp")
+    r = solve(g, cfg, {"dp": 1e9}, SolveOptions(time_limit_seconds=3, exclude_devices=("node000/gpu2",)))
+    assert r.baseline.assignment == ("node000/gpu0", "node000/gpu1", "node000/gpu3",
+                                     "node001/gpu0", "node001/gpu1", "node001/gpu2", "node001/gpu3")
+    cmds = {t["host"]: t["command"] for t in r.apply["torchrun"]}
+    assert "--nproc-per-node 3 " in cmds["node000"] and "--nproc-per-node 4 " in cmds["node001"]
+    assert sorted(next(h for h in r.hosts if h.host == "node000").cuda_visible_devices) == [0, 1, 3]
+    assert r.status == "OPTIMAL"  # 7 GPUs: every launcher layout scored
