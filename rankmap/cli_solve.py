@@ -256,8 +256,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         dev = [index[a] for a in assignment]
         doc["measured"] = measured_doc(mg, measured_links_used(cl, cfg, dev, traffic))
     if args.format == "table":
+        from rankmap.solve_report import measured_lines
+
         lines = [f"order {cfg.order}  world_size {cfg.world_size}", ""]
         lines.extend(cost_table(cost, traffic))
+        lines.extend(measured_lines((doc.get("measured") or {}).get("links", ())))
         sys.stdout.write("\n".join(lines) + "\n")
     else:
         sys.stdout.write(dump_json(doc) + "\n")

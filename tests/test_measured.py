@@ -380,3 +380,21 @@ def test_client_solve_and_evaluate_with_measurements(client):
     assert r.to_dict()["measured"]["warnings"] == list(r.warnings)
     cost = client.evaluate(g, ["a/gpu0", "b/gpu0"], tp=2, traffic={"tp": 1e9}, nccl={"latency": False}, measured=ms)
     assert cost.by_class["tp"] == pytest.approx(0.05)
+
+
+def test_cli_solve_server_and_evaluate_table(tmp_path, capsys, server):
+    cluster = _write_graph(tmp_path / "c.json", one_gpu_hosts())
+    meas = tmp_path / "m.csv"
+    meas.write_text("a,b,20,iperf\n")
+    # --server: the CLI applies the measurements to the graph it sends (Link.measured_gbps)
+    code, out, err = run(capsys, "solve", cluster, "--tp", "2", "--traffic", "tp=1e9", "--no-nccl-latency",
+                         "--measured", meas, "--server", server.address)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cost"]["by_class"]["tp"] == pytest.approx(0.05)
+    assert len(doc["measured"]["links"]) == 2 and doc["measured"]["pairs"][0]["ratio"] == pytest.approx(0.4)
+    res = tmp_path / "r.json"
+    res.write_text(out)
+    code, out, err = run(capsys, "evaluate", cluster, "--assignment", res, "--measured", meas, "--format", "table")
+    assert code == 0, err
+    assert "measured links this layout relies on (2;" in out and "20 / 50 GB/s  tp  iperf" in out
