@@ -272,7 +272,7 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
                            + (f", ... {len(pods) - 8} more" if len(pods) > 8 else "")))
         lines.extend(wrap_command(k.get("command", "")))
     if "gpus_file" in apply and launcher != "torchrun":
-        lines.append("  (hosts use different GPU orders: CUDA_VISIBLE_DEVICES is read from FILE.gpus, "
+        lines.append("  (the hosts' GPU lists differ: CUDA_VISIBLE_DEVICES is read from FILE.gpus, "
                      "written by --emit next to FILE)")
     for path, text in written.items():
         lines.append(_clip(f"  wrote {path} ({text.count(chr(10))} lines)"))
