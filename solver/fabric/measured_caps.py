@@ -48,6 +48,7 @@ class MeasuredLink:
     link_ids: tuple = ()
 
     def to_dict(self) -> dict:
+        """``{link: [from, to], measured_gbps, line_gbps, source}`` (GB/s), as the JSON result shows it."""
         return {"link": [str(x) for x in self.link], "measured_gbps": self.measured_gbps,
                 "line_gbps": self.line_gbps, "source": self.source}
 

@@ -83,6 +83,7 @@ class Measurement:
     devices_b: tuple = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """``{a, b, gbps, source}`` (and ``gpus_per_host`` when set): the job-file mapping form."""
         out = {"a": self.a, "b": self.b, "gbps": self.gbps, "source": self.source}
         if self.gpus_per_host:
             out["gpus_per_host"] = self.gpus_per_host
