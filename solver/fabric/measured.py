@@ -263,33 +263,48 @@ def _is_host_gpu(x, hosts, host_local) -> bool:
     return bool(sep and idx.isdigit() and h in hosts and (hosts[h], int(idx)) in host_local)
 
 
-def _route_links(fab, s, t, check=None) -> tuple[list, np.ndarray, np.ndarray]:
-    """Per flow, the links of its chosen routes as ``(key, GB/s)``; each flow's route width (GB/s, one
-    ECMP part) and ECMP parts.  Keys: ``("tree", x)`` (forest node x's link to its parent),
-    ``("att", g, i)`` (GPU g's attachment i), ``("direct", e)``."""
-    bw, hops, _lat, a_opt, b_opt, l_opt = fab._options(s, t)
-    top, chosen = _choose(bw, hops)
-    _n, A = fab.att_node.shape
-    out = []
-    for k in range(s.size):
-        if check is not None and not k % 4096:
+def _route_links(fab, s, t, check=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The links of every flow's chosen routes, vectorised: ``(flow, link code, GB/s)`` arrays (one row
+    per link of a chosen route) and each flow's route width (GB/s, one ECMP part).
+
+    Link codes: forest node x's link to its parent is ``x``; GPU g's attachment i is
+    ``N + g·A + i``; direct GPU link e is ``N + n·A + e`` (N forest nodes, n GPUs, A attachments).
+    """
+    N = fab.parent.size
+    n, A = fab.att_node.shape
+    rows_f, rows_c, rows_b = [], [], []
+    top_all = np.zeros(s.size)
+    for lo in range(0, s.size, 1 << 16):
+        if check is not None:
             check()  # a gRPC deadline stops a long list of measurements
-        links = []
-        for o in np.flatnonzero(chosen[k]).tolist():
+        ss, tt = s[lo:lo + (1 << 16)], t[lo:lo + (1 << 16)]
+        bw, hops, _lat, a_opt, b_opt, l_opt = fab._options(ss, tt)
+        top, chosen = _choose(bw, hops)
+        top_all[lo:lo + ss.size] = top
+        for o in range(chosen.shape[1]):
+            f = np.flatnonzero(chosen[:, o])
+            if not f.size:
+                continue
             if o == A * A:
-                e = int(l_opt[k, o])
-                links.append((("direct", e), float(fab.direct_gbps[e])))
+                e = l_opt[f, o]
+                rows_f.append(f + lo), rows_c.append(N + n * A + e), rows_b.append(fab.direct_gbps[e])
                 continue
             i, j = divmod(o, A)
-            links.append((("att", int(s[k]), i), float(fab.att_gbps[s[k], i])))
-            links.append((("att", int(t[k]), j), float(fab.att_gbps[t[k], j])))
-            lca = int(l_opt[k, o])
-            for x in (int(a_opt[k, o]), int(b_opt[k, o])):
-                while x != lca and x >= 0:
-                    links.append((("tree", x), float(fab.up_gbps[x])))
-                    x = int(fab.parent[x])
-        out.append(links)
-    return out, top, chosen.sum(axis=1)
+            for g, k in ((ss[f], i), (tt[f], j)):
+                rows_f.append(f + lo), rows_c.append(N + g * A + k), rows_b.append(fab.att_gbps[g, k])
+            lca = l_opt[f, o]
+            for x in (a_opt[f, o], b_opt[f, o]):
+                x, ff, stop = x.copy(), f, lca
+                live = (x != stop) & (x >= 0)
+                while live.any():
+                    x, ff, stop = x[live], ff[live], stop[live]
+                    rows_f.append(ff + lo), rows_c.append(x), rows_b.append(fab.up_gbps[x])
+                    x = fab.parent[x]
+                    live = (x != stop) & (x >= 0)
+    if not rows_f:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), top_all
+    return (np.concatenate(rows_f).astype(np.int64), np.concatenate(rows_c).astype(np.int64),
+            np.concatenate(rows_b).astype(np.float64), top_all)
 
 
 #: A flow measured at this share of the model's rate or more shows every link of its route healthy.
@@ -297,41 +312,47 @@ HEALTHY_RATIO = 0.9
 
 
 def _bottleneck_caps(fab, s, t, factor, own, kept, warnings, check=None) -> dict:
-    """``{fabric link key: (factor, measurement index)}``: the links each derated flow blames.
+    """``{link code: (factor, measurement index)}`` (codes of :func:`_route_links`): the links each
+    derated flow blames.
 
     A derated flow (``factor`` = measured / model rate < 1) blames the links at its route's
     bottleneck (within 1e-9) that no other measurement shows healthy: a link crossed by another
-    measurement's flow at :data:`HEALTHY_RATIO` of its model rate or more is exonerated (node1-node3 slow
-    while node1-node2 is at full rate blames node3's NIC, not node1's).  When every bottleneck
-    link is healthy, all of them are capped (the pair's own measurement stands) and a warning
-    says the measurements disagree.  The lowest factor wins per link.
+    measurement's flow at :data:`HEALTHY_RATIO` of its model rate or more is exonerated
+    (node1-node3 slow while node1-node2 is at full rate blames node3's NIC, not node1's).  When
+    every bottleneck link is healthy, all of them are capped (the pair's own measurement stands)
+    and a warning says the measurements disagree.  The lowest factor wins per link.  Vectorised:
+    O(route links · log) over all flows at once.
     """
-    caps: dict = {}
-    links, top, _parts = _route_links(fab, s, t, check)
-    healthy: dict = {}  # link key -> the measurements that show it healthy (a link is not its own alibi)
+    flow, code, cap, top = _route_links(fab, s, t, check)
     ratio = np.where(np.isfinite(factor), factor, 1.0)
-    for k, ls in enumerate(links):
-        if ratio[k] >= HEALTHY_RATIO:
-            for key, _cap in ls:
-                healthy.setdefault(key, set()).add(int(own[k]))
-    told = set()
-    for k in np.flatnonzero(np.isfinite(factor)).tolist():
-        lim = top[k] * (1 + _REL)
-        bott = list(dict.fromkeys(key for key, cap in links[k] if cap <= lim))
-        who = int(own[k])
-        blame = [key for key in bott if not healthy.get(key, set()) - {who}]
-        if not blame:
-            blame = bott
-            if who not in told:
-                told.add(who)
-                m = kept[who][0]
-                warnings.append(f"measurement {m.a}-{m.b} ({m.source}) is slow although other measurements show "
-                                "every link at its route's bottleneck healthy; those links are capped")
-        for key in blame:
-            old = caps.get(key)
-            if old is None or factor[k] < old[0]:
-                caps[key] = (float(factor[k]), who)
-    return caps
+    # healthy links: per code, how many distinct measurements show it healthy and one of them
+    ok = ratio[flow] >= HEALTHY_RATIO
+    pairs = np.unique(np.stack([code[ok], own[flow[ok]]], axis=1), axis=0) if ok.any() else np.zeros((0, 2), np.int64)
+    hc, first, count = np.unique(pairs[:, 0], return_index=True, return_counts=True)
+    rep = pairs[first, 1]
+    # the derated flows' bottleneck links
+    derated = np.isfinite(factor)[flow] & (cap <= top[flow] * (1 + _REL))
+    bf, bc = flow[derated], code[derated]
+    if hc.size:
+        posc = np.minimum(np.searchsorted(hc, bc), hc.size - 1)
+        exonerated = (hc[posc] == bc) & ((count[posc] >= 2) | (rep[posc] != own[bf]))
+    else:
+        exonerated = np.zeros(bc.size, dtype=bool)
+    # flows with every bottleneck link exonerated blame them all (and say so)
+    blamed_any = np.zeros(s.size, dtype=bool)
+    np.logical_or.at(blamed_any, bf, ~exonerated)
+    keep = ~exonerated | ~blamed_any[bf]
+    for w in sorted({int(x) for x in own[np.unique(bf[~blamed_any[bf]])]}):
+        m = kept[w][0]
+        warnings.append(f"measurement {m.a}-{m.b} ({m.source}) is slow although other measurements show every "
+                        "link at its route's bottleneck healthy; those links are capped")
+    bf, bc = bf[keep], bc[keep]
+    if not bf.size:
+        return {}
+    order = np.lexsort((factor[bf], bc))  # per code, the lowest factor first
+    bc, bf = bc[order], bf[order]
+    firsts = np.flatnonzero(np.r_[True, bc[1:] != bc[:-1]])
+    return {int(bc[k]): (float(factor[bf[k]]), int(own[bf[k]])) for k in firsts}
 
 
 def _write_caps(graph: nx.Graph, fab, caps: dict, kept, arch, nccl) -> int:
@@ -339,19 +360,20 @@ def _write_caps(graph: nx.Graph, fab, caps: dict, kept, arch, nccl) -> int:
     members: dict = {}
     for name, x in (fab.node_index or {}).items():
         members.setdefault(x, []).append(name)
-    n = fab.att_node.shape[0]
     count = 0
-    for key, (f, who) in caps.items():
-        if key[0] == "tree":
-            x = key[1]
+    N = fab.parent.size
+    n, A = fab.att_node.shape
+    for code, (f, who) in caps.items():
+        if code < N:  # forest node x's link to its parent
+            x = code
             edges = [(u, v) for u in members.get(x, ()) for v in members.get(int(fab.parent[x]), ())
                      if graph.has_edge(u, v)]
-        elif key[0] == "att":
-            g, i = key[1], key[2]
+        elif code < N + n * A:  # GPU g's attachment i
+            g, i = divmod(code - N, A)
             gpu = fab.gpu_names[g]
             edges = [(gpu, v) for v in members.get(int(fab.att_node[g, i]), ()) if graph.has_edge(gpu, v)]
-        else:
-            lo, hi = divmod(int(fab.direct_key[key[1]]), n)
+        else:  # direct GPU link
+            lo, hi = divmod(int(fab.direct_key[code - N - n * A]), n)
             edges = [(fab.gpu_names[lo], fab.gpu_names[hi])]
         m = kept[who][0]
         for u, v in edges:
