@@ -398,3 +398,20 @@ def test_cli_solve_server_and_evaluate_table(tmp_path, capsys, server):
     code, out, err = run(capsys, "evaluate", cluster, "--assignment", res, "--measured", meas, "--format", "table")
     assert code == 0, err
     assert "measured links this layout relies on (2;" in out and "20 / 50 GB/s  tp  iperf" in out
+
+
+def test_batch_entry_with_measured(tmp_path, capsys):
+    _write_graph(tmp_path / "c.json", one_gpu_hosts())
+    (tmp_path / "m.csv").write_text("a,b,20\n")
+    entries = [{"name": "nominal", "cluster": "c.json", "tp": 2, "traffic": {"tp": 1e9}, "nccl_latency": False},
+               {"name": "measured", "cluster": "c.json", "tp": 2, "traffic": {"tp": 1e9}, "nccl_latency": False,
+                "measured": "m.csv"}]
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    code, out, err = run(capsys, "batch", jobs, "--workers", "1")
+    assert code == 0, err
+    docs = {d["name"]: d for d in map(json.loads, out.splitlines())}
+    # paths relative to the batch file; 1e9 B at 50 vs 20 GB/s
+    assert docs["nominal"]["result"]["cost"]["by_class"]["tp"] == pytest.approx(0.02)
+    assert docs["measured"]["result"]["cost"]["by_class"]["tp"] == pytest.approx(0.05)
+    assert len(docs["measured"]["result"]["measured"]["links"]) == 2
