@@ -82,6 +82,9 @@ __all__ = ["solve"]
 FREE_AFTER_LAUNCHER_SHARE = 0.25
 #: Share of the time limit for free mode's tree partitions (:func:`_free_partitions`, by its work model).
 FREE_PARTITION_SHARE = 0.12
+#: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
+#: model; at least the first order's).
+FREE_GRID_SHARE = 0.06
 
 
 def solve(
@@ -165,7 +168,9 @@ def solve(
         elif mixed:  # hosts of several sizes (issue 27): blocks of G_h ranks per host
             found, reached = mixed_launcher_search(p, candidates, bound)
         else:
-            found, reached = _search(p, candidates, bound=bound)
+            grid = _free_grid_layouts(p) if options.mode == "free" else []
+            found, reached = _search(p, candidates + grid, bound=bound)
+            found += grid
         candidates += found
         if not deadline.stopped and not mixed:
             candidates += anytime_search(cluster, candidates, p.surrogate, traffic, p.exposure, last.options,
@@ -181,7 +186,7 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
     its budget, from ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
     # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
-    free_first = _free_partitions(p)
+    free_first = _free_partitions(p) + _free_grid_layouts(p)
     lp = p.with_options(replace(options, mode="launcher"))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
@@ -250,4 +255,31 @@ def _free_partitions(p: Problem) -> list[Candidate]:
         cand = None if lay is None else p.candidate(idx, lay)
         if cand is not None:
             out.append(cand)
+    return out
+
+
+def _free_grid_layouts(p: Problem) -> list[Candidate]:
+    """Free-mode layouts filling the hosts along other axis orders (:mod:`.gridperm`), scored.
+
+    Every order's permutations when the job has experts (the expert grid differs between
+    orders), else the first order's (the others give the same layouts renumbered).  Work
+    model: one evaluation each; taken until ``FREE_GRID_SHARE`` of the time limit is spent,
+    the first order's always.  Skipped past the deadline.
+    """
+    from .gridperm import grid_permutation_layouts
+
+    orders = p.orders if p.orders[0].ep > 1 else p.orders[:1]
+    per = eval_seconds(p.cluster, orders[0], p.surrogate)
+    count = int(p.options.time_limit_seconds * FREE_GRID_SHARE / per)
+    out: list[Candidate] = []
+    done = 0
+    for idx, ocfg in enumerate(orders):
+        groups = p.groups(idx)
+        for _name, dev in grid_permutation_layouts(ocfg, p.baseline_dev):
+            if p.deadline.check() or (idx > 0 and done >= count):
+                return out
+            done += 1
+            cand = p.candidate(idx, dev, groups)
+            if cand is not None:
+                out.append(cand)
     return out
