@@ -415,3 +415,26 @@ def test_batch_entry_with_measured(tmp_path, capsys):
     assert docs["nominal"]["result"]["cost"]["by_class"]["tp"] == pytest.approx(0.02)
     assert docs["measured"]["result"]["cost"]["by_class"]["tp"] == pytest.approx(0.05)
     assert len(docs["measured"]["result"]["measured"]["links"]) == 2
+
+
+def test_nvbandwidth_blames_the_degraded_gpu():
+    # one host, 4 GPUs each linked to an NVSwitch at 300 GB/s (no link kinds: rates as given); nvbandwidth
+    # measured every pair with GPU 1 at 100 GB/s, the others at 285 (0.95 of the model's 300)
+    g = nx.Graph()
+    g.add_node("h/nvs", kind="nvswitch", host="h")
+    for i in range(4):
+        g.add_node(f"h/gpu{i}", kind="gpu", host="h", local_index=i)
+        g.add_edge(f"h/gpu{i}", "h/nvs", bandwidth=300.0)
+    mat = [["N/A" if i == j else ("100" if 1 in (i, j) else "285") for j in range(4)] for i in range(4)]
+    doc = {"nvbandwidth": {"testcases": [{"name": "device_to_device_memcpy_write_ce", "status": "Passed",
+                                          "bandwidth_matrix": mat}]}}
+    ms = parse_measured(json.dumps(doc), "nvbw.json", ("h",))
+    assert len(ms) == 6 and {m.gbps for m in ms} == {100.0, 285.0}
+    mg = apply_measured(g, ms, NO_LAT)
+    assert mg.warnings == []
+    caps = {u if u != "h/nvs" else v: d["measured_gbps"] for u, v, d in mg.graph.edges(data=True)
+            if "measured_gbps" in d}
+    # GPU 1's link: shown healthy by no pair (its pairs are at 1/3 of the model): capped at 300 / 3 = 100;
+    # the others: the healthy 285 GB/s pairs cap their routes' links at 285 (a measurement never raises)
+    assert caps == {"h/gpu0": pytest.approx(285.0), "h/gpu1": pytest.approx(100.0),
+                    "h/gpu2": pytest.approx(285.0), "h/gpu3": pytest.approx(285.0)}

@@ -315,8 +315,9 @@ def _bottleneck_caps(fab, s, t, factor, own, kept, warnings, check=None) -> dict
     """``{link code: (factor, measurement index)}`` (codes of :func:`_route_links`): the links each
     derated flow blames.
 
-    A derated flow (``factor`` = measured / model rate < 1) blames the links at its route's
-    bottleneck (within 1e-9) that no other measurement shows healthy: a link crossed by another
+    A derated flow (``factor`` = measured / model rate < 1) caps the links at its route's
+    bottleneck (within 1e-9); one below :data:`HEALTHY_RATIO` blames only those of them that no
+    other measurement shows healthy: a link crossed by another
     measurement's flow at :data:`HEALTHY_RATIO` of its model rate or more is exonerated
     (node1-node3 slow while node1-node2 is at full rate blames node3's NIC, not node1's).  When
     every bottleneck link is healthy, all of them are capped (the pair's own measurement stands)
@@ -338,6 +339,7 @@ def _bottleneck_caps(fab, s, t, factor, own, kept, warnings, check=None) -> dict
         exonerated = (hc[posc] == bc) & ((count[posc] >= 2) | (rep[posc] != own[bf]))
     else:
         exonerated = np.zeros(bc.size, dtype=bool)
+    exonerated &= ratio[bf] < HEALTHY_RATIO  # a healthy flow (a little under the model) caps its whole bottleneck
     # flows with every bottleneck link exonerated blame them all (and say so)
     blamed_any = np.zeros(s.size, dtype=bool)
     np.logical_or.at(blamed_any, bf, ~exonerated)
