@@ -2,7 +2,9 @@
 
 When ``world_size`` is below the cluster's usable GPUs, the choice of hosts is part
 of the search.  Launcher mode chooses whole hosts (``world_size / G`` of them, G GPUs
-per host: torchrun and ``srun`` start G ranks on every node they use); free mode
+per host: torchrun and ``srun`` start G ranks on every node they use; when hosts of the
+largest count G cannot make up the world size, whole hosts of several sizes that add up
+to it, the first in launch order and the first along the fabric tree, issue 27); free mode
 chooses GPUs.  The candidates:
 
 * ``launcher``: what the launcher does with a larger allocation: the first hosts
@@ -212,15 +214,16 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
     Raises
     ------
     InvalidArgumentError
-        Launcher mode with a world size that is not a multiple of the GPUs per
-        host, or unequal hosts.
+        Launcher mode with a world size that neither hosts of the largest GPU count nor whole
+        hosts of several sizes (the first in launch order, or along the fabric) add up to.
     """
     t0 = time.perf_counter()
     W = cfg.world_size
     if options.mode == "launcher":
         gph = cluster.gpus_per_host
-        # torchrun --nproc-per-node G is one number: hosts with fewer usable GPUs (an excluded or
-        # failed GPU) sit the job out; G is the largest count
+        # whole hosts of the largest GPU count G when W is a multiple of G and there are enough of
+        # them (hosts with fewer usable GPUs, an excluded or failed GPU, then sit the job out);
+        # else whole hosts of several sizes adding up to W (torchrun --nproc-per-node per host)
         G = int(gph.max())
         full = np.flatnonzero(gph == G)
         mixed = _mixed_host_sets(cluster, W, options) if (W % G or W // G > full.size) else []
