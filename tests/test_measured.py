@@ -438,3 +438,10 @@ def test_nvbandwidth_blames_the_degraded_gpu():
     # the others: the healthy 285 GB/s pairs cap their routes' links at 285 (a measurement never raises)
     assert caps == {"h/gpu0": pytest.approx(285.0), "h/gpu1": pytest.approx(100.0),
                     "h/gpu2": pytest.approx(285.0), "h/gpu3": pytest.approx(285.0)}
+
+
+def test_sendrecv_busbw_is_one_flow():
+    # the same output named as a sendrecv_perf run: its busbw (27 GB/s) is one flow's rate, not spread
+    # over the 2 GPUs' rails
+    (m,) = parse_measured(NCCL_TESTS, "sendrecv_perf-a-b.txt")
+    assert (m.gbps, m.gpus_per_host) == (27.0, 0)

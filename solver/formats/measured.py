@@ -17,8 +17,10 @@ nvbandwidth run was made on).  The format follows from the content:
   the out-of-place ``busbw`` of the largest size (nccl-tests ``doc/PERFORMANCE.md``: the bus
   bandwidth is the per-rank link rate the collective reached); the two hosts and the GPUs per
   host come from its ``#  Rank  0 Group  0 Pid ... on HOST device N`` lines.  With k GPUs per
-  host the bus bandwidth is spread over the NCCL channels (one per NIC rail the k GPUs use,
-  DESIGN §3), so a flow's rate is busbw / rails.
+  host a collective's bus bandwidth is spread over the NCCL channels (one per NIC rail the k
+  GPUs use, DESIGN §3), so a flow's rate is busbw / rails; a ``sendrecv_perf`` output (the
+  file name says which test: ``sendrecv`` in it) is one flow's rate, its ring of sends crossing
+  between the hosts one flow per direction.
 * **ib_write_bw** (perftest) text: the ``BW average`` column of the largest message size, in
   the header's unit (``MB/sec`` and ``MiB/sec`` are 2^20 bytes/s in perftest, ``Gb/sec`` 1e9
   bits/s); JSON (``--out_json``): ``results.BW_average`` (perftest's default unit, MiB/s).
@@ -334,7 +336,10 @@ def _nccl_tests(text: str, name: str, ends: tuple[str, ...]) -> Measurement:
         per = min(len(hosts[a]), len(hosts[b]))
         devs = [tuple(hosts[a]), tuple(hosts[b])]
     src = f"nccl-tests {name} (busbw at {best[0]} B)"
-    k = per if per > 1 else 0
+    # sendrecv_perf's ring of sends crosses between the hosts at one flow per direction: its busbw is
+    # one flow's rate whatever the GPUs per host; the collectives' busbw spreads over the rails
+    point_to_point = re.search(r"send_?recv|hypercube", name, re.I) is not None
+    k = per if per > 1 and not point_to_point else 0
     return Measurement(a, b, best[1], src, k, devs[0][:per] if k else (), devs[1][:per] if k else ())
 
 
