@@ -4,13 +4,15 @@
 as the time model routes flows (DESIGN §2: the widest path whose interior is no GPU, fewest hops,
 ECMP) on the cluster's links at the rates NCCL reaches (:mod:`.rates`), and caps the *bottleneck*
 links of its route: a flow measured at m GB/s whose route the model gives r GB/s scales each
-link of the route at the route's bottleneck (within 1e-9) by m / r, when m < r (a measurement
-derates, never raises), except links another measurement shows healthy (at 0.9 of the model's
-rate or more: a slow pair node1-node3 beside a full-rate node1-node2 blames node3's side; when
-every bottleneck link is healthy, all are capped, with a warning).  The caps are written on the graph's edges as ``measured_gbps`` (and
-``measured_source``), which :func:`~rankmap.solver.fabric.cluster.cluster_from_graph` takes as
-``min(NCCL's rate, measured_gbps)``: the time model, the lower bound and the search then all see
-the same derated links.  Several measurements on one link: the lowest cap.
+link at the route's bottleneck (within 1e-9) by m / r, when m < r (a measurement derates, never
+raises).  A flow below 0.9 of its model rate spares the links another measurement shows healthy
+(at 0.9 of the model's rate or more): a slow pair node1-node3 beside a full-rate node1-node2
+blames node3's side; when every bottleneck link is healthy, all are capped, with a warning.  The
+caps are written on the graph's edges as ``measured_gbps`` (and ``measured_source``), which
+:func:`~rankmap.solver.fabric.cluster.cluster_from_graph` takes as ``min(NCCL's rate,
+measured_gbps)``: the time model, the lower bound and the search then all see the same derated
+links.  Several measurements on one link: the lowest cap.  Cost: one cluster model more than a
+solve without measurements (the routes are those of the nominal model).
 
 Flows of one measurement:
 
