@@ -38,7 +38,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import InvalidArgumentError
 
