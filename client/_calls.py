@@ -109,6 +109,8 @@ def solve(
     exposure: Mapping[str, float] | None = None,
     launch_order: str | Sequence[str] | None = None,
     nccl: Any = None,
+    measured: Iterable = (),
+    exclude_slow: float | None = None,
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
@@ -131,7 +133,12 @@ def solve(
     ``nccl``: how NCCL runs the collectives, as the CLI's ``--nccl-algo``, ``--nccl-rate``,
     ``--no-pxn``, ``--no-nccl-latency``: an :class:`~rankmap.solver.NcclModel` or a mapping of
     its fields, e.g. ``{"algorithm": "ring", "rates": {"nic": 45}}`` (None: NCCL's defaults).
-    Returns a :class:`~rankmap.solver.results.SolveResult`.
+    ``measured``: :class:`~rankmap.solver.formats.measured.Measurement` records (``rankmap
+    solve --measured``; :func:`~rankmap.solver.formats.measured.read_measured` reads the files),
+    each capping the bottleneck links of its route; ``exclude_slow``: F in (0, 1], hosts measured
+    below F × the model's rate are left out.
+    Returns a :class:`~rankmap.solver.results.SolveResult` (``measured_links``: the measured links
+    the layout crosses; ``warnings``: e.g. a measurement naming an unknown host).
     """
 
     def build():
@@ -139,7 +146,7 @@ def solve(
             graph, sizes=sizes, traffic=traffic, model=model, mode=mode, orders=orders, constraints=constraints,
             exclude_devices=exclude_devices, exclude_hosts=exclude_hosts, time_limit_seconds=time_limit_seconds,
             seed=seed, omit_groups=omit_groups, exposure=exposure, launch_order=launch_order, nccl=nccl,
-            **size_kwargs,
+            measured=measured, exclude_slow=exclude_slow, **size_kwargs,
         )
 
     return Call("Solve", build, wire.result_from_proto, timeout)
@@ -187,18 +194,19 @@ def evaluate(
     model: str | Mapping | Any | None = None,
     exposure: Mapping[str, float] | None = None,
     nccl: Any = None,
+    measured: Iterable = (),
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
     """Predicted communication time of running global rank r on GPU ``assignment[r]`` under ``order``.
 
-    Sizes, traffic, model, ``exposure`` and ``nccl`` as in :meth:`solve`; returns a
+    Sizes, traffic, model, ``exposure``, ``nccl`` and ``measured`` as in :meth:`solve`; returns a
     :class:`~rankmap.solver.results.CostBreakdown` whose ``total_seconds`` is ``Σ_c x_c·T_c``.
     """
 
     def build():
         return wire.evaluate_request(graph, assignment, order=order, sizes=sizes, traffic=traffic, model=model,
-                                     exposure=exposure, nccl=nccl, **size_kwargs)
+                                     exposure=exposure, nccl=nccl, measured=measured, **size_kwargs)
 
     return Call("Evaluate", build, wire.evaluate_cost, timeout)
 

@@ -166,6 +166,9 @@ def register(subparsers) -> None:
     c.add_argument("--seed", type=int_at_least(0), default=0, help="CP-SAT random seed of that search")
     c.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     add_nccl_arguments(c)
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(c, exclude_slow=False)  # measured link rates (issue 27), as evaluate
     c.add_argument("--format", choices=("json", "table"), default="json")
     c.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="check on a rankmap server (gRPC Check) instead of in process")

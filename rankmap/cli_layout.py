@@ -190,7 +190,9 @@ def evaluate_inputs(args: argparse.Namespace) -> EvaluateInputs:
     exposure = exposure_from_value(args.exposure)
     nccl = job_nccl(vars(args))
     apply_megatron_sizes(args)
-    graph = job_cluster(vars(args), warn)
+    from rankmap.cli_measured import measured_cluster
+
+    graph = measured_cluster(args, job_cluster(vars(args), warn))  # --measured caps (issue 27)
     flag, kind = _layout_flag(args)
     path = getattr(args, flag)
     what, field = _WHAT[kind], flag
@@ -261,9 +263,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         cost = evaluate(job.cluster, cfg, job.assignment, traffic, exposure=job.exposure)
     doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
            "cost": cost.to_dict()}
+    mg = getattr(args, "measured_graph", None)
+    if mg is not None and mg.pairs:
+        from rankmap.cli_measured import measured_doc
+        from rankmap.solver.fabric.measured import measured_links_used
+
+        index = job.cluster.device_index()
+        dev = [index[a] for a in job.assignment]
+        doc["measured"] = measured_doc(mg, measured_links_used(job.cluster, cfg, dev, traffic))
     if args.format == "table":
+        from rankmap.solve_report import measured_lines
+
         lines = [f"order {cfg.order}  world_size {cfg.world_size}", ""]
         lines.extend(cost_table(cost, traffic))
+        lines.extend(measured_lines((doc.get("measured") or {}).get("links", ())))
         sys.stdout.write("\n".join(lines) + "\n")
     else:
         sys.stdout.write(dump_json(doc) + "\n")

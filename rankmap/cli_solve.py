@@ -54,6 +54,7 @@ def prepare_args(args: argparse.Namespace):
     resolved = resolve_job({}, given=_job_from_args(args), warn=warn)
     for key, value in resolved.job.items():  # --format, --server, --launch-order ... from a job file
         setattr(args, key, value)
+    args.measured_graph = resolved.measured
     return tuple(resolved)
 
 
@@ -92,7 +93,12 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
         sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")
     else:
+        from rankmap.cli_measured import measured_doc
+
         doc = result.to_dict()
+        measured = measured_doc(getattr(args, "measured_graph", None), result.measured_links)
+        if measured is not None:
+            doc["measured"] = measured
         if written:
             doc["written"] = sorted(written)
         sys.stdout.write(dump_json(doc) + "\n")
@@ -165,6 +171,9 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int_at_least(0), default=None,
                    help=f"CP-SAT random seed (default {JOB_DEFAULTS['seed']})")
     add_nccl_arguments(s)
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(s)
     s.add_argument("--format", choices=("json", "table"), default=None,
                    help=f"json or table (default {JOB_DEFAULTS['format']})")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
@@ -188,6 +197,7 @@ def register(subparsers) -> None:
     add_model_arguments(e)
     e.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     add_nccl_arguments(e)
+    add_measured_arguments(e, exclude_slow=False)
     e.add_argument("--format", choices=("json", "table"), default="json")
     e.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="evaluate on a rankmap server instead of in process")

@@ -230,6 +230,9 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
         msg = wire.result_to_proto(result, omit_groups=True)
+        if job.measured is not None:  # measured rates (issue 27): notes and the hosts exclude_slow left out
+            msg.warnings.extend(job.measured.warnings)
+            msg.excluded_slow_hosts.extend(job.measured.slow_hosts)
         if not job.omit_groups:
             groups_to_proto(result.groups, msg.groups, guard.check)
         return msg
@@ -242,7 +245,15 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure, nccl=job.nccl)
         guard.check()
-        return wire.evaluate_response(cost, job.traffic)
+        if job.measured is None:
+            return wire.evaluate_response(cost, job.traffic)
+        from rankmap.solver.fabric.cluster import cluster_from_graph
+        from rankmap.solver.fabric.measured import measured_links_used
+
+        cl = cluster_from_graph(job.graph, check=guard.check, nccl=job.nccl)
+        index = cl.device_index()
+        used = measured_links_used(cl, job.cfg, [index[a] for a in job.assignment], job.traffic)
+        return wire.evaluate_response(cost, job.traffic, used, job.measured.warnings)
 
     def _groups_work(self, request, guard: CallGuard):
         from rankmap.solver import megatron_groups

@@ -125,19 +125,21 @@ def test_repair_api_too_few_gpus_says_how_many():
     assert exc.value.field == "spare_hosts"
 
 
-def test_repair_api_no_option_says_why():
-    from rankmap.solver import InvalidArgumentError
+def test_repair_onto_smaller_spares_is_a_full_re_solve_on_mixed_hosts():
     from rankmap.solver.job.repair import repair
 
-    # the spares keep 2 GPUs each: 12 surviving + 4 spare GPUs are the 16 needed, but a launcher layout
-    # cannot put a 4-GPU block on a 2-GPU host, and torchrun needs one GPU count on every host
+    # the spares keep 2 GPUs each: 12 surviving + 4 spare GPUs are the 16 needed, but no spare holds the
+    # failed host's 4-GPU block, so patch and pinned say why; the full re-solve runs launcher mode on hosts
+    # of two sizes (issue 27: blocks of 4, 4, 4, 2, 2 ranks) and moves every rank's GPU it must
     g = _graph()
     g.remove_nodes_from(["node004/gpu2", "node004/gpu3", "node005/gpu2", "node005/gpu3"])
-    with pytest.raises(InvalidArgumentError, match="no repair possible: patch and pinned: no free spare host with 4 "
-                                                   "GPUs for failed host 'node001'.*full re-solve: launcher mode "
-                                                   "needs the same GPU count on every host"):
-        repair(g, parallel_config(16, tp=4, pp=2), {"pp": 8e9}, RUNNING, failed_hosts=["node001"],
-               options=_options(time_limit_seconds=2))
+    res = repair(g, parallel_config(16, tp=4, pp=2), {"pp": 8e9}, RUNNING, failed_hosts=["node001"],
+                 options=_options(time_limit_seconds=2))
+    assert res.recommended == "full" and [o.kind for o in res.options] == ["full"]
+    assert set(res.options[0].hosts_added) == {"node004", "node005"}
+    for kind in ("patch", "pinned"):
+        assert res.unavailable[kind] == ("no free spare host with 4 GPUs for failed host 'node001' "
+                                         "(1 failed, 2 spare host(s))")
 
 
 # --------------------------------------------------------------------------- repair, CLI

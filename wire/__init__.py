@@ -50,6 +50,8 @@ from rankmap.wire.costs import *  # noqa: F401,F403
 from rankmap.wire.costs import __all__ as _costs
 from rankmap.wire.graph import *  # noqa: F401,F403
 from rankmap.wire.graph import __all__ as _graph
+from rankmap.wire.measured import *  # noqa: F401,F403
+from rankmap.wire.measured import __all__ as _measured
 from rankmap.wire.sizes import *  # noqa: F401,F403
 from rankmap.wire.sizes import __all__ as _sizes
 from rankmap.wire.options import *  # noqa: F401,F403
@@ -68,5 +70,5 @@ from rankmap.wire.allocation import __all__ as _allocation
 from rankmap.wire.repair import *  # noqa: F401,F403
 from rankmap.wire.repair import __all__ as _repair
 
-__all__ = [*_errors, *_channel, *_costs, *_graph, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results,
-           *_allocation, *_repair]
+__all__ = [*_errors, *_channel, *_costs, *_graph, *_measured, *_sizes, *_options, *_traffic, *_requests, *_parse,
+           *_results, *_allocation, *_repair]

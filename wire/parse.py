@@ -21,6 +21,7 @@ from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import count_gpus, graph_from_proto
+from rankmap.wire.measured import measurements_from_proto
 from rankmap.wire.options import exposure_from_proto, nccl_from_proto, options_from_proto
 from rankmap.wire.sizes import config_from_proto
 from rankmap.wire.traffic import sizes_with_megatron, traffic_from_proto
@@ -46,6 +47,8 @@ class SolveJob:
     traffic: dict[str, float]
     options: SolveOptions
     omit_groups: bool = False
+    measured: Any = None
+    """The request's measured rates applied (:class:`~rankmap.solver.fabric.measured.MeasuredGraph`), or None."""
 
 
 @dataclass
@@ -59,6 +62,8 @@ class EvaluateJob:
     exposure: dict[str, float] = dataclasses.field(default_factory=dict)
     nccl: Any = None
     """How NCCL runs the collectives (:class:`~rankmap.solver.NcclModel`)."""
+    measured: Any = None
+    """The request's measured rates applied (:class:`~rankmap.solver.fabric.measured.MeasuredGraph`), or None."""
 
 
 def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=None) -> SolveJob:
@@ -71,6 +76,12 @@ def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=N
     """
     graph = graph_from_proto(req.cluster, check)
     options = options_from_proto(req)
+    measured = _measured(req, graph, options.nccl, req.exclude_slow if req.HasField("exclude_slow") else None, check)
+    if measured is not None:
+        graph = measured.graph
+        if measured.slow_hosts:
+            options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
+                (*options.exclude_hosts, *measured.slow_hosts))))
     n = (count_gpus(graph, options.exclude_devices, options.exclude_hosts) if default_world_size is None
          else default_world_size(graph, options))
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
@@ -87,17 +98,37 @@ def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=N
             options = dataclasses.replace(options, orders=order)
     cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
+    return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups), measured)
+
+
+def _measured(req, graph, nccl, exclude_slow, check):
+    """The request's ``measured`` rates applied to ``graph`` (None when it has none)."""
+    from rankmap.solver.errors import InvalidArgumentError
+    from rankmap.solver.fabric.measured import apply_measured, check_exclude_slow
+
+    try:
+        exclude_slow = check_exclude_slow(exclude_slow)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(exc.message, "exclude_slow") from None
+    ms = measurements_from_proto(req.measured)
+    if not ms:
+        if exclude_slow is not None:
+            raise InvalidArgumentError("exclude_slow needs measured rates (SolveRequest.measured)", "exclude_slow")
+        return None
+    return apply_measured(graph, ms, nccl, exclude_slow, check)
 
 
 def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
     """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
     graph = graph_from_proto(req.cluster, check)
     nccl = nccl_from_proto(req.nccl)
+    measured = _measured(req, graph, nccl, None, check)
+    if measured is not None:
+        graph = measured.graph
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
     cfg = config_from_proto(sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure), nccl)
+    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure), nccl, measured)
 
 
 def parse_get_groups_request(req: "pb.GetGroupsRequest") -> ParallelConfig:

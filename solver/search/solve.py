@@ -18,6 +18,9 @@ time per step on shared links (:mod:`rankmap.solver.cost.timemodel`).  Strategy,
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.bound.analytic.search_lower_bound`).
+* **Launcher mode on hosts of several sizes** (8 + 4 GPUs, an excluded GPU; :mod:`.mixed`): host
+  orders (launch, depth-first, grouped by host type) then descents on the real objective; TP
+  groups are kept on hosts of one type (:func:`~.problem.mixed_host_constraints`).
 * **Free mode on equal hosts** runs the launcher-mode search and anytime
   phase first (the same budgets, so the launcher solve's answer), then the free-layout steps from
   all its candidates: every launcher layout is a free layout, so free mode is
@@ -66,6 +69,7 @@ from .deadline import Deadline
 from .decompose import EXACT_MAX_DEVICES
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, exhaustive_search
 from .hostchoice import solve_subset
+from .mixed import mixed_launcher_search
 from .partition import partition_seconds, tree_partition_layout
 from .problem import Candidate, Problem, check_traffic, cluster_model, progress_reporter, solve_deadline
 from .proposals import propose
@@ -158,14 +162,17 @@ def solve(
     else:
         proved = False
         last = p  # the problem of the last phase, whose budget sizes the anytime phase
+        mixed = options.mode == "launcher" and not cluster.equal_hosts
         if options.mode == "free" and cluster.equal_hosts:
             found, reached, last = _free_after_launcher(p, candidates, bound)
+        elif mixed:  # hosts of several sizes (issue 27): blocks of G_h ranks per host
+            found, reached = mixed_launcher_search(p, candidates, bound)
         else:
             grid = _free_grid_layouts(p) if options.mode == "free" else []
             found, reached = _search(p, candidates + grid, bound=bound)
             found += grid
         candidates += found
-        if not deadline.stopped:
+        if not deadline.stopped and not mixed:
             candidates += anytime_search(cluster, candidates, p.surrogate, traffic, p.exposure, last.options,
                                          last.launcher, p.constraints, p.baseline_dev, deadline, p.score, bound)
     report("search", candidates)

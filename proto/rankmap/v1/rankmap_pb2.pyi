@@ -148,7 +148,7 @@ class Node(_message.Message):
     def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., nic_index: _Optional[int] = ...) -> None: ...
 
 class Link(_message.Message):
-    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports")
+    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports", "measured_gbps", "measured_source")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +156,8 @@ class Link(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     NVLINKS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_GBPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_SOURCE_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     bandwidth_gbps: float
@@ -163,7 +165,9 @@ class Link(_message.Message):
     kind: str
     nvlinks: float
     ports: float
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ...) -> None: ...
+    measured_gbps: float
+    measured_source: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ..., measured_gbps: _Optional[float] = ..., measured_source: _Optional[str] = ...) -> None: ...
 
 class Cluster(_message.Message):
     __slots__ = ("devices", "nodes", "links", "gpu")
@@ -502,7 +506,7 @@ class ApplyInfo(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., rendezvous: _Optional[str] = ..., slurm: _Optional[_Union[SlurmLaunch, _Mapping]] = ..., torchrun: _Optional[_Iterable[_Union[TorchrunLaunch, _Mapping]]] = ..., mpirun: _Optional[_Union[MpirunLaunch, _Mapping]] = ..., kubernetes: _Optional[_Union[KubernetesLaunch, _Mapping]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., gpus_file: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order", "nccl")
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order", "nccl", "measured", "exclude_slow")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -524,6 +528,8 @@ class SolveRequest(_message.Message):
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SLOW_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     orders: OrderSearch
@@ -538,10 +544,12 @@ class SolveRequest(_message.Message):
     exposure: _containers.ScalarMap[str, float]
     launch_order: LaunchOrder
     nccl: NcclOptions
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured: _containers.RepeatedCompositeFieldContainer[Measurement]
+    exclude_slow: float
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured: _Optional[_Iterable[_Union[Measurement, _Mapping]]] = ..., exclude_slow: _Optional[float] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit", "nccl")
+    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit", "nccl", "measured_links", "warnings", "excluded_slow_hosts")
     class GroupsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -582,6 +590,9 @@ class SolveResponse(_message.Message):
     TRAFFIC_MODEL_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_EXPLICIT_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_SLOW_HOSTS_FIELD_NUMBER: _ClassVar[int]
     config: ParallelConfig
     mode: Mode
     order: str
@@ -601,10 +612,13 @@ class SolveResponse(_message.Message):
     traffic_model: ModelSpec
     traffic_explicit: _containers.ScalarMap[str, float]
     nccl: NcclOptions
-    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured_links: _containers.RepeatedCompositeFieldContainer[MeasuredLink]
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    excluded_slow_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured_links: _Optional[_Iterable[_Union[MeasuredLink, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., excluded_slow_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl")
+    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl", "measured")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -619,6 +633,7 @@ class EvaluateRequest(_message.Message):
     TRAFFIC_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     order: str
@@ -626,10 +641,11 @@ class EvaluateRequest(_message.Message):
     traffic: Traffic
     exposure: _containers.ScalarMap[str, float]
     nccl: NcclOptions
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured: _containers.RepeatedCompositeFieldContainer[Measurement]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured: _Optional[_Iterable[_Union[Measurement, _Mapping]]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("cost", "traffic_bytes")
+    __slots__ = ("cost", "traffic_bytes", "measured_links", "warnings")
     class TrafficBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -639,9 +655,47 @@ class EvaluateResponse(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     COST_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     cost: Cost
     traffic_bytes: _containers.ScalarMap[str, float]
-    def __init__(self, cost: _Optional[_Union[Cost, _Mapping]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    measured_links: _containers.RepeatedCompositeFieldContainer[MeasuredLink]
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cost: _Optional[_Union[Cost, _Mapping]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., measured_links: _Optional[_Iterable[_Union[MeasuredLink, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Measurement(_message.Message):
+    __slots__ = ("a", "b", "gbps", "source", "gpus_per_host", "devices_a", "devices_b")
+    A_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    GBPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_HOST_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_A_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_B_FIELD_NUMBER: _ClassVar[int]
+    a: str
+    b: str
+    gbps: float
+    source: str
+    gpus_per_host: int
+    devices_a: _containers.RepeatedScalarFieldContainer[int]
+    devices_b: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, a: _Optional[str] = ..., b: _Optional[str] = ..., gbps: _Optional[float] = ..., source: _Optional[str] = ..., gpus_per_host: _Optional[int] = ..., devices_a: _Optional[_Iterable[int]] = ..., devices_b: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MeasuredLink(_message.Message):
+    __slots__ = ("source_node", "target_node", "measured_gbps", "line_gbps", "source", "classes")
+    SOURCE_NODE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_NODE_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_GBPS_FIELD_NUMBER: _ClassVar[int]
+    LINE_GBPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    source_node: str
+    target_node: str
+    measured_gbps: float
+    line_gbps: float
+    source: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source_node: _Optional[str] = ..., target_node: _Optional[str] = ..., measured_gbps: _Optional[float] = ..., line_gbps: _Optional[float] = ..., source: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetGroupsRequest(_message.Message):
     __slots__ = ("sizes", "order")
