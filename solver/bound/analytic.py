@@ -26,6 +26,11 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   (Σ_D ⌊|D|/k⌋ ≥ groups), some group is split over level-``(j*−1)`` domains;
   its flows connect all its members, so one of its flows joins GPUs first
   joined at level ≥ ``j*``: ``T ≥ fb / R_{≥j*}``.
+* **channels**: a ring group spanning NCCL nodes with ``c`` channels sends ``fb/c`` per
+  channel between nodes (``≥ fb/(c·R_inter)``) and holds ``≥ c`` members on each node, joined
+  by an intra-node ring edge of ``fb·(c−1)/c`` at most the rate of the best ring of ``≥ c``
+  GPUs inside a host: the per-flow floor is the least over ``c`` of the larger of the two,
+  when that is below the one-ring floors.
 * **per ring edge**: a ring collective of ``n ≥ 3`` members is as fast as its
   slowest edge, and no ring of ``n`` GPUs has a slowest edge faster than
   :func:`~rankmap.solver.bound.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
@@ -149,7 +154,8 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
             per_flow = max(per_flow, fb / (rr * 1e9))
     if kind in RING_KINDS:
         # a group spanning NCCL nodes runs c channels of fb/c between them and ≥ fb·(c−1)/c per
-        # intra-node edge (solver/bound/ncclterms.py): the least over c of the larger of the two
+        # intra-node edge (solver/bound/ncclterms.py), an edge of a ring of ≥ c GPUs inside a node, no
+        # faster than the best such ring (_node_ring_rates): the least over c of the larger of the two
         r_inter = inter_host_rate_gbps(cluster) * 1e9
         if r_inter > 0:
             intra = _node_ring_rates(cluster, max_channels(cluster, n), b[0])
