@@ -68,8 +68,15 @@ def test_a_tiling_beats_the_default_as_derived(oversub):
     assert min(costs) < 0.8 * default
 
 
-def test_uneven_trees_have_no_tiling():
+def test_ragged_trees_get_boxes_of_the_median_and_lower_quartile_leaf():
+    """Leaves of 4 and 2 hosts (6 hosts), tp8 pp2 (dp3): the block grid is dp3 x pp2 (node rank d + 3s).
+    Median leaf 3 hosts: a box of dp3 x pp1 (one stage's replicas), then the rest, pp2: block (d, s) at
+    tree position d + 3s, the identity.  Lower quartile int(2.5) = 2: a box of pp2 (both stages of one
+    replica, the only factoring of 2 in the room (3, 2)), then dp3: position s + 2d, so node ranks
+    0..5 -> hosts 0, 2, 4, 1, 3, 5 (each replica's stages side by side, the first two under leaf 0).
+    The two sizes alternate, the lower quartile's first."""
     g = fat_tree_cluster(6, 8, tiers=[(4, 2.0)])  # leaves of 4 and 2 hosts
     cl = cluster_from_graph(g)
     assert fabric_host_levels(cl) is None
-    assert tiling_host_orders(cl, parallel_config(48, tp=8, pp=2)) == []
+    got = [ho.tolist() for ho in tiling_host_orders(cl, parallel_config(48, tp=8, pp=2))]
+    assert got == [[0, 2, 4, 1, 3, 5], [0, 1, 2, 3, 4, 5]]  # the lower quartile's first

@@ -10,8 +10,11 @@ neighbours × 2 stages: dp rings and pp chains then both cross few boundaries). 
 module enumerates such nested box shapes, one per tree level (the factors of each
 level's fan-out over the grid axes), and lays the boxes over the hosts in tree order.
 
-Only for trees whose levels are uniform: at every depth each switch has the same
-number of hosts below it (fat trees, NVL72-style racks); else no orders.
+Trees whose levels are uniform (at every depth each switch has the same number of
+hosts below it: fat trees, NVL72-style racks) get boxes that fill each switch exactly.
+Ragged trees (a fragmented allocation: leaves of 5, 9 and 2 hosts) get boxes of the
+median switch's size, the largest the grid allows, laid over consecutive hosts in tree
+order: most boxes sit under one switch, some straddle two.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 
-__all__ = ["TILINGS_MAX", "fabric_host_levels", "block_grid", "tiling_host_orders"]
+__all__ = ["TILINGS_MAX", "fabric_host_levels", "ragged_host_levels", "block_grid", "tiling_host_orders"]
 
 #: At most this many tilings per order (the enumeration is in a fixed order).
 TILINGS_MAX = 24
 
 
 _LEVELS: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
+_RAGGED: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
 
 
 def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
@@ -48,7 +52,16 @@ def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
     return _LEVELS[cluster]
 
 
-def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+def ragged_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+    """As :func:`fabric_host_levels` for trees whose switches hold different numbers of hosts
+    (a fragmented allocation: 5, 9 and 2 hosts under three leaves); every host still at the same
+    height.  None when the tree is uniform (use :func:`fabric_host_levels`) or has no such levels."""
+    if cluster not in _RAGGED:
+        _RAGGED[cluster] = None if fabric_host_levels(cluster) is not None else _host_levels(cluster, uniform=False)
+    return _RAGGED[cluster]
+
+
+def _host_levels(cluster: Cluster, uniform: bool = True) -> list[np.ndarray] | None:
     fab = cluster.fabric
     H = len(cluster.hosts)
     N = fab.parent.size
@@ -102,7 +115,7 @@ def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
         _, inv, cnt = np.unique(cur, return_inverse=True, return_counts=True)
         if cnt.size in (1, H):
             continue
-        if np.unique(cnt).size != 1:
+        if uniform and np.unique(cnt).size != 1:
             return None
         inv = inv.reshape(-1).astype(np.int64)
         if levels and np.unique(levels[-1] * (cnt.size + 1) + inv).size == cnt.size == int(levels[-1].max()) + 1:
@@ -155,15 +168,44 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
     if not cluster.equal_hosts or cfg.world_size != G * H:
         return []
     levels = fabric_host_levels(cluster)
+    ragged = levels is None
+    if ragged:
+        levels = ragged_host_levels(cluster)
     grid = block_grid(cfg, G)
     if levels is None or not grid or int(np.prod([n for _a, n in grid])) != H:
         return []
-    # hosts per domain, finest level first, and the fan-outs between levels
-    per = [H // int(lab.max() + 1) for lab in levels] + [H]
-    fan = [per[0]] + [per[i + 1] // per[i] for i in range(len(per) - 1)]
+    sizes = [n for _a, n in grid]
+    if not ragged:
+        # hosts per domain, finest level first, and the fan-outs between levels
+        per = [H // int(lab.max() + 1) for lab in levels] + [H]
+        fan = [per[0]] + [per[i + 1] // per[i] for i in range(len(per) - 1)]
+        return _tilings(H, sizes, fan, levels, False)
+    # switches of one level hold different numbers of hosts: boxes of the lower quartile's switch size
+    # (few straddle two switches) and of the median's, alternately, each the largest the grid allows,
+    # laid over consecutive hosts in tree order; the top level takes the rest
+    runs = []
+    for q in (25, 50):
+        fan, below = [], 1
+        for lab in levels:
+            fan.append(max(1, int(np.percentile(np.bincount(lab), q)) // below))
+            below *= fan[-1]
+        fan.append(0)
+        runs.append(_tilings(H, sizes, fan, levels, True))
+    out: list[np.ndarray] = []
+    seen: set = set()
+    for ho in itertools.chain.from_iterable(itertools.zip_longest(*runs)):  # alternately: a budget may take few
+        if ho is not None and ho.tobytes() not in seen:
+            seen.add(ho.tobytes())
+            out.append(ho)
+    return out[:TILINGS_MAX]
+
+
+def _tilings(H: int, sizes: list[int], fan: list[int], levels: list[np.ndarray], ragged: bool) -> list[np.ndarray]:
+    """Host orders of nested boxes over the block grid ``sizes``, level ``i``'s box holding ``fan[i]`` boxes
+    of the level below (0: the rest of the grid; ``ragged``: the largest count ≤ ``fan[i]`` the grid
+    allows), laid over the hosts in tree order (``levels``: switch of each host, finest first)."""
     order_keys = [np.arange(H)] + levels  # the tree order of hosts: coarsest level primary
     tree_hosts = np.lexsort(order_keys)
-    sizes = [n for _a, n in grid]
     coords = np.stack(np.unravel_index(np.arange(H), sizes[::-1]), axis=1)[:, ::-1]  # block -> (innermost first)
 
     tilings = [[]]
@@ -171,7 +213,12 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
     for f in fan:
         nxt, nroom = [], []
         for t, r in zip(tilings, room):
-            for fac in _factorings(f, r):
+            want = int(np.prod(r)) if f == 0 else f
+            facs = _factorings(want, r)
+            while ragged and not facs and want > 1:  # the largest box of at most ``f`` the grid allows
+                want -= 1
+                facs = _factorings(want, r)
+            for fac in facs:
                 nxt.append(t + [fac])
                 nroom.append([ri // x for ri, x in zip(r, fac)])
         tilings, room = nxt, nroom
