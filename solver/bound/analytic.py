@@ -190,9 +190,9 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
     out_cap = out_cap_per_gpu(cluster)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
     if kind == "all_to_all":
-        from .splitbound import all_to_all_split_bound
+        from .splitbound import all_to_all_split_bound, node_split_bound
 
-        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb))
+        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb), node_split_bound(cluster, num_groups, n, fb))
     if kind == "all_reduce":
         # NVLS, NVLSTree and tree move fewer bytes than the ring: the least of their floors
         return min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf))
