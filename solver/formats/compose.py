@@ -193,13 +193,14 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         template = load_host_template(host_topology, gpu=gpu, **overrides)
     elif gpus_per_node is not None:
         template = synthetic_host(gpus_per_node, gpu, **overrides)
-    elif fabric is not None or nodelist is not None:
+    elif fab is not None or nodelist is not None:
+        what = f"{fab.source} gives no GPUs per host and" if fab is not None else "a nodelist"
         raise InvalidArgumentError(
-            "a fabric or nodelist needs the hosts' topology: give host_topology (nvidia-smi topo -m or NCCL XML) "
-            "or gpus_per_node with gpu", "host_topology")
+            f"{what} needs the hosts' topology: give --gpus-per-node N with --gpu GEN (e.g. --gpus-per-node 8 "
+            "--gpu h100), or --host-topology FILE (nvidia-smi topo -m or NCCL XML)", "gpus_per_node")
     else:
-        raise InvalidArgumentError("nothing to build: give host_topology, and optionally fabric / nodelist",
-                                   "host_topology")
+        raise InvalidArgumentError("nothing to build: give --host-topology FILE (and optionally --fabric / --nodelist), "
+                                   "or --gpus-per-node N with --gpu GEN and a network source", "host_topology")
     if template.gpu_count == 0:
         raise InvalidArgumentError(f"{template.source}: the host topology has no GPU", "host_topology")
 

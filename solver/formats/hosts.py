@@ -107,11 +107,11 @@ def synthetic_host(gpus_per_node: int, gpu: Any, **rate_overrides: Any) -> HostT
         raise InvalidArgumentError(f"gpus_per_node {gpus_per_node!r} must be between 1 and 4096", "gpus_per_node")
     gen = resolve_generation(gpu)
     if gen is None:
-        raise InvalidArgumentError("gpus_per_node needs a GPU generation (gpu=, e.g. 'h100') to know the NVLink "
-                                   "layout", "gpu")
+        raise InvalidArgumentError("--gpus-per-node needs a GPU generation (give --gpu GEN, e.g. --gpu h100) to know "
+                                   "the NVLink layout", "gpu")
     if gen.name.startswith("nvlink") or gen.name == "generic":
-        raise InvalidArgumentError(f"gpu {gpu!r} is a bare NVLink rate; gpus_per_node needs a generation name "
-                                   "(e.g. 'h100')", "gpu")
+        raise InvalidArgumentError(f"--gpu {gpu!r} is a bare NVLink rate; --gpus-per-node needs a generation name "
+                                   "(e.g. --gpu h100)", "gpu")
     rates = default_rates(gen, overrides)
     t = HostTemplate(gpu=gen.name, rates=rates, source=f"synthetic {n}x{gen.name}", format="synthetic")
     sockets = 2 if n > 1 and n % 2 == 0 else 1
