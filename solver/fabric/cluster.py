@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError
 from .build import fabric_from_graph
 from .domains import bandwidth_levels, non_relay_extra
 from .graph import edge_bandwidth, gpus_by_host, simple_graph
+from .hostinfer import NOTE_KEY, infer_hosts
 from .links import Fabric
 from .rails import NcclTopology, nccl_topology
 from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
@@ -91,6 +92,9 @@ class Cluster:
         seconds per byte for each pair of the host's devices (in device
         order), where ``B'`` is the widest path that does not pass through
         another GPU.  Empty for clusters where it changes nothing.
+    host_note : str or None
+        When GPUs had no ``host`` attribute and their hosts were inferred from the graph
+        (:func:`.hostinfer.infer_hosts`), the one-line note saying so; else None.
     """
 
     devices: tuple[str, ...]
@@ -109,6 +113,7 @@ class Cluster:
     widest_domain_out_gbps: tuple = ()
     nccl: "NcclModel" = None  # type: ignore[assignment]
     nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
+    host_note: str | None = None
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -315,7 +320,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         inside a host; an ``nvlink_domain`` that is not a non-empty string
         (<= 256 characters); GPUs not connected to each other.
     """
-    graph = simple_graph(graph)
+    graph = infer_hosts(simple_graph(graph))
     nccl = DEFAULT_NCCL if nccl is None else nccl
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
@@ -435,6 +440,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
+    object.__setattr__(cl, "host_note", graph.graph.get(NOTE_KEY))
     object.__setattr__(cl, "nccl", nccl)
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
                                                         (nodes, src, dst, raw_bw)))
