@@ -344,6 +344,7 @@ _OPTIONAL_COMMANDS = (
     "rankmap.cli_traffic",
     "rankmap.cli_serve",
     "rankmap.cli_batch",
+    "rankmap.cli_view",
 )
 
 
@@ -351,6 +352,7 @@ _OPTIONAL_COMMANDS = (
 _COMMAND_MODULES = {
     "solve": "rankmap.cli_solve", "evaluate": "rankmap.cli_solve", "cluster": "rankmap.cli_cluster",
     "traffic": "rankmap.cli_traffic", "serve": "rankmap.cli_serve", "batch": "rankmap.cli_batch",
+    "view": "rankmap.cli_view",
 }
 
 
