@@ -166,9 +166,10 @@ _JS = r"""
     for (const e of marked) {  // one label per marked element naming its classes (GPUs: the outline and their host's label)
       if (e.classList.contains('gpu')) continue;
       const b = e.getBBox(), text = e.getAttribute('data-bn');
-      const edge = e.tagName.toLowerCase() === 'line';
+      const edge = e.tagName.toLowerCase() === 'line', agg = e.classList.contains('leaf-agg');
       const t = svg('text', {class: 'bn-label', 'data-class': text, 'text-anchor': edge ? 'start' : 'end',
-                             x: edge ? b.x + b.width / 2 + 4 : b.x + b.width - 4, y: edge ? b.y + b.height / 2 + 4 : b.y + 12}, gLabels);
+                             x: edge ? b.x + b.width / 2 + 4 : b.x + b.width - 4,
+                             y: edge ? b.y + b.height / 2 + 4 : (agg ? b.y + b.height - 5 : b.y + 12)}, gLabels);
       t.textContent = text;
     }
     html('div', {}, panel, 'Bottleneck of each class (red):');

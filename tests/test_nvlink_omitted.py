@@ -88,6 +88,12 @@ def test_topograph_without_gpus_per_node_names_the_flag(capsys):
     bad_input(capsys, "cluster", "--topograph-model", NVL72, "--gpu", "gb200", needle="--gpus-per-node N with --gpu GEN")
     bad_input(capsys, "cluster", "--topograph-model", NVL72, "--gpus-per-node", "4",
               needle="--gpus-per-node needs a GPU generation (give --gpu GEN")
+    # the other cluster errors name their flags too
+    bad_input(capsys, "cluster", "--topology-name", "t", "--gpus-per-node", "8", "--gpu", "h100",
+              needle="--topology-name 't' given without --fabric FILE")
+    bad_input(capsys, "cluster", "--host-topology", NDV5, "--gpus-per-node", "8",
+              needle="give either --host-topology FILE or --gpus-per-node N")
+    bad_input(capsys, "cluster", "--gpu", "h100", needle="nothing to build: give --host-topology FILE")
 
 
 def test_grpc_import(channel, client):

@@ -177,9 +177,9 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     if block_links not in ("nvlink", "network"):
         raise InvalidArgumentError(f"block_links {block_links!r} must be 'nvlink' or 'network'", "block_links")
     if topology_name is not None and fabric is None:
-        raise InvalidArgumentError(f"topology name {topology_name!r} given without a fabric file", "topology_name")
+        raise InvalidArgumentError(f"--topology-name {topology_name!r} given without --fabric FILE", "topology_name")
     if host_topology is not None and gpus_per_node is not None:
-        raise InvalidArgumentError("give either a host topology file or gpus_per_node, not both", "gpus_per_node")
+        raise InvalidArgumentError("give either --host-topology FILE or --gpus-per-node N, not both", "gpus_per_node")
     fab: Fabric | None = read_network(fabric=fabric, topology_name=topology_name, kubernetes_nodes=kubernetes_nodes,
                                       topology_labels=topology_labels, kueue_topology=kueue_topology,
                                       volcano_hypernodes=volcano_hypernodes, topograph_model=topograph_model,
@@ -222,8 +222,8 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                     f"(it has {_short(fab.hosts)})", "nodelist")
     elif fab is not None:
         if fab.kind == "flat":
-            raise InvalidArgumentError(f"{fab.source}: topology {fab.name!r} is flat and lists no nodes; give a "
-                                       "nodelist", "nodelist")
+            raise InvalidArgumentError(f"{fab.source}: topology {fab.name!r} is flat and lists no nodes; give "
+                                       "--nodelist HOSTLIST", "nodelist")
         hosts = list(fab.hosts)
     else:
         hosts = [DEFAULT_HOST]

@@ -66,7 +66,7 @@ def _template_from_graph(path: str, gpu: Any, overrides: dict) -> HostTemplate:
     t = HostTemplate(gpu=str(G.graph.get("gpu", "generic")), rates=dict(G.graph.get("rates", {}) or {}),
                      source=path, format="graph file")
     if gpu is not None or overrides:
-        t.warnings.append("gpu= and rate overrides do not apply to a host given as a graph file; its bandwidths are "
+        t.warnings.append("--gpu and --rate overrides do not apply to a host given as a graph file; its bandwidths are "
                           "used as written")
     names = {}
     for i, (n, d) in enumerate(G.nodes(data=True)):
