@@ -86,6 +86,10 @@ def test_other_gpus_host_is_adopted():
     g.nodes["n1/gpu0"]["host"] = "machine-7"
     out = infer_hosts(g)
     assert out.nodes["n1/gpu1"]["host"] == "machine-7"
+    # or the host of the NVSwitch they share
+    g = hostless(hosts=("n1",), gpus=2, prefix=False)
+    g.nodes["n1/nvswitch"]["host"] = "machine-8"
+    assert {infer_hosts(g).nodes[f"n1-gpu{i}"]["host"] for i in (0, 1)} == {"machine-8"}
 
 
 def test_unnamed_machine_is_an_error():
@@ -99,7 +103,7 @@ def test_two_hosts_in_one_tree_is_an_error():
     g = hostless(hosts=("n1",), gpus=3)
     g.nodes["n1/gpu0"]["host"] = "a"
     g.nodes["n1/gpu1"]["host"] = "b"
-    with pytest.raises(InvalidArgumentError, match="'n1/gpu2' has no host and shares .* hosts a, b"):
+    with pytest.raises(InvalidArgumentError, match="'n1/gpu2' has no host and shares .* nodes of hosts a, b"):
         infer_hosts(g)
 
 

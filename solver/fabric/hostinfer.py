@@ -11,8 +11,8 @@ of one machine are found as the graph shows them:
   network switches (``switch``, ``leaf``, ``spine``, any other kind) and direct GPU-GPU
   links do not join machines.
 * The GPUs without ``host`` in one connected piece of GPUs + host-internal nodes are one
-  machine.  Its name is, in this order: the ``host`` of the GPUs in the piece that have one
-  (exactly one name), else the common prefix of the GPU ids before their first ``/``
+  machine.  Its name is, in this order: the ``host`` of the other nodes in the piece that have
+  one (GPUs, NVSwitches, PCIe switches, CPUs; exactly one name), else the common prefix of the GPU ids before their first ``/``
   (``node2/gpu3`` -> ``node2``, the names rankmap's own builders give), else, for a piece
   of one GPU, the GPU's id (DESIGN §2's host of its own).  Anything else (several GPUs and
   no name in the graph, or a piece holding GPUs of two hosts) is an error: rankmap never
@@ -94,8 +94,8 @@ def infer_hosts(graph: nx.Graph) -> nx.Graph:
     for n in missing:
         pieces.setdefault(find(n), []).append(n)
     known: dict = {}
-    for n, d in nodes(data=True):
-        if d.get("kind", "gpu") == "gpu" and not _missing(d) and n in parent:
+    for n, d in nodes(data=True):  # hosts named in a piece: by its other GPUs, or by its NVSwitch/PCIe/CPU nodes
+        if not _missing(d) and n in parent:
             r = find(n)
             if r in pieces:
                 known.setdefault(r, set()).add(str(d["host"]))
@@ -105,7 +105,7 @@ def infer_hosts(graph: nx.Graph) -> nx.Graph:
         hosts = known.get(root, set())
         if len(hosts) > 1:
             raise InvalidArgumentError(
-                f"GPU {gpus[0]!r} has no host and shares an NVSwitch/PCIe tree with GPUs of hosts "
+                f"GPU {gpus[0]!r} has no host and shares an NVSwitch/PCIe tree with nodes of hosts "
                 f"{', '.join(sorted(hosts)[:3])}: give it its host", "cluster.nodes")
         if hosts:
             name = next(iter(hosts))
