@@ -165,3 +165,18 @@ def test_grpc_solve_and_error(client, channel):
         stub_for(channel).Solve(bad, timeout=60)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "give each GPU its host" in err.value.details()
+
+
+def test_host_topology_graph_without_hosts_is_one_host(tmp_path, capsys):
+    # a one-host graph file (--host-topology) whose GPUs carry no host: one host, not one per GPU
+    g = nx.Graph()
+    for i in range(4):
+        g.add_node(f"gpu{i}", kind="gpu", local_index=i)
+        g.add_edge(f"gpu{i}", "nvs", bandwidth=450.0)
+    g.nodes["nvs"]["kind"] = "nvswitch"
+    g.add_node("nic0", kind="nic")
+    g.add_edge("nvs", "nic0", bandwidth=50.0)
+    code, out, err = run(capsys, "cluster", "--host-topology", write(tmp_path, g, "host.json"), "--nodelist", "a,b",
+                         "--format", "table")
+    assert code == 0, err
+    assert "hosts 2  GPUs 8  NICs 2" in out  # 2 hosts x 4 GPUs (was: "has 4 hosts", exit 2)

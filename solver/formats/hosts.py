@@ -56,13 +56,15 @@ def load_host_template(path: Any, gpu: Any = None, **rate_overrides: Any) -> Hos
 
 def _template_from_graph(path: str, gpu: Any, overrides: dict) -> HostTemplate:
     G = load_graph(path)
-    hosts = list(dict.fromkeys(d.get("host", n) for n, d in G.nodes(data=True) if d.get("kind", "gpu") == "gpu"))
-    if len(hosts) != 1:
+    # the file describes one host: GPUs without a host attribute are on it (not one host per GPU)
+    hosts = list(dict.fromkeys(d.get("host") for n, d in G.nodes(data=True)
+                               if d.get("kind", "gpu") == "gpu" and d.get("host") not in (None, "")))
+    if len(hosts) > 1:
         raise InvalidArgumentError(
             f"host topology graph {path!r} has {len(hosts)} hosts; a host topology must describe one host",
             "host_topology")
-    host = hosts[0]
-    prefix = f"{host}/"
+    host = hosts[0] if hosts else None
+    prefix = f"{host}/" if host is not None else "\0"
     t = HostTemplate(gpu=str(G.graph.get("gpu", "generic")), rates=dict(G.graph.get("rates", {}) or {}),
                      source=path, format="graph file")
     if gpu is not None or overrides:
