@@ -32,9 +32,9 @@ svg text { font: 10px system-ui, sans-serif; }
 .host > rect { fill: #fafafa; stroke: #888; }
 .gpu rect { stroke: #333; stroke-width: 0.5; }
 .leaf-agg rect { fill: #f3f3f3; stroke: #888; }
-line.link { stroke: #999; stroke-width: 1.2; }
+.link { stroke: #999; stroke-width: 1.2; fill: none; }
 .bottleneck > rect, rect.bottleneck { stroke: #d00 !important; stroke-width: 3 !important; }
-line.bottleneck { stroke: #d00 !important; stroke-width: 4 !important; }
+line.bottleneck, polyline.bottleneck { stroke: #d00 !important; stroke-width: 4 !important; }
 .bn-label { fill: #d00; font-weight: bold; }
 table.bars { border-collapse: collapse; margin-top: 8px; width: 100%; }
 table.bars td { padding: 2px 4px; vertical-align: middle; }
@@ -123,7 +123,10 @@ _JS = r"""
             svg('title', {}, c).textContent = gid + ': rank ' + info[0] + ', TP group ' + info[1] + ', PP stage ' + info[2] + ', DP ' + info[3];
           } else svg('title', {}, c).textContent = gid + ': not used';
         });
-        svg('line', {class: 'link', 'data-key': 'edge:host:' + h, x1: hx + hostW / 2, y1: hy, x2: pos[l][0], y2: pos[l][1] + SW_H / 2}, gLinks);
+        // the uplink runs up the gap beside the host's column (a trunk shared with the hosts above), then to the leaf
+        const tx = hx + hostW + GAP / 2;
+        svg('polyline', {class: 'link', 'data-key': 'edge:host:' + h, fill: 'none',
+                         points: [hx + hostW - 6, hy + 6, tx, hy + 6, tx, top - 6, pos[l][0], pos[l][1] + SW_H / 2].join(' ')}, gLinks);
         height = Math.max(height, hy + hostH + GAP);
       });
       x += w + GAP;
@@ -166,10 +169,10 @@ _JS = r"""
     for (const e of marked) {  // one label per marked element naming its classes (GPUs: the outline and their host's label)
       if (e.classList.contains('gpu')) continue;
       const b = e.getBBox(), text = e.getAttribute('data-bn');
-      const edge = e.tagName.toLowerCase() === 'line', agg = e.classList.contains('leaf-agg');
-      const t = svg('text', {class: 'bn-label', 'data-class': text, 'text-anchor': edge ? 'start' : 'end',
-                             x: edge ? b.x + b.width / 2 + 4 : b.x + b.width - 4,
-                             y: edge ? b.y + b.height / 2 + 4 : (agg ? b.y + b.height - 5 : b.y + 12)}, gLabels);
+      const tag = e.tagName.toLowerCase(), edge = tag === 'line' || tag === 'polyline', agg = e.classList.contains('leaf-agg');
+      let lx = edge ? b.x + b.width / 2 + 4 : b.x + b.width - 4, ly = edge ? b.y + b.height / 2 + 4 : (agg ? b.y + b.height - 5 : b.y + 12);
+      if (tag === 'polyline') { const p = e.getAttribute('points').split(' ').map(Number); lx = p[2] + 3; ly = p[3] + 12; }  // beside its host
+      const t = svg('text', {class: 'bn-label', 'data-class': text, 'text-anchor': edge ? 'start' : 'end', x: lx, y: ly}, gLabels);
       t.textContent = text;
     }
     html('div', {}, panel, 'Bottleneck of each class (red):');

@@ -142,7 +142,7 @@ def test_rendered_page(chromium, lora, tmp_path):
     assert len(re.findall(r'<g class="gpu[^"]*" data-key="gpu:node\d/gpu\d" data-gpu="[^"]+" data-rank="\d+" '
                           r'data-tp="\d"', dom)) == 32
     # each class's bottleneck is marked in the picture: chosen dp on node1's uplink to the leaf
-    assert re.search(r'<line class="link bottleneck" data-key="edge:host:node1"[^>]*data-bn="dp"', dom)
+    assert re.search(r'<polyline class="link bottleneck" data-key="edge:host:node1"[^>]*data-bn="dp"', dom)
     for cls in ("tp", "dp", "pp"):
         assert re.search(rf'class="[^"]*bottleneck[^"]*"[^>]*data-bn="[^"]*\b{cls}\b', dom), cls
         assert f'<div class="bar chosen" data-class="{cls}"' in dom and f'<div class="bar baseline" data-class="{cls}"' in dom
