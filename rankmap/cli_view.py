@@ -62,6 +62,8 @@ def _read_result(path: str) -> dict:
         raise InvalidArgumentError(f"result file {path!r} does not exist", "result") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidArgumentError(f"cannot read result file {path!r}: {exc}", "result") from None
+    if not text.strip():
+        raise InvalidArgumentError(f"result file {path!r} is empty (the JSON `rankmap solve` prints)", "result")
     doc = load_json(text, f"result file {path}", "result")
     if not isinstance(doc, dict):
         raise InvalidArgumentError(f"result file {path}: not a rankmap solve result (a JSON object)", "result")

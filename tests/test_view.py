@@ -92,6 +92,9 @@ def test_cli_view_and_emit(lora, tmp_path, capsys):
 
 def test_cli_bad_input(tmp_path, capsys):
     bad_input(capsys, "view", tmp_path / "none.json", "-o", tmp_path / "x.html", needle="does not exist")
+    (tmp_path / "empty.json").write_text("")
+    bad_input(capsys, "view", tmp_path / "empty.json", "-o", tmp_path / "x.html", needle="is empty")
+    bad_input(capsys, "view", JOB, "-o", tmp_path / "x.html", needle="malformed JSON")
     (tmp_path / "list.json").write_text("[1, 2]")
     bad_input(capsys, "view", tmp_path / "list.json", "-o", tmp_path / "x.html", needle="not a rankmap solve result")
     (tmp_path / "obj.json").write_text('{"order": "tp-cp-ep-dp-pp"}')
