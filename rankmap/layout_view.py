@@ -116,6 +116,7 @@ def fabric_tree(graph, host_of_gpu: Mapping[str, str]) -> dict:
 
 
 def _config(result: Mapping, order: str):
+    """The result's parallel sizes under ``order`` (dp follows from world_size)."""
     from rankmap.solver import parallel_config
 
     sizes = dict(result.get("sizes") or {})
@@ -126,7 +127,6 @@ def _config(result: Mapping, order: str):
     kw = {k: v for k, v in sizes.items() if k in ("tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances")}
     if hcp:
         kw["hierarchical_context_parallel_sizes"] = hcp
-    kw.pop("dp", None)
     return parallel_config(world, order=order, **kw)
 
 
