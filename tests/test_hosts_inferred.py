@@ -14,6 +14,8 @@ import json
 import grpc
 import networkx as nx
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from rankmap.solver import SolveOptions, parallel_config, solve
 from rankmap.solver.errors import InvalidArgumentError
@@ -165,6 +167,10 @@ def test_grpc_solve_and_error(client, channel):
         stub_for(channel).Solve(bad, timeout=60)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "give each GPU its host" in err.value.details()
+    status = rpc_status.from_call(err.value)
+    br = error_details_pb2.BadRequest()
+    next(d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)).Unpack(br)
+    assert [v.field for v in br.field_violations] == ["cluster.devices"]  # GPUs are the request's devices
 
 
 def test_host_topology_graph_without_hosts_is_one_host(tmp_path, capsys):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from rankmap.solver.formats import bandwidth_levels, build_cluster, summarize
 from rankmap.solver.formats.generations import GENERATIONS
@@ -105,3 +107,7 @@ def test_grpc_import(channel, client):
                                                                 text=NVL72.read_text(), gpu="gb200"), timeout=30)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "--gpus-per-node" in err.value.details()
+    status = rpc_status.from_call(err.value)
+    br = error_details_pb2.BadRequest()
+    next(d for d in status.details if d.Is(error_details_pb2.BadRequest.DESCRIPTOR)).Unpack(br)
+    assert [v.field for v in br.field_violations] == ["gpus_per_node"]
