@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any, Mapping
 
 from rankmap.solver.errors import InvalidArgumentError
