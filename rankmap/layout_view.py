@@ -257,6 +257,13 @@ def layout_data(result: Mapping, graph=None, max_hosts: int = MAX_DRAWN_HOSTS) -
         from rankmap.solver.fabric.hostinfer import infer_hosts
 
         g = infer_hosts(graph)
+        gpu_ids = {str(n) for n, d in g.nodes(data=True) if _kind(d) == "gpu"}
+        for part in (result, result.get("baseline") or {}):
+            missing = [d for d in (str(x) for x in part.get("assignment") or []) if d not in gpu_ids]
+            if missing:
+                raise InvalidArgumentError(f"the result's GPU {missing[0]!r} is not a GPU of the cluster given "
+                                           f"({len(missing)} such): give the cluster the result was solved on",
+                                           "cluster")
         for n, d in g.nodes(data=True):
             if _kind(d) == "gpu":
                 host_of_gpu[str(n)] = str(d.get("host") or n)

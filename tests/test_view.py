@@ -90,11 +90,14 @@ def test_cli_view_and_emit(lora, tmp_path, capsys):
     assert json.loads(emitted.read_text().split('id="rankmap-data">')[1].split("</script>")[0])["has_fabric"]
 
 
-def test_cli_bad_input(tmp_path, capsys):
+def test_cli_bad_input(lora, tmp_path, capsys):
     bad_input(capsys, "view", tmp_path / "none.json", "-o", tmp_path / "x.html", needle="does not exist")
     (tmp_path / "empty.json").write_text("")
     bad_input(capsys, "view", tmp_path / "empty.json", "-o", tmp_path / "x.html", needle="is empty")
     bad_input(capsys, "view", JOB, "-o", tmp_path / "x.html", needle="malformed JSON")
+    (tmp_path / "other.json").write_text(json.dumps({"nodes": [{"id": "x/gpu0", "kind": "gpu"}], "edges": []}))
+    bad_input(capsys, "view", lora[0], "--cluster", tmp_path / "other.json", "-o", tmp_path / "x.html",
+              needle="the result's GPU 'node1/gpu0' is not a GPU of the cluster given (16 such)")
     (tmp_path / "list.json").write_text("[1, 2]")
     bad_input(capsys, "view", tmp_path / "list.json", "-o", tmp_path / "x.html", needle="not a rankmap solve result")
     (tmp_path / "obj.json").write_text('{"order": "tp-cp-ep-dp-pp"}')
