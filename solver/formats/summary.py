@@ -64,9 +64,6 @@ class _UnionFind:
 #: Most components one GPU may touch at one bandwidth for :func:`_level_counts` (2**k subsets per GPU).
 MAX_PORT_COMPONENTS = 8
 
-#: Widest-path searches that may look for the levels' example pairs before the remaining GPUs are tried in order.
-EXAMPLE_SEARCHES = 64
-
 
 def _level_counts(G: nx.Graph, gpus: list, is_gpu: dict):
     """Exact GPU-pair counts per route bandwidth without a search per GPU, or None.
@@ -82,11 +79,9 @@ def _level_counts(G: nx.Graph, gpus: list, is_gpu: dict):
     O(thresholds × (links + GPUs × 2**k)), k the components a GPU touches (1-3 on real
     hosts); no per-pair or per-source work.
 
-    Returns ``(counts, signatures, direct)``: ``counts`` ``[(GB/s, pairs)]`` widest first,
-    only levels with pairs; ``signatures[t][i]`` the frozenset ``C_t`` of GPU i;
-    ``direct`` ``{(i, j): GB/s}`` (i < j, GPU positions).  None when some GPU touches more
-    than :data:`MAX_PORT_COMPONENTS` components, or when some connected GPU pair has no
-    route avoiding other GPUs (the caller then searches per source).
+    Returns ``[(GB/s, pairs)]`` widest first, only levels with pairs; None when some GPU
+    touches more than :data:`MAX_PORT_COMPONENTS` components, or when some connected GPU
+    pair has no route avoiding other GPUs (the caller then searches per source).
     """
     from math import comb
 
@@ -113,7 +108,6 @@ def _level_counts(G: nx.Graph, gpus: list, is_gpu: dict):
     uf = _UnionFind()
     k = 0
     ge: dict[float, int] = {}
-    sigs: dict[float, list] = {}
     for t in sorted(widths, reverse=True):
         while k < len(plain) and plain[k][0] >= t:
             uf.union(plain[k][1], plain[k][2])
@@ -130,7 +124,6 @@ def _level_counts(G: nx.Graph, gpus: list, is_gpu: dict):
         shared = sum((comb(n, 2) if len(sub) % 2 else -comb(n, 2)) for sub, n in n_sub.items())
         extra = sum(1 for (i, j), w in direct.items() if w >= t and not (sig[i] & sig[j]))
         ge[t] = shared + extra
-        sigs[t] = sig
     # every connected GPU pair must have a GPU-free route (else the caller's fallback)
     connected = sum(comb(sum(1 for n in comp if is_gpu[n]), 2) for comp in nx.connected_components(G))
     lowest = min(widths) if widths else None
@@ -142,7 +135,7 @@ def _level_counts(G: nx.Graph, gpus: list, is_gpu: dict):
         if ge[t] > prev:
             counts.append((t, ge[t] - prev))
         prev = ge[t]
-    return counts, sigs, direct
+    return counts
 
 
 def bandwidth_levels(G: nx.Graph, max_sources: int = 1024) -> list[tuple[float, int, tuple[Any, Any]]]:
@@ -173,7 +166,7 @@ def _bandwidth_levels(G: nx.Graph, max_sources: int = 1024) -> tuple[list, bool]
     fast = _level_counts(G, gpus, is_gpu)
     if fast is None:
         return _levels_per_source(G, gpus, is_gpu, max_sources), len(gpus) > max_sources
-    counts = fast[0]
+    counts = fast
     pos = {n: i for i, n in enumerate(gpus)}
     want = {w for w, _ in counts}
     examples: dict[float, tuple] = {}
