@@ -36,8 +36,10 @@ LAUNCH_ORDER_POLICIES = ("sorted", "listed")
 #: Named domain levels a constraint can refer to.  ``nvlink`` is the finest
 #: bandwidth level, ``host`` the ``host`` attribute, ``leaf``/``spine``/``core``
 #: the first/second/third bandwidth level coarser than a host; ``level:N`` is
-#: the N-th bandwidth level counted from the finest (0).
-DOMAIN_LEVELS = ("nvlink", "host", "leaf", "spine", "core")
+#: the N-th bandwidth level counted from the finest (0); ``host_type`` the hosts of one type (the
+#: same GPU count; a ``host_type`` attribute on the GPUs, e.g. from ``--host-topology HOSTLIST=FILE``,
+#: tells types of one count apart): ``tp within host_type`` keeps TP groups off hosts of different sizes.
+DOMAIN_LEVELS = ("nvlink", "host", "leaf", "spine", "core", "host_type")
 
 
 @dataclass(frozen=True)

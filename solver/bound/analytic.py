@@ -26,6 +26,11 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   (Σ_D ⌊|D|/k⌋ ≥ groups), some group is split over level-``(j*−1)`` domains;
   its flows connect all its members, so one of its flows joins GPUs first
   joined at level ≥ ``j*``: ``T ≥ fb / R_{≥j*}``.
+* **channels**: a ring group spanning NCCL nodes with ``c`` channels sends ``fb/c`` per
+  channel between nodes (``≥ fb/(c·R_inter)``) and holds ``≥ c`` members on each node, joined
+  by an intra-node ring edge of ``fb·(c−1)/c`` at most the rate of the best ring of ``≥ c``
+  GPUs inside a host: the per-flow floor is the least over ``c`` of the larger of the two,
+  when that is below the one-ring floors.
 * **per ring edge**: a ring collective of ``n ≥ 3`` members is as fast as its
   slowest edge, and no ring of ``n`` GPUs has a slowest edge faster than
   :func:`~rankmap.solver.bound.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
@@ -149,10 +154,12 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
             per_flow = max(per_flow, fb / (rr * 1e9))
     if kind in RING_KINDS:
         # a group spanning NCCL nodes runs c channels of fb/c between them and ≥ fb·(c−1)/c per
-        # intra-node edge (solver/bound/ncclterms.py): the least over c of the larger of the two
+        # intra-node edge (solver/bound/ncclterms.py), an edge of a ring of ≥ c GPUs inside a node, no
+        # faster than the best such ring (_node_ring_rates): the least over c of the larger of the two
         r_inter = inter_host_rate_gbps(cluster) * 1e9
         if r_inter > 0:
-            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / b[0])
+            intra = _node_ring_rates(cluster, max_channels(cluster, n), b[0])
+            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / intra[c])
                         for c in range(1, max_channels(cluster, n) + 1))
             per_flow = min(per_flow, split)
     cut = 0.0
@@ -192,6 +199,34 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
     return max(per_flow, port, cut)
 
 
+def _node_ring_rates(cluster: Cluster, c_max: int, widest: float) -> np.ndarray:
+    """Per channel count ``c`` (index 1..c_max): the most, bytes/s, the slowest intra-node ring edge of a group
+    running ``c`` channels across NCCL nodes can get.
+
+    Each of the group's node blocks then holds ``k_h ≥ c`` members (``c`` is at most the rails of
+    any block) joined by a ring of ``k_h`` GPUs inside the node, no faster than the best ring of
+    ``k_h`` GPUs inside a host (:func:`~.ringrate.host_ring_rate_gbps`); so the largest of those over
+    ``k_h ≥ c``.  ``widest`` (the widest pair rate) where that is unknown: NCCL nodes that are not the
+    hosts (NVLink domains), hosts too large to search, or ``c ≤ 2`` (a ring of two is one pair).
+    """
+    from .ringrate import host_ring_rate_gbps
+
+    out = np.full(c_max + 1, float(widest))
+    topo = cluster.nccl_topology
+    if c_max < 3 or topo is None or not np.array_equal(topo.node_of, cluster.host_of):
+        return out
+    G = int(cluster.gpus_per_host.max())
+    rates = [host_ring_rate_gbps(cluster, m) for m in range(3, G + 1)]
+    if any(r is None for r in rates):
+        return out
+    best = 0.0
+    for m in range(G, 2, -1):  # suffix maximum over k_h >= c
+        best = max(best, float(rates[m - 3]) * 1e9)
+        if m <= c_max:
+            out[m] = min(float(widest), best)
+    return out
+
+
 def _part_sizes(cfg: ParallelConfig, traffic, c: str):
     """(groups, size) of each part of class ``c``: list of (Collective, groups k, size k)."""
     from ..traffic import class_collectives, class_group_size
@@ -227,8 +262,9 @@ def lower_bound(
     extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(v, own[c])]
              for c, v in parts.items()}
     total = sum(float(exposure.get(c, 1.0)) * (sum(v) + sum(extra[c])) for c, v in own.items())
-    lat_min = sum(float(exposure.get(c, 1.0)) * sum(latency_extra_seconds(cluster, p.kind, k, 0.0) for p, _g, k in v)
-                  for c, v in parts.items())
+    # the joint bound charges each part a bandwidth time B >= its own floor; NCCL's latency adds at
+    # least extra(B) >= extra(own floor) (extra is nondecreasing: min over protocols of lat + B(1/eff - 1))
+    lat_min = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in extra.items())
     return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]) + lat_min)
 
 
@@ -436,7 +472,9 @@ def search_lower_bound(
     elif plain > 0:
         from .cutbound import joint_cut_bound
 
-        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, 0.0) for i in range(len(size_terms[c])))
+        # latency beyond each part's own floor (lower_bound: extra is nondecreasing in the bandwidth time)
+        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
+                                                         for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
         plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:

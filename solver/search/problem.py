@@ -34,7 +34,7 @@ from .constraints import check_capacity, satisfies
 from .deadline import Deadline, search_seconds
 
 __all__ = ["Candidate", "Problem", "REL_TOL", "check_traffic", "cluster_model", "progress_reporter",
-           "solve_deadline"]
+           "solve_deadline", "mixed_host_constraints"]
 
 #: Costs within this relative tolerance of the best are tied.
 REL_TOL = 1e-9
@@ -99,15 +99,6 @@ class Problem:
                 + ("" if not more else "; a job needs one GPU per rank"),
                 "world_size",
             )
-        if options.mode == "launcher":
-            gph = cluster.gpus_per_host
-            if not cluster.equal_hosts:
-                detail = ", ".join(f"{h}={c}" for h, c in list(zip(cluster.hosts, gph.tolist()))[:6])
-                raise InvalidArgumentError(
-                    f"launcher mode needs the same GPU count on every host (torchrun --nproc-per-node), got "
-                    f"{detail}; use mode free",
-                    "mode",
-                )
         report("orders")
         orders = candidate_orders(cfg, options.orders)
         if not orders:
@@ -118,7 +109,7 @@ class Problem:
         baseline_dev = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
         base_groups = megatron_groups(base_cfg)
         baseline_cost = layout_cost(cluster, base_cfg, baseline_dev, traffic, base_groups, exposure)
-        constraints = tuple(options.constraints)
+        constraints = tuple(options.constraints) + mixed_host_constraints(cluster, options, cfg)
         for c in constraints:
             cluster.level_labels(c.level)  # validates the level name
         check_capacity(cluster, base_cfg, constraints)
@@ -164,6 +155,24 @@ class Problem:
         if not satisfies(self.cluster, self.baseline_cfg, self.baseline_groups, self.baseline_dev, self.constraints):
             return None
         return Candidate(self.baseline_cfg, self.baseline_dev, self.baseline_cost, -1)
+
+
+def mixed_host_constraints(cluster: Cluster, options: SolveOptions, cfg: ParallelConfig) -> tuple:
+    """The constraints launcher mode adds on hosts of several sizes (issue 27 item 2): ``tp within
+    host_type``, so that no TP group straddles hosts of different sizes (or topologies).
+
+    Launcher layouts give each host one contiguous block of ranks, as many as its GPUs (torchrun
+    ``--nproc-per-node`` per host); a TP group across an 8-GPU and a 4-GPU host would run its
+    all-reduce at the slower host's NIC rate.  Nothing is added on equal hosts, in other modes,
+    when tp is 1, or when the user constrains tp already.
+    """
+    from ..types import Constraint
+
+    if options.mode != "launcher" or cluster.equal_hosts or cfg.tp <= 1 and cfg.etp <= 1:
+        return ()
+    given = {c.traffic_class for c in options.constraints}
+    return tuple(Constraint(c, "host_type") for c in ("tp", "etp")
+                 if c not in given and getattr(cfg, c) > 1)
 
 
 def solve_deadline(deadline: Deadline | None, options: SolveOptions, world_size: int,
