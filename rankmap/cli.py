@@ -1,7 +1,7 @@
 """The ``rankmap`` command line (DESIGN §7).
 
 Subcommands: ``groups``, ``solve``, ``evaluate``, ``cluster``, ``traffic``,
-``serve``, ``batch``, ``check``, ``request``, ``repair``, ``compare``.  Every failure caused by the input
+``serve``, ``batch``, ``check``, ``request``, ``repair``, ``compare``, ``view``.  Every failure caused by the input
 exits with status 2
 after printing exactly one line on stderr and nothing on stdout.
 """
@@ -347,6 +347,7 @@ _OPTIONAL_COMMANDS = (
     "rankmap.cli_batch",
     "rankmap.cli_check",
     "rankmap.cli_repair",
+    "rankmap.cli_view",
 )
 
 
@@ -356,6 +357,7 @@ _COMMAND_MODULES = {
     "traffic": "rankmap.cli_traffic", "serve": "rankmap.cli_serve", "batch": "rankmap.cli_batch",
     "check": "rankmap.cli_check", "request": "rankmap.cli_check",
     "repair": "rankmap.cli_repair", "compare": "rankmap.cli_repair",
+    "view": "rankmap.cli_view",
 }
 
 

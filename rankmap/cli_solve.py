@@ -58,9 +58,12 @@ def prepare_args(args: argparse.Namespace):
     return tuple(resolved)
 
 
-def solve_from_args(args: argparse.Namespace):
-    """Run the solve described by parsed arguments (in process or via --server)."""
+def solve_from_args(args: argparse.Namespace, keep: dict | None = None):
+    """Run the solve described by parsed arguments (in process or via --server); ``keep["graph"]``
+    receives the cluster graph when ``keep`` is a dict (``--emit html`` draws it)."""
     graph, cfg, traffic, options = prepare_args(args)
+    if keep is not None:
+        keep["graph"] = graph
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
         from rankmap.solver.fabric.cluster import cluster_from_graph
@@ -84,11 +87,19 @@ def solve_from_args(args: argparse.Namespace):
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     check_emit(args)
-    result = solve_from_args(args)
+    keep: dict = {}
+    html_path = None
+    if getattr(args, "emit", None) == "html":  # the picture (rankmap.layout_view), not a launch file
+        html_path, args.emit, args.output = args.output, None, None
+    result = solve_from_args(args, keep)
     fmt = args.format or JOB_DEFAULTS["format"]
     if fmt not in ("json", "table"):
         raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
     result, written = write_launch_files(args, result)
+    if html_path:
+        from rankmap.cli_view import write_html
+
+        written[html_path] = write_html(html_path, result.to_dict(), keep.get("graph"))
     if fmt == "table":
         launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
         sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")
@@ -156,7 +167,8 @@ def register(subparsers) -> None:
     s.add_argument("--emit", default=None, metavar="KIND",
                    help="write a launch file: slurm-hostfile (SLURM_HOSTFILE for srun --distribution=arbitrary), "
                         "torchrun (a script run on every host), rankfile (Open MPI), kubernetes (node per pod "
-                        "index); needs -o FILE")
+                        "index), or html (a picture of the layout: fabric tree, TP groups, bottlenecks, chosen vs "
+                        "baseline; one self-contained page); needs -o FILE")
     s.add_argument("-o", "--output", default=None, metavar="FILE", help="the file --emit writes")
     s.add_argument("--orders", default=None,
                    help="orders to search: default (tp-cp-ep-dp-pp only; the default) | megatron-cli "

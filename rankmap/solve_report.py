@@ -326,6 +326,11 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
     lines.append("")
     lines.append(f"chosen order  {result.order}      (baseline {result.baseline.order})")
     lines.append(f"apply         {result.apply.get('note', '')}")
+    if result.apply.get("hosts_inferred"):
+        import textwrap
+
+        lines += textwrap.wrap(str(result.apply["hosts_inferred"]), TABLE_WIDTH, initial_indent="hosts         ",
+                               subsequent_indent=" " * 14)
     lines.append("")
     lines.append("node_rank  host                  CUDA_VISIBLE_DEVICES   global ranks")
     hosts = result.hosts

@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError
 from .build import fabric_from_graph
 from .domains import bandwidth_levels, non_relay_extra
 from .graph import edge_bandwidth, gpus_by_host, simple_graph
+from .hostinfer import NOTE_KEY, infer_hosts
 from .links import Fabric
 from .rails import NcclTopology, nccl_topology
 from .measured_caps import measured_cap, measured_links
@@ -95,6 +96,9 @@ class Cluster:
         seconds per byte for each pair of the host's devices (in device
         order), where ``B'`` is the widest path that does not pass through
         another GPU.  Empty for clusters where it changes nothing.
+    host_note : str or None
+        When GPUs had no ``host`` attribute and their hosts were inferred from the graph
+        (:func:`.hostinfer.infer_hosts`), the one-line note saying so; else None.
     """
 
     devices: tuple[str, ...]
@@ -114,6 +118,7 @@ class Cluster:
     nccl: "NcclModel" = None  # type: ignore[assignment]
     nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
     measured_links: tuple = ()
+    host_note: str | None = None
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -332,7 +337,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         inside a host; an ``nvlink_domain`` that is not a non-empty string
         (<= 256 characters); GPUs not connected to each other.
     """
-    graph = simple_graph(graph)
+    graph = infer_hosts(simple_graph(graph))
     nccl = DEFAULT_NCCL if nccl is None else nccl
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
@@ -461,6 +466,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
+    object.__setattr__(cl, "host_note", graph.graph.get(NOTE_KEY))
     object.__setattr__(cl, "nccl", nccl)
     if measured:
         object.__setattr__(cl, "measured_links", measured_links(fabric, measured))

@@ -228,10 +228,15 @@ def usable_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_ho
     """GPUs of ``graph`` that are not excluded: the default world size.
 
     A GPU is a node of ``kind`` ``"gpu"`` (the default, DESIGN §2); its host is
-    its ``host`` attribute, or itself when absent or empty.  O(nodes).
+    its ``host`` attribute, else the one :func:`~rankmap.solver.fabric.hostinfer.infer_hosts`
+    finds, else itself.  O(nodes + edges).
     """
     devs = {str(d) for d in exclude_devices}
     hosts = {str(h) for h in exclude_hosts}
+    if hosts:
+        from ..fabric.hostinfer import infer_hosts
+
+        graph = infer_hosts(graph)  # an excluded host may be an inferred one
     n = 0
     for node, data in graph.nodes(data=True):
         if data.get("kind", "gpu") != "gpu":

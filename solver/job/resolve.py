@@ -180,9 +180,13 @@ def job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
             "cluster",
         )
     if job.get("cluster"):
+        from ..fabric.hostinfer import NOTE_KEY, infer_hosts
         from ..formats.graphfile import load_graph
 
-        return load_graph(job["cluster"])
+        G = infer_hosts(load_graph(job["cluster"]))  # GPUs without host: their machines, or an error
+        if warn is not None and G.graph.get(NOTE_KEY):
+            warn(str(G.graph[NOTE_KEY]))
+        return G
     if not cluster_keys_given(job):
         raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
                                    "cluster")

@@ -125,6 +125,15 @@ def _status(cost: float, lower: float, enumerated: bool, stopped: bool = False) 
     return ("OPTIMAL" if optimal else "FEASIBLE"), min(lower, cost)
 
 
+def _with_host_note(apply: dict, cluster) -> dict:
+    """``apply`` with ``hosts_inferred`` (the note of :func:`~rankmap.solver.fabric.hostinfer.infer_hosts`)
+    when the cluster's hosts were inferred from the graph."""
+    note = getattr(cluster, "host_note", None)
+    if note:
+        apply = {**apply, "hosts_inferred": note}
+    return apply
+
+
 def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, orders) -> SolveResult:
     devices = p.cluster.devices
     hosts = host_placements(p.cluster, best.dev_of_rank)
@@ -144,7 +153,7 @@ def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, o
         solve_seconds=time.perf_counter() - t0,
         groups=megatron_groups(best.cfg),
         traffic=p.traffic,
-        apply=apply_instructions(best.cfg, hosts, p.launcher),
+        apply=_with_host_note(apply_instructions(best.cfg, hosts, p.launcher), p.cluster),
         mode=p.options.mode,
         orders_searched=tuple(c.order for c in orders),
         stopped_by=p.deadline.stopped_by,

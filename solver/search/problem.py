@@ -22,6 +22,7 @@ import numpy as np
 from ..cost.timemodel import layout_cost
 from ..errors import InvalidArgumentError
 from ..fabric.cluster import Cluster, cluster_from_graph
+from ..fabric.hostinfer import infer_hosts
 from ..launch.placement import launcher_device_order
 from ..megatron.config import ParallelConfig
 from ..megatron.catalogue import megatron_groups
@@ -198,7 +199,7 @@ def cluster_model(graph: nx.Graph | Cluster, options: SolveOptions, deadline: De
     if isinstance(graph, Cluster):
         cluster = graph
     else:
-        g = graph
+        g = infer_hosts(graph)  # excluded hosts may name inferred ones
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         # the cluster model takes seconds at 131,072 GPUs: cancellation (a gRPC deadline) stops it
