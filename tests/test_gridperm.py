@@ -101,3 +101,26 @@ def test_a_grid_permutation_is_the_two_channel_layout():
     best = min(costs, key=costs.get)
     assert best == "dense:tp-cp-pp-dp"
     assert costs[best] == pytest.approx(0.040 + 0.075 + 1.875e9 / 24e9, rel=1e-12)
+
+
+def test_the_launcher_bound_knows_the_orders_keep_the_data_parallel_ring_inside_a_host():
+    """The same instance in launcher mode: every legal order ends with pp (edp = 4 ≠ dp = 2), so a host runs
+    one stage's tp x cp x dp block and each dp-cp group of 4 is a ring inside one host, over the PCIe
+    switch (the best ring of 4 GPUs there: 32 GB/s, NVLink pairs joined through PCIe): 3.75e9 / 32 GB/s =
+    117.19 ms.  tp and cp compete for the NVLink pairs: 40 + 75 ms (tp on the pairs) or 100 + 30 ms.  The
+    launcher bound (bound/analytic.in_host_ring_floor, the joint cut over the order's own floors) is the
+    launcher optimum, 232.19 ms, the baseline: OPTIMAL."""
+    from rankmap.solver.bound.analytic import search_lower_bound
+    from rankmap.solver.megatron.orders import candidate_orders
+    from rankmap.solver import cluster_from_graph
+
+    nccl = NcclModel(latency=False)
+    cl = cluster_from_graph(_nvlink_pair_hosts(), nccl=nccl)
+    cfg = parallel_config(16, tp=2, cp=2, pp=2)
+    traffic = {"tp": 3.2e9, "cp": 2.4e9, "dp": 5.0e9}
+    want = 0.040 + 0.075 + 3.75e9 / 32e9
+    assert search_lower_bound(cl, candidate_orders(cfg, "all"), traffic, None, "launcher") == pytest.approx(
+        want, rel=1e-12)
+    res = solve(_nvlink_pair_hosts(), cfg, traffic, SolveOptions(mode="launcher", orders="all",
+                                                                 time_limit_seconds=2.0, nccl=nccl))
+    assert res.status == "OPTIMAL" and res.cost.total_seconds == pytest.approx(want, rel=1e-12)

@@ -106,7 +106,8 @@ from .ncclterms import (all_reduce_floor_seconds, crossing_bytes, latency_extra_
                         tree_may_run)
 from .ringrate import RING_KINDS, ring_rate_gbps
 
-__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "EXACT_CUT_MAX_BLOCKS"]
+__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "in_host_ring_floor",
+           "EXACT_CUT_MAX_BLOCKS"]
 
 #: Components of the block graph up to this many blocks get their exact minimum cut (2^c subsets).
 EXACT_CUT_MAX_BLOCKS = 12
@@ -114,6 +115,8 @@ EXACT_CUT_MAX_BLOCKS = 12
 EXACT_CUT_MAX_SHAPES = 32
 #: Launcher terms are computed while orders x world size stays below this (else the size terms alone).
 LAUNCHER_WORK_MAX = 1 << 23
+#: The joint cut bound is recomputed with a launcher order's own floors up to this many ranks.
+JOINT_PER_ORDER_MAX_RANKS = 512
 #: Parts with more flows than this skip the launcher terms (all-to-all at scale).
 LAUNCHER_MAX_FLOWS = 1 << 22
 
@@ -480,17 +483,65 @@ def search_lower_bound(
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf
+    joint_of: dict = {}  # the orders' floors -> the joint cut bound over them
     for ocfg in orders:
         groups = megatron_groups(ocfg)
         total = 0.0
+        floors: dict[str, list[float]] = {}
+        lat = 0.0
+        inside = False  # some part kept inside hosts by the order is slower than its order-free floor
         for c in TRAFFIC_CLASSES:
             x = float(exposure.get(c, 1.0))
             if not size_terms[c] or x == 0:
                 continue
             arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
             for i, (p, v) in enumerate(size_terms[c]):
-                floor = max(v, launcher_part_bound(cluster, p, arr))
+                ring = in_host_ring_floor(cluster, p, arr)
+                inside = inside or ring > v
+                floor = max(v, launcher_part_bound(cluster, p, arr), ring)
+                floors.setdefault(c, []).append(floor)
                 nodes = _launcher_nodes(cluster, p, arr)
-                total += x * (floor + latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes))
+                extra = latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes)
+                lat += x * extra
+                total += x * (floor + extra)
+        key = tuple((c, tuple(v)) for c, v in sorted(floors.items()))
+        if inside and cfg0.world_size <= JOINT_PER_ORDER_MAX_RANKS:
+            # the classes compete for the domains with this order's floors (a ring kept inside a host)
+            if key not in joint_of:
+                from .cutbound import joint_cut_bound
+
+                joint_of[key] = joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: floors[c][i])
+            total = max(total, joint_of[key] + lat)
         best = min(best, total)
     return float(max(best, plain))
+
+
+def in_host_ring_floor(cluster: Cluster, part, groups: np.ndarray) -> float:
+    """A floor, seconds, on a ring part whose groups all lie inside one host in a launcher order, else 0.
+
+    In launcher mode ranks ``[bG, (b+1)G)`` run on one host; when every group of the part holds
+    ranks of one block, every layout runs it as a one-node ring of ``k ≥ 3`` GPUs inside a host
+    (``fb`` per edge, no channels across hosts), no faster than the best such ring
+    (:func:`~.ringrate.host_ring_rate_gbps`): ``fb / ring rate``; an all-reduce the least of that
+    and the other algorithms' floors (NVLS inside a node).  0 for groups of two (one pair: the
+    widest-pair floor stands), uneven hosts, or groups that span hosts.
+    """
+    from ..cost.timemodel import flow_bytes
+    from ..traffic import subgroups
+    from .ringrate import host_ring_rate_gbps
+
+    k = int(part.size or groups.shape[1])
+    if part.kind not in RING_KINDS or k < 3 or not cluster.equal_hosts:
+        return 0.0
+    G = int(cluster.gpus_per_host[0])
+    sub = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part) // G
+    if sub.ndim != 2 or sub.shape[1] != k or np.any(sub != sub[:, :1]):
+        return 0.0
+    rate = host_ring_rate_gbps(cluster, k)
+    if not rate:
+        return 0.0
+    fb = flow_bytes(part.kind, part.payload_bytes, k)
+    t = fb / (float(rate) * 1e9)
+    if part.kind == "all_reduce":
+        t = all_reduce_floor_seconds(cluster, k, part.payload_bytes, fb, t)
+    return t
