@@ -84,7 +84,7 @@ FREE_AFTER_LAUNCHER_SHARE = 0.25
 FREE_PARTITION_SHARE = 0.12
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
-FREE_GRID_SHARE = 0.06
+FREE_GRID_SHARE = 0.03
 
 
 def solve(
