@@ -252,5 +252,8 @@ def register(subparsers) -> None:
                    help="launcher (default), free or fixed, as for solve")
     c.add_argument("--orders", default=None, help="orders to search, as for solve")
     c.add_argument("--exclude-device", action="append", default=None, help="GPU node id not to use (repeatable)")
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(c)  # measured link rates, as for solve (job keys measured / exclude_slow)
     c.add_argument("--format", choices=("json", "table"), default=None, help="json (default) or table")
     c.set_defaults(func=_cmd_compare)

@@ -307,3 +307,19 @@ def test_compare_cli_bad_input(capsys, files, allocs, extra, needle):
     cluster, _ = files
     args = [x for a in allocs for x in ("--allocation", a)]
     bad_input(capsys, "compare", cluster, *args, "--tp", 4, "--pp", 2, "--traffic", "pp=8e9", *extra, needle=needle)
+
+
+def test_compare_cli_applies_measured_rates(capsys, files, tmp_path):
+    """--measured caps the links as for solve: node000-node001 measured at 12 GB/s (one flow per rail) caps
+    both hosts' NIC links, which every layout of both allocations crosses with its pipeline flows
+    (both hold node000 and node001): each costs 8e9 / 12e9 = 666.7 ms (166.7 and 333.3 ms without), a tie
+    ranked in the given order."""
+    cluster, _ = files
+    measured = tmp_path / "pairs.csv"
+    measured.write_text("node000,node001,12\n")
+    code, out, err = run(capsys, "compare", cluster, "--allocation", ALLOC_B, "--allocation", ALLOC_A,
+                         "--tp", 4, "--pp", 2, "--traffic", "pp=8e9", "--no-nccl-latency", "--time-limit", 4,
+                         "--measured", str(measured))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [a["cost"]["total_seconds"] for a in doc["allocations"]] == pytest.approx([8e9 / 12e9] * 2, rel=1e-9)

@@ -260,7 +260,7 @@ def resolve_compare(job: Mapping[str, Any], given: Mapping[str, Any] | None, all
     """A comparison's job as ``rankmap compare`` reads it: ``(ResolvedJob, allocations)``.
 
     As :func:`~rankmap.solver.job.resolve.resolve_job` (a job file named as the cluster fills the
-    keys left unset; Megatron-LM arguments give sizes), except that the world size defaults to the
+    keys left unset; Megatron-LM arguments give sizes; measured rates cap the links), except that the world size defaults to the
     GPUs of each allocation (:func:`allocation_world_size`) rather than the whole cluster's.
 
     Raises
@@ -270,19 +270,12 @@ def resolve_compare(job: Mapping[str, Any], given: Mapping[str, Any] | None, all
         of different sizes without a world size.
     """
     from ..megatron.ranks import DEFAULT_ORDER
-    from .model import job_sizes, load_job_file
-    from .resolve import ResolvedJob, job_cluster, job_megatron_sizes, job_options, job_traffic
-    from .values import fill_job
+    from .model import job_sizes
+    from .resolve import ResolvedJob, job_graph, job_traffic
 
-    filled = fill_job(job, given)
-    cluster = filled.get("cluster")
-    if cluster and str(cluster).lower().endswith((".yaml", ".yml")):
-        filled = fill_job(load_job_file(cluster), {**filled, "cluster": None})
-    filled = job_megatron_sizes(filled, warn)
-    graph = job_cluster(filled, warn)
-    options = job_options(filled)
+    filled, graph, options, measured = job_graph(job, given, warn)  # measured rates too, as a solve
     allocations = parse_allocations(allocation_texts, graph)
     sizes = job_sizes(filled)
     W = allocation_world_size(graph, allocations, sizes, options.exclude_devices)
     cfg = sizes.replace(world_size=W).to_config(DEFAULT_ORDER)
-    return ResolvedJob(graph, cfg, job_traffic(filled, cfg), options, filled), allocations
+    return ResolvedJob(graph, cfg, job_traffic(filled, cfg), options, filled, measured), allocations

@@ -32,6 +32,7 @@ from .values import exposure_from_value, fill_job, job_nccl, launch_order_from_v
 __all__ = [
     "ResolvedJob",
     "resolve_job",
+    "job_graph",
     "job_model",
     "job_traffic",
     "job_cluster",
@@ -334,6 +335,35 @@ class ResolvedJob:
         return iter((self.graph, self.cfg, self.traffic, self.options))
 
 
+def job_graph(job: Mapping[str, Any], given: Mapping[str, Any] | None = None, warn: Warn | None = None):
+    """A job's keys filled, its cluster graph with the measured rates applied, and its options:
+    ``(filled keys, graph, SolveOptions, MeasuredGraph)`` (the part of :func:`resolve_job` before the
+    world size; ``rankmap compare`` shares it).  Hosts ``exclude_slow`` drops are excluded in the options.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad value, named by its key.
+    OSError
+        A file that cannot be read.
+    """
+    filled = fill_job(job, given)
+    cluster = filled.get("cluster")
+    if cluster and str(cluster).lower().endswith((".yaml", ".yml")):
+        filled = fill_job(load_job_file(cluster), {**filled, "cluster": None})
+    filled = job_megatron_sizes(filled, warn)
+    graph = job_cluster(filled, warn)
+    measured = job_measured(filled, graph, warn)
+    graph = measured.graph
+    options = job_options(filled)
+    if measured.slow_hosts:
+        import dataclasses
+
+        options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
+            (*options.exclude_hosts, *measured.slow_hosts))))
+    return filled, graph, options, measured
+
+
 def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
                 warn: Warn | None = None) -> ResolvedJob:
     """``solve(graph, cfg, traffic, options)``'s arguments for a job, as ``rankmap solve`` reads them.
@@ -361,20 +391,7 @@ def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
     OSError
         A file that cannot be read.
     """
-    filled = fill_job(job, given)
-    cluster = filled.get("cluster")
-    if cluster and str(cluster).lower().endswith((".yaml", ".yml")):
-        filled = fill_job(load_job_file(cluster), {**filled, "cluster": None})
-    filled = job_megatron_sizes(filled, warn)
-    graph = job_cluster(filled, warn)
-    measured = job_measured(filled, graph, warn)
-    graph = measured.graph
-    options = job_options(filled)
-    if measured.slow_hosts:
-        import dataclasses
-
-        options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
-            (*options.exclude_hosts, *measured.slow_hosts))))
+    filled, graph, options, measured = job_graph(job, given, warn)
     gpus = usable_gpus(graph, options.exclude_devices, options.exclude_hosts)
     if gpus == 0:
         raise InvalidArgumentError("the cluster has no usable GPUs (no node of kind 'gpu', or all excluded)",
