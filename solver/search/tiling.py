@@ -27,7 +27,8 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 
-__all__ = ["TILINGS_MAX", "fabric_host_levels", "ragged_host_levels", "block_grid", "tiling_host_orders"]
+__all__ = ["TILINGS_MAX", "fabric_host_levels", "ragged_host_levels", "block_grid", "tiling_host_orders",
+           "domain_packed_host_orders"]
 
 #: At most this many tilings per order (the enumeration is in a fixed order).
 TILINGS_MAX = 24
@@ -248,3 +249,79 @@ def _tilings(H: int, sizes: list[int], fan: list[int], levels: list[np.ndarray],
         if len(out) >= TILINGS_MAX:
             break
     return out
+
+
+def domain_packed_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
+    """Host orders that keep whole multi-host NCCL nodes (NVLink domains) inside one block of the outermost axis.
+
+    In launcher mode the outermost axis of the order's block grid (pp in ``tp-cp-ep-dp-pp``) cuts the
+    host order into ``outer`` runs of ``B = H / outer`` hosts.  A ring group of an inner axis (edp, dp)
+    lives inside one run, and NCCL runs as many channels as its fewest members on one node
+    (:func:`rankmap.solver.cost.nccl.ring_flows`): a rack that a run boundary leaves with one or two
+    hosts of a run gives every group of that run one channel (an 8,192-GPU NVL72 fragment, tp4 ep8 pp4:
+    edp 22 -> 10.4 ms, the launcher order's own runs against packed ones).  The nodes fill each run
+    whole where a subset of them sums to ``B`` exactly (subset sum, tree order preferred), else as
+    close as possible, the largest remaining node split over the run's end and the next run's start.
+    One order; none when the nodes are the hosts, the hosts uneven, or the grid has a single block
+    axis.
+    """
+    G = int(cluster.gpus_per_host[0]) if len(cluster.gpus_per_host) else 0
+    H = len(cluster.hosts)
+    topo = cluster.nccl_topology
+    if not cluster.equal_hosts or topo is None or cfg.world_size != G * H:
+        return []
+    grid = block_grid(cfg, G)
+    if not grid or len(grid) < 2 or int(np.prod([n for _a, n in grid])) != H:
+        return []
+    outer = int(grid[-1][1])
+    B = H // outer
+    from .decompose import dfs_host_order
+
+    tree = dfs_host_order(cluster)
+    node_of_host = topo.node_of[cluster.first_device][tree]
+    nodes, first, counts = np.unique(node_of_host, return_index=True, return_counts=True)
+    if nodes.size >= H or nodes.size < 2:
+        return []
+    members = {int(n): tree[node_of_host == n] for n in nodes.tolist()}
+    left = sorted(members, key=lambda n: int(first[np.searchsorted(nodes, n)]))  # tree order
+    runs: list[list[np.ndarray]] = []
+    carry = np.zeros(0, dtype=np.int64)  # the hosts of a node split at the previous run's end
+    for r in range(outer):
+        room = B - carry.size
+        pick = _exact_fill([members[n].size for n in left], room) if r < outer - 1 else list(range(len(left)))
+        run = [carry] + [members[left[i]] for i in pick]
+        left = [n for i, n in enumerate(left) if i not in set(pick)]
+        got = sum(x.size for x in run)
+        carry = np.zeros(0, dtype=np.int64)
+        if got < B and left:  # split the largest remaining node: both parts as large as the room allows
+            big = max(left, key=lambda n: members[n].size)
+            left.remove(big)
+            need = B - got
+            run.append(members[big][:need])
+            carry = members[big][need:]
+        runs.append(run)
+    order = np.concatenate([np.concatenate(run) for run in runs])
+    if order.size != H or np.unique(order).size != H:
+        return []
+    return [order]
+
+
+def _exact_fill(sizes: list[int], room: int) -> list[int]:
+    """Indices of a subset of ``sizes`` summing to ``room`` exactly if any, else to the most below it
+    (subset-sum table over ``room + 1`` sums; the first items preferred)."""
+    reach = np.full(room + 1, -1, dtype=np.int64)  # reach[t]: the item that first reached sum t
+    reach[0] = len(sizes)
+    for i, w in enumerate(sizes):
+        if w <= 0 or w > room:
+            continue
+        new = np.flatnonzero(reach[: room + 1 - w] >= 0)
+        new = new[reach[new + w] < 0]
+        new = new[reach[new] != i]  # each item once: sums reached before item i only
+        reach[new + w] = i
+    t = int(np.flatnonzero(reach >= 0).max())
+    out = []
+    while t > 0:
+        i = int(reach[t])
+        out.append(i)
+        t -= sizes[i]
+    return sorted(out)
