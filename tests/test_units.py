@@ -152,3 +152,14 @@ def test_search_seconds_reserves_the_last_step_and_the_result():
     assert search_seconds(6.0, 512) == pytest.approx(5.7 - 4.5e-5 * 512)
     assert search_seconds(1.0, 131072) == pytest.approx(0.95 - 0.4)  # the reserve's cap
     assert search_seconds(0.0, 8) == 0.0
+
+
+def test_constraint_forms_split_at_the_first_separator():
+    """``tp=level:2`` is class tp within level:2 (the level keeps its colon); the other spellings agree."""
+    from rankmap.solver.types import Constraint, parse_constraint
+
+    for text in ("tp within level:2", "tp=level:2", "tp:level:2", " tp = level:2 "):
+        assert parse_constraint(text) == Constraint("tp", "level:2")
+    assert parse_constraint("ep=nvlink") == Constraint("ep", "nvlink")
+    with pytest.raises(InvalidArgumentError, match="unknown level ''"):
+        parse_constraint("tp=")
