@@ -55,21 +55,19 @@ from ..errors import InfeasibleError, InvalidArgumentError
 from ..megatron.config import ParallelConfig
 from ..results import CostBreakdown, HostPlacement
 from ..types import SolveOptions
+from .repair_search import _REL, PATCH_SHARE, PINNED_SHARE
 
 __all__ = ["REPAIR_KINDS", "PATCH_SHARE", "PINNED_SHARE", "FULL_SHARE", "RepairOption", "RepairResult", "repair",
            "running_hosts_of"]
 
 #: The options of a repair, in the order they are listed (and win ties).
 REPAIR_KINDS = ("patch", "pinned", "full")
-#: Shares of the time limit: the patch's evaluations, the pinned descent's, the full solve's time limit.
-PATCH_SHARE = 0.1
-PINNED_SHARE = 0.25
+#: Shares of the time limit: the patch's evaluations, the pinned descent's (both defined with their
+#: searches, :mod:`.repair_search`), the full solve's time limit.
 FULL_SHARE = 0.55
 #: The full solve's time limit when little is left of the repair's (seconds; its cluster model and
 #: baseline are computed whatever the limit).
 MIN_FULL_SECONDS = 0.05
-#: Costs within this relative tolerance are tied.
-_REL = 1e-9
 
 
 @dataclass(frozen=True)

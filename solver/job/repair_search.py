@@ -17,7 +17,13 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..results import CostBreakdown
 from ..types import SolveOptions
-from .repair import PATCH_SHARE, PINNED_SHARE, _REL
+
+#: Shares of the repair's time limit: the patch's evaluations and the pinned descent's
+#: (:mod:`.repair`: the full solve gets ``FULL_SHARE``).
+PATCH_SHARE = 0.1
+PINNED_SHARE = 0.25
+#: Costs within this relative tolerance are tied.
+_REL = 1e-9
 
 __all__ = ["RepairState", "patch_layout", "pinned_layout", "full_layout", "FULL_HOST_CHOICE_MAX_GPUS"]
 
