@@ -266,7 +266,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     mg = getattr(args, "measured_graph", None)
     if mg is not None and mg.pairs:
         from rankmap.cli_measured import measured_doc
-        from rankmap.solver.fabric.measured import measured_links_used
+        from rankmap.solver.cost.measured_use import measured_links_used
 
         index = job.cluster.device_index()
         dev = [index[a] for a in job.assignment]

@@ -248,7 +248,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         if job.measured is None:
             return wire.evaluate_response(cost, job.traffic)
         from rankmap.solver.fabric.cluster import cluster_from_graph
-        from rankmap.solver.fabric.measured import measured_links_used
+        from rankmap.solver.cost.measured_use import measured_links_used
 
         cl = cluster_from_graph(job.graph, check=guard.check, nccl=job.nccl)
         index = cl.device_index()

@@ -12,7 +12,8 @@ from cli_helpers import bad_input, run
 from rankmap.solver import evaluate
 from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.fabric.cluster import cluster_from_graph
-from rankmap.solver.fabric.measured import apply_measured, measured_links_used
+from rankmap.solver.cost.measured_use import measured_links_used
+from rankmap.solver.fabric.measured import apply_measured
 from rankmap.solver.fabric.rates import NcclModel
 from rankmap.solver.formats.measured import Measurement, parse_measured, read_measured
 from rankmap.solver.megatron.config import ParallelSizes

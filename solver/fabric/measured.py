@@ -45,7 +45,7 @@ from .graph import edge_bandwidth, simple_graph
 from .links import _choose
 from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
 
-__all__ = ["MeasuredGraph", "apply_measured", "measured_links_used", "check_exclude_slow"]
+__all__ = ["MeasuredGraph", "apply_measured", "check_exclude_slow"]
 
 _REL = 1e-9
 
@@ -403,49 +403,3 @@ def _slow_hosts(cl, starts, s, t, pairs, F) -> tuple:
             total[h] = total.get(h, 0) + 1
             slow[h] = slow.get(h, 0) + int(bad)
     return tuple(sorted(cl.hosts[h] for h in total if 2 * slow[h] > total[h]))
-
-
-def measured_links_used(cluster, cfg, dev_of_rank, traffic, groups=None) -> list[dict]:
-    """The measured links (:attr:`~.cluster.Cluster.measured_links`) a layout's flows cross, with the classes.
-
-    Each class's collectives are routed as the time model routes them (NCCL's rings, channels
-    and PXN, :func:`~rankmap.solver.cost.collective.part_times`); a measured link counts when
-    some class puts bytes on it.  Returns dicts ``link``, ``measured_gbps``, ``line_gbps``,
-    ``source``, ``classes`` (the classes using it, Megatron's names); [] without measured links.
-    """
-    if not cluster.measured_links:
-        return []
-    from ..cost.collective import part_times
-    from ..cost.timemodel import class_groups
-    from ..traffic import TRAFFIC_CLASSES, class_collectives
-
-    fab = cluster.fabric
-    dev = np.asarray(dev_of_rank, dtype=np.int64)
-    fam = class_groups(cfg, groups)
-    want = {i for ml in cluster.measured_links for i in ml.link_ids}
-    used: dict = {}
-    for c in TRAFFIC_CLASSES:
-        if not float(traffic.get(c, 0.0) or 0.0) > 0:
-            continue
-        arr = fam[c] - cfg.rank_offset
-        if arr.ndim != 2 or arr.shape[1] <= 1:
-            continue
-        load = np.zeros(fab.num_links)
-
-        def timer(batches, _record, load=load):
-            for bs, bd, b, _seg in batches:
-                load += fab.route_loads(bs, bd, b).load_bytes
-            return np.zeros(1), np.zeros(1), [None]
-
-        for part in class_collectives(traffic, c):
-            part_times(cluster, part, arr, dev[None, :], timer, record=True)
-        for i in want:
-            if load[i] > 0:
-                used.setdefault(i, []).append(c)
-    out = []
-    for ml in cluster.measured_links:
-        classes = sorted({c for i in ml.link_ids for c in used.get(i, ())},
-                         key=lambda c: TRAFFIC_CLASSES.index(c))
-        if classes:
-            out.append({**ml.to_dict(), "classes": classes})
-    return out

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..fabric.cluster import Cluster
-from ..fabric.measured import measured_links_used
+from ..cost.measured_use import measured_links_used
 from ..launch.placement import apply_instructions, host_placements
 from ..megatron.catalogue import megatron_groups
 from ..results import HostPlacement, Layout, SolveResult
