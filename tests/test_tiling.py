@@ -106,3 +106,15 @@ def test_domain_packing_keeps_whole_nvlink_racks_inside_each_pipeline_run():
     assert names[4][:2] == "r1" and names[5][:2] == "r1"  # rack 1 split 1 + 1 over the boundary
     assert sorted(n[:2] for n in names[6:]) == ["r2", "r2", "r3", "r3"]
     assert domain_packed_host_orders(cluster_from_graph(fat_tree_cluster(4, 8)), parallel_config(32, tp=8, pp=2)) == []
+
+
+def test_domain_packing_splits_a_rack_larger_than_a_run():
+    """Two NVL72 racks of 18 trays (36 hosts), tp4 pp4 (dp9): runs of 9 hosts, each rack larger than a
+    run: rack 0 fills stages 0 and 1 (its trays in order), rack 1 stages 2 and 3."""
+    from rankmap.solver.fabric.builders import nvl72_cluster
+    from rankmap.solver.search.tiling import domain_packed_host_orders
+
+    cl = cluster_from_graph(nvl72_cluster(2))
+    (order,) = domain_packed_host_orders(cl, parallel_config(144, tp=4, pp=4))
+    names = [list(cl.hosts)[h] for h in order]
+    assert names == [f"r0t{t:02d}" for t in range(18)] + [f"r1t{t:02d}" for t in range(18)]

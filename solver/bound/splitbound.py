@@ -154,7 +154,8 @@ def node_out_gbps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     """``(NCCL node of each GPU (n,), capacity GB/s of each GPU's links that can start a route out of its
     node (n,))``: its attachments into a tree of the switch forest holding GPUs of several nodes (a
     rack's NVLink switches, a host's own NVSwitch or PCIe tree without NICs hold one node's GPUs and
-    are left out), and its direct GPU links to other nodes.  O(n · attachments), any cluster size."""
+    are left out; a NIC with one link into the fabric counts at most that link, its port), and its
+    direct GPU links to other nodes.  O(n · attachments), any cluster size."""
     got = _NODE_OUT.get(cluster)
     if got is not None:
         return got
@@ -173,7 +174,24 @@ def node_out_gbps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         multi = np.zeros(int(fab.parent.size), dtype=bool)
         multi[roots[per > 1]] = True
         out = ok & multi[np.maximum(root, 0)]
-        cap += np.where(out, fab.att_gbps, 0.0).sum(axis=1)
+        # a NIC (no turn back to another GPU) with a single link in the forest passes every route out
+        # through that link too: the attachment counts at most that link's capacity (its calibrated port)
+        N = int(fab.parent.size)
+        has_parent = fab.parent >= 0
+        kids = np.bincount(fab.parent[has_parent], minlength=N)
+        child_of = np.full(N, -1, dtype=np.int64)
+        child_of[fab.parent[has_parent]] = np.flatnonzero(has_parent)
+        single = np.full(N, np.inf)
+        up_only = has_parent & (kids == 0)
+        single[up_only] = fab.up_gbps[up_only]
+        down_only = ~has_parent & (kids == 1)
+        single[down_only] = fab.up_gbps[child_of[down_only]]
+        if fab.no_turn is not None:
+            single[~np.asarray(fab.no_turn, dtype=bool)] = np.inf
+        else:
+            single[:] = np.inf
+        link_cap = np.minimum(fab.att_gbps, single[np.maximum(att, 0)])
+        cap += np.where(out, link_cap, 0.0).sum(axis=1)
     if fab.direct_key.size:
         lo, hi = fab.direct_key // n, fab.direct_key % n
         other = node[lo] != node[hi]

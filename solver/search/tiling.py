@@ -287,6 +287,10 @@ def domain_packed_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.
     runs: list[list[np.ndarray]] = []
     carry = np.zeros(0, dtype=np.int64)  # the hosts of a node split at the previous run's end
     for r in range(outer):
+        if carry.size >= B:  # a node larger than a run: its next B hosts make the run
+            runs.append([carry[:B]])
+            carry = carry[B:]
+            continue
         room = B - carry.size
         pick = _exact_fill([members[n].size for n in left], room) if r < outer - 1 else list(range(len(left)))
         run = [carry] + [members[left[i]] for i in pick]
