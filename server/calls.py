@@ -108,6 +108,12 @@ class CallGuard:
         self.deadline_hit = True
         self.cancel.set()
 
+    def remaining(self) -> float | None:
+        """Seconds left before the call's deadline (0.0 once passed); None when it has none."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
     def check(self) -> None:
         """Raise :class:`Cancelled` if the call was cancelled or its deadline passed."""
         if self.deadline is not None and not self.deadline_hit and time.monotonic() >= self.deadline:

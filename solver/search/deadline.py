@@ -20,10 +20,13 @@ from typing import Callable
 
 from ..types import SolveCancelled
 
-__all__ = ["Deadline", "TIME_LIMIT", "SEARCH_FRACTION", "search_seconds"]
+__all__ = ["Deadline", "TIME_LIMIT", "CALL_DEADLINE", "SEARCH_FRACTION", "search_seconds"]
 
 #: ``SolveResult.stopped_by`` of a search the wall clock stopped before its work budget completed.
 TIME_LIMIT = "time_limit"
+#: ``SolveResult.stopped_by`` of a search stopped by the caller's deadline (a gRPC deadline shorter
+#: than the time limit), before the time limit: the best layout found by then is the answer.
+CALL_DEADLINE = "deadline"
 
 
 #: The search stops at this fraction of the time limit, less a reserve for the step running
@@ -64,6 +67,9 @@ class Deadline:
         Set it to stop the solve at the next check point (:class:`SolveCancelled`).
     clock : callable returning seconds, optional
         Monotonic clock (default ``time.monotonic``); tests inject a fake one.
+    reason : str
+        What :attr:`stopped_by` says once a phase stopped at this deadline: :data:`TIME_LIMIT`
+        (default) or :data:`CALL_DEADLINE` (the caller's deadline came before the time limit).
 
     Attributes
     ----------
@@ -76,7 +82,11 @@ class Deadline:
         seconds: float,
         cancel: threading.Event | None = None,
         clock: Callable[[], float] | None = None,
+        reason: str = TIME_LIMIT,
     ) -> None:
+        if reason not in (TIME_LIMIT, CALL_DEADLINE):
+            raise ValueError(f"reason must be {TIME_LIMIT!r} or {CALL_DEADLINE!r}, got {reason!r}")
+        self.reason = reason
         self._clock = clock or time.monotonic
         self.start = self._clock()
         self.end = self.start + max(0.0, float(seconds))
@@ -128,7 +138,16 @@ class Deadline:
 
         return check
 
+    def within(self, seconds: float, reason: str = TIME_LIMIT) -> "Deadline":
+        """A deadline ``seconds`` from now, or this one when it comes first (its :attr:`reason` then),
+        sharing this one's clock and cancel event: a part of the solve given its own share of the time
+        (e.g. one candidate host set) that still ends by this deadline."""
+        own = Deadline(seconds, self.cancel, self._clock, reason)
+        if self.end < own.end:
+            own.end, own.reason = self.end, self.reason
+        return own
+
     @property
     def stopped_by(self) -> str:
-        """``"time_limit"`` when some phase stopped at the deadline, else ``""``."""
-        return TIME_LIMIT if self.stopped else ""
+        """:attr:`reason` (``"time_limit"`` or ``"deadline"``) when some phase stopped at the deadline, else ``""``."""
+        return self.reason if self.stopped else ""

@@ -114,14 +114,17 @@ def solve(
         observes: the result does not depend on it.
     deadline : Deadline, optional
         The wall-clock stop to use instead of one of ``time_limit_seconds``
-        from now (tests force a stop with it; budgets still come from
+        from now (tests force a stop with it; the gRPC server gives the call's
+        deadline less its margin, with reason ``"deadline"``, when that comes
+        before the time limit; budgets still come from
         ``time_limit_seconds``).  ``cancel`` is attached to it when it has none.
 
     Returns
     -------
     SolveResult
-        ``stopped_by`` is ``"time_limit"`` when the deadline stopped some phase
-        before its deterministic budget completed, else ``""``.
+        ``stopped_by`` is the deadline's reason (``"time_limit"``, or ``"deadline"``
+        for a caller's deadline) when it stopped some phase before its
+        deterministic budget completed, else ``""``.
 
     Raises
     ------
@@ -134,6 +137,7 @@ def solve(
     """
     t0 = time.perf_counter()
     options = options or SolveOptions()
+    given = deadline
     deadline = solve_deadline(deadline, options, cfg.world_size, cancel)
     report = progress_reporter(progress)
     report("cluster model")
@@ -141,7 +145,7 @@ def solve(
     cluster = cluster_model(graph, options, deadline)
     if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
         # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
-        return solve_subset(solve, graph, cluster, cfg, traffic, options, cancel, progress)
+        return solve_subset(solve, graph, cluster, cfg, traffic, options, cancel, progress, given)
     p = Problem.prepare(cluster, cfg, traffic, options, deadline, report)
     base = p.baseline()
     candidates: list[Candidate] = [] if base is None else [base]
