@@ -148,8 +148,8 @@ def server_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
-    """argparse type: a finite number of seconds greater than ``minimum``."""
+def seconds_arg(minimum: float = 0.0, allow_equal: bool = False, maximum: float | None = None):
+    """argparse type: a finite number of seconds greater than ``minimum`` (and at most ``maximum``)."""
 
     def parse(text: str) -> float:
         try:
@@ -160,6 +160,8 @@ def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
             raise argparse.ArgumentTypeError(
                 f"expected a finite number of seconds {'>=' if allow_equal else '>'} {minimum:g}, got {text!r}"
             )
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"{text} seconds exceeds the limit of {maximum:g} s")
         return v
 
     return parse

@@ -114,3 +114,34 @@ def test_fewer_ranks_than_gpus_ends_by_the_deadline(warm, server):
     assert r.status == "FEASIBLE" and r.stopped_by == CALL_DEADLINE
     assert len(set(r.layout.assignment)) == 64
     assert wait_until(lambda: server.servicer._pending == 0, 10)
+
+
+def test_bad_request_at_131072_gpus_is_refused_before_the_cluster_is_built(warm, channel):
+    """Sizes and the traffic model are checked against the raw message's device count first (issue 28.1:
+    the refusal took ~7 s, after the graph was built)."""
+    from rankmap.v1 import rankmap_pb2 as pb
+    from service_helpers import cluster_proto, raw_call
+    from test_service_limits import bad_request
+
+    big = cluster_proto(16_384, 8)  # 131,072 GPUs
+    cases = [
+        ({"tp": 3}, "sizes.world_size", "world_size 131072 is not divisible by tp*cp*pp = 3*1*1 = 3"),
+        ({"tp": 8, "world_size": 262_144}, "sizes.world_size", "more than the 131072 usable GPUs"),
+    ]
+    for sizes, field, needle in cases:
+        req = pb.SolveRequest(cluster=big, time_limit_seconds=30)
+        for k, v in sizes.items():
+            setattr(req.sizes, k, v)
+        t0 = time.monotonic()
+        code, _, err = raw_call(channel, "Solve", req, timeout=60)
+        took = time.monotonic() - t0
+        got_field, message = bad_request(err)
+        assert code.name == "INVALID_ARGUMENT" and (got_field, needle in message) == (field, True), message
+        assert took < 2.0, took  # sending ~10 MB and counting the devices; building the graph took seconds
+    req = pb.SolveRequest(cluster=big)
+    req.sizes.tp = 8
+    req.traffic.model.preset = "no-such-model"
+    t0 = time.monotonic()
+    code, _, err = raw_call(channel, "Solve", req, timeout=60)
+    assert code.name == "INVALID_ARGUMENT" and bad_request(err)[0].startswith("traffic.model")
+    assert time.monotonic() - t0 < 2.0
