@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 from typing import Sequence
 
 from rankmap.solver import RankmapError, megatron_groups
@@ -403,8 +404,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def started() -> float:
+    """``time.monotonic()`` when :func:`main` was entered (a command's wall-clock budget counts from it)."""
+    return _STARTED[0]
+
+
+_STARTED = [0.0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    _STARTED[0] = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         _WARNINGS.clear()
