@@ -54,7 +54,8 @@ def deadline_margin(remaining_seconds: float, world_size: int) -> float:
 
 
 def call_budget(options: SolveOptions, explicit: bool, remaining_seconds: float | None, world_size: int,
-                cancel: threading.Event | None = None) -> tuple[SolveOptions, Deadline | None]:
+                cancel: threading.Event | None = None, elapsed_seconds: float = 0.0
+                ) -> tuple[SolveOptions, Deadline | None]:
     """The options and wall-clock stop of a Solve with ``remaining_seconds`` before its deadline.
 
     Parameters
@@ -69,22 +70,29 @@ def call_budget(options: SolveOptions, explicit: bool, remaining_seconds: float 
         Ranks of the job (sizes the margin).
     cancel : threading.Event, optional
         The call's cancel event, attached to the returned deadline.
+    elapsed_seconds : float
+        Seconds the call has already spent (reading the request): the time limit counts from the
+        call's start, as ``rankmap solve``'s counts from the command's.
 
     Returns
     -------
-    (SolveOptions, Deadline or None)
+    (SolveOptions, Deadline)
         Without a deadline, or when the budget (remaining less :func:`deadline_margin`) is at
-        least the time limit: ``(options, None)`` (the solve keeps its own time limit).
+        least the time limit: the options and a :class:`Deadline` of the limit's
+        ``search_seconds(limit, world_size)`` less ``elapsed_seconds`` and the encoding
+        (``ENCODE_SECONDS_PER_RANK · world_size``), reason ``"time_limit"``.
         Without an explicit limit: the limit becomes the budget (at least ``MIN_TIME_LIMIT``).
         With an explicit longer limit: the options unchanged and a :class:`Deadline` of
         ``search_seconds(budget, world_size)`` whose reason is ``"deadline"``.
     """
-    if remaining_seconds is None:
-        return options, None
-    budget = float(remaining_seconds) - deadline_margin(remaining_seconds, world_size)
     limit = float(options.time_limit_seconds)
+    own = max(0.0, search_seconds(limit, world_size) - max(0.0, float(elapsed_seconds))
+              - ENCODE_SECONDS_PER_RANK * max(0, int(world_size)))
+    if remaining_seconds is None:
+        return options, Deadline(own, cancel, reason=TIME_LIMIT)
+    budget = float(remaining_seconds) - deadline_margin(remaining_seconds, world_size)
     if budget >= limit:
-        return options, None
+        return options, Deadline(own, cancel, reason=TIME_LIMIT)
     if not explicit:
         options = dataclasses.replace(options, time_limit_seconds=max(MIN_TIME_LIMIT, budget))
         return options, Deadline(search_seconds(options.time_limit_seconds, world_size), cancel, reason=TIME_LIMIT)

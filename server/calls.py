@@ -94,6 +94,8 @@ class CallGuard:
     """
 
     def __init__(self, context):
+        self.started = time.monotonic()
+        self.stream = False  # a BatchSolve stream: each item's time limit counts from the item's start
         self.cancel = threading.Event()
         self.deadline_hit = False
         self.deadline: float | None = None

@@ -221,6 +221,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def _solve_work(self, request, guard: CallGuard):
         from rankmap.solver import solve
 
+        began = time.monotonic()
         guard.check()  # the deadline may have passed while queued
         if isinstance(request, BadMessage):
             raise request.error()
@@ -230,7 +231,9 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         options = cap_time_limit(job.options, explicit, self.limits)
         guard.check()
         # the call's deadline less a margin bounds the search: the best layout found by then is the answer
-        options, deadline = call_budget(options, explicit, guard.remaining(), job.cfg.world_size, guard.cancel)
+        options, deadline = call_budget(options, explicit, guard.remaining(), job.cfg.world_size, guard.cancel,
+                                        # a Solve's limit counts from the call's start, a batch item's from its own
+                                        time.monotonic() - (began if guard.stream else guard.started))
         try:
             result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline)
         except SolveCancelled:
@@ -341,6 +344,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         """
         t0 = time.perf_counter()
         guard = CallGuard(context)
+        guard.stream = True
         code = grpc.StatusCode.OK
         fields: dict[str, Any] = {"ok": 0, "failed": 0}
         opened = False
