@@ -71,19 +71,19 @@ def test_a_deadline_longer_than_the_limit_changes_nothing(warm):
 def test_call_budget_arithmetic():
     opts = SolveOptions(time_limit_seconds=30.0)
     # no deadline: the limit, counted from the call's start (2 s spent reading it) less the encoding:
-    # search_seconds(30, 128) - 2 - 1.5e-5·128 = (28.5 - 4.5e-5·128) - 2 - 0.00192 = 26.49232 s
+    # search_seconds(30, 128) - 2 - 1.5e-5·128 = (28.5 - 5.5e-5·128) - 2 - 0.00192 = 26.49104 s
     got, dl = call_budget(opts, True, None, 128, elapsed_seconds=2.0)
-    assert got is opts and dl.reason == TIME_LIMIT and dl.end - dl.start == pytest.approx(26.49232)
+    assert got is opts and dl.reason == TIME_LIMIT and dl.end - dl.start == pytest.approx(26.49104)
     # margin: 0.2 + 0.05·10 + 1.5e-5·1000 = 0.715 s
     assert deadline_margin(10.0, 1000) == pytest.approx(0.715)
-    # budget 40 - (0.2 + 2 + 0.0015) = 37.7985 >= 30: the limit holds (28.5 - 0.0045 - 0.0015 = 28.494 s)
+    # budget 40 - (0.2 + 2 + 0.0015) = 37.7985 >= 30: the limit holds (28.5 - 0.0055 - 0.0015 = 28.493 s)
     got, dl = call_budget(opts, True, 40.0, 100)
-    assert got is opts and dl.reason == TIME_LIMIT and dl.end - dl.start == pytest.approx(28.494)
+    assert got is opts and dl.reason == TIME_LIMIT and dl.end - dl.start == pytest.approx(28.493)
     # explicit 30 s, deadline 10 s on 1,000 ranks: budget 10 - 0.715 = 9.285 s; the search stops at
-    # search_seconds(9.285, 1000) = 0.95·9.285 - 4.5e-5·1000 = 8.77575 s, reason "deadline"; limit unchanged
+    # search_seconds(9.285, 1000) = 0.95·9.285 - 5.5e-5·1000 = 8.76575 s, reason "deadline"; limit unchanged
     got, dl = call_budget(opts, True, 10.0, 1000)
     assert got.time_limit_seconds == 30.0 and dl.reason == CALL_DEADLINE
-    assert dl.end - dl.start == pytest.approx(8.77575)
+    assert dl.end - dl.start == pytest.approx(8.76575)
     # no explicit limit: the limit becomes the budget, 9.285 s, reason "time_limit"
     got, dl = call_budget(opts, False, 10.0, 1000)
     assert got.time_limit_seconds == pytest.approx(9.285) and dl.reason == TIME_LIMIT

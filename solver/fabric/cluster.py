@@ -402,6 +402,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     bw[down] = np.minimum(bw[down], share[fv[down]])
     boundary: list[float] = []
     out_caps: list[np.ndarray] = []
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     levels, doms = bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
     raw_boundary: list[float] = []
     raw_out_caps: list[np.ndarray] = []
@@ -442,11 +444,15 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
                        and all(o.size == np.unique(d).size for o, d in zip(out_caps, cl.domains)) else ())
     object.__setattr__(cl, "widest_domain_out_gbps", tuple(raw_out_caps) if len(raw_out_caps) ==
                        cl.widest_domains.shape[0] and cl.widest_domains is not cl.domains else ())
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     extra = non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
     object.__setattr__(cl, "nccl", nccl)
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
                                                         (nodes, src, dst, raw_bw)))
     return cl
