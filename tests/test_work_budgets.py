@@ -55,3 +55,17 @@ def test_same_input_same_budget_same_answer():
     assert a.order == b.order and a.layout.assignment == b.layout.assignment
     assert a.cost.total_seconds == b.cost.total_seconds
     assert np.isfinite(a.cost.total_seconds) and a.cost.total_seconds <= a.baseline.cost.total_seconds
+
+
+def test_load_reserve():
+    from rankmap.solver.search.deadline import load_reserve
+
+    # 131,072 ranks: nominal cluster model 3e-5 · 131072 = 3.932 s; the reserve of a 30 s limit is
+    # min(12, 5.5e-5 · 131072 = 7.209) = 7.209 s
+    assert load_reserve(30.0, 131072, 3.9) == 0.0  # as fast as assumed
+    # twice as slow (7.864 s): one more reserve, 7.209 s earlier
+    assert load_reserve(30.0, 131072, 2 * 3e-5 * 131072) == pytest.approx(5.5e-5 * 131072)
+    # four times as slow: 3 · 7.209 = 21.6 s, capped at 0.4 · 30 = 12 s
+    assert load_reserve(30.0, 131072, 4 * 3e-5 * 131072) == pytest.approx(12.0)
+    # below 16,384 ranks nothing changes, however slow
+    assert load_reserve(30.0, 8192, 100.0) == 0.0

@@ -20,7 +20,7 @@ from typing import Callable
 
 from ..types import SolveCancelled
 
-__all__ = ["Deadline", "TIME_LIMIT", "CALL_DEADLINE", "SEARCH_FRACTION", "search_seconds"]
+__all__ = ["Deadline", "TIME_LIMIT", "CALL_DEADLINE", "SEARCH_FRACTION", "search_seconds", "load_reserve"]
 
 #: ``SolveResult.stopped_by`` of a search the wall clock stopped before its work budget completed.
 TIME_LIMIT = "time_limit"
@@ -42,6 +42,12 @@ LAST_STEP_SECONDS_PER_RANK = 3e-5
 RESULT_SECONDS_PER_RANK = 2.5e-5
 #: The reserve never takes more than this share of the limit.
 RESERVE_MAX_SHARE = 0.4
+#: The cluster model's nominal seconds per GPU (measured at 131,072 GPUs on this project's 2-core
+#: machine with a load average of 2-3: 3.4-4.5 s).  A cluster model that takes k times this tells the
+#: search that the machine is k times slower than the reserve assumes (:func:`load_reserve`).
+CLUSTER_MODEL_SECONDS_PER_RANK = 3e-5
+#: :func:`load_reserve` applies from this many ranks (below, the reserve is milliseconds).
+LOAD_RESERVE_MIN_RANKS = 16_384
 
 
 def search_seconds(time_limit_seconds: float, world_size: int) -> float:
@@ -55,6 +61,27 @@ def search_seconds(time_limit_seconds: float, world_size: int) -> float:
     T = float(time_limit_seconds)
     reserve = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * max(int(world_size), 1))
     return max(0.0, T * SEARCH_FRACTION - reserve)
+
+
+def load_reserve(time_limit_seconds: float, world_size: int, model_seconds: float) -> float:
+    """Seconds to stop the search earlier on a machine slower than the reserve assumes (issue 28.1).
+
+    The step running at the stop and building the result take the reserve of :func:`search_seconds`
+    on this project's machine; when the cluster model took ``model_seconds``, ``k = model_seconds /
+    (CLUSTER_MODEL_SECONDS_PER_RANK · world_size)`` times its nominal time, they take about ``k``
+    times their reserve too: ``(k - 1) · reserve`` more, at most ``RESERVE_MAX_SHARE`` of the limit;
+    0 below ``LOAD_RESERVE_MIN_RANKS`` ranks or when ``k <= 1``.  (30 s limit at 131,072 GPUs with a
+    load average of 3.5: the answer came 5 s after the limit with the fixed reserve.)
+    """
+    W = max(int(world_size), 1)
+    if W < LOAD_RESERVE_MIN_RANKS:
+        return 0.0
+    k = float(model_seconds) / (CLUSTER_MODEL_SECONDS_PER_RANK * W)
+    if k <= 1.0:
+        return 0.0
+    T = float(time_limit_seconds)
+    base = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * W)
+    return min(RESERVE_MAX_SHARE * T, (k - 1.0) * base)
 
 
 class Deadline:
@@ -138,6 +165,10 @@ class Deadline:
                 raise SolveCancelled("solve cancelled")
 
         return check
+
+    def shorten(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` earlier (>= 0; e.g. :func:`load_reserve`)."""
+        self.end -= max(0.0, float(seconds))
 
     def within(self, seconds: float, reason: str = TIME_LIMIT) -> "Deadline":
         """A deadline ``seconds`` from now, or this one when it comes first (its :attr:`reason` then),

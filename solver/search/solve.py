@@ -62,7 +62,7 @@ from ..results import SolveResult
 from ..types import SolveOptions
 from .anytime import anytime_search
 from .answer import answer
-from .deadline import Deadline
+from .deadline import Deadline, load_reserve
 from .decompose import EXACT_MAX_DEVICES
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, exhaustive_search
 from .hostchoice import solve_subset
@@ -145,6 +145,8 @@ def solve(
     report("cluster model")
     traffic = check_traffic(traffic)
     cluster = cluster_model(graph, options, deadline)
+    # a slow cluster model means a slow machine: the step at the stop and the result will be slow too
+    deadline.shorten(load_reserve(options.time_limit_seconds, cfg.world_size, time.perf_counter() - t0))
     if cfg.world_size < cluster.num_devices and not isinstance(graph, Cluster) and cfg.world_size > 0:
         # DESIGN §5: fewer ranks than GPUs: which hosts (GPUs) to use is part of the search
         return solve_subset(solve, graph, cluster, cfg, traffic, options, cancel, progress, given)
