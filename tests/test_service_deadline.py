@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from rankmap.server.budget import call_budget, deadline_margin
