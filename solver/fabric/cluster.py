@@ -391,15 +391,16 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         if k is not None:
             fidx[k] = fi
     fidx[gpu_idx] = -1
-    fu, fv = fidx[src], fidx[dst]
-    ok = (fu >= 0) & (fv >= 0)
     parent = np.asarray(fabric.parent)
-    pu = np.where(ok, parent[np.maximum(fu, 0)], -2)
-    pv = np.where(ok, parent[np.maximum(fv, 0)], -2)
-    up = ok & (pu == fv)
-    down = ok & ~up & (pv == fu)
-    bw[up] = np.minimum(bw[up], share[fu[up]])
-    bw[down] = np.minimum(bw[down], share[fv[down]])
+    if parent.size:  # no switch at all: GPUs joined directly
+        fu, fv = fidx[src], fidx[dst]
+        ok = (fu >= 0) & (fv >= 0)
+        pu = np.where(ok, parent[np.maximum(fu, 0)], -2)
+        pv = np.where(ok, parent[np.maximum(fv, 0)], -2)
+        up = ok & (pu == fv)
+        down = ok & ~up & (pv == fu)
+        bw[up] = np.minimum(bw[up], share[fu[up]])
+        bw[down] = np.minimum(bw[down], share[fv[down]])
     boundary: list[float] = []
     out_caps: list[np.ndarray] = []
     if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
