@@ -109,6 +109,8 @@ def solve(
     exposure: Mapping[str, float] | None = None,
     launch_order: str | Sequence[str] | None = None,
     nccl: Any = None,
+    measured: Iterable = (),
+    exclude_slow: float | None = None,
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
@@ -131,7 +133,12 @@ def solve(
     ``nccl``: how NCCL runs the collectives, as the CLI's ``--nccl-algo``, ``--nccl-rate``,
     ``--no-pxn``, ``--no-nccl-latency``: an :class:`~rankmap.solver.NcclModel` or a mapping of
     its fields, e.g. ``{"algorithm": "ring", "rates": {"nic": 45}}`` (None: NCCL's defaults).
-    Returns a :class:`~rankmap.solver.results.SolveResult`.
+    ``measured``: :class:`~rankmap.solver.formats.measured.Measurement` records (``rankmap
+    solve --measured``; :func:`~rankmap.solver.formats.measured.read_measured` reads the files),
+    each capping the bottleneck links of its route; ``exclude_slow``: F in (0, 1], hosts measured
+    below F × the model's rate are left out.
+    Returns a :class:`~rankmap.solver.results.SolveResult` (``measured_links``: the measured links
+    the layout crosses; ``warnings``: e.g. a measurement naming an unknown host).
     """
 
     def build():
@@ -139,7 +146,7 @@ def solve(
             graph, sizes=sizes, traffic=traffic, model=model, mode=mode, orders=orders, constraints=constraints,
             exclude_devices=exclude_devices, exclude_hosts=exclude_hosts, time_limit_seconds=time_limit_seconds,
             seed=seed, omit_groups=omit_groups, exposure=exposure, launch_order=launch_order, nccl=nccl,
-            **size_kwargs,
+            measured=measured, exclude_slow=exclude_slow, **size_kwargs,
         )
 
     return Call("Solve", build, wire.result_from_proto, timeout)
@@ -187,18 +194,19 @@ def evaluate(
     model: str | Mapping | Any | None = None,
     exposure: Mapping[str, float] | None = None,
     nccl: Any = None,
+    measured: Iterable = (),
     timeout: float | None = None,
     **size_kwargs: Any,
 ) -> Call:
     """Predicted communication time of running global rank r on GPU ``assignment[r]`` under ``order``.
 
-    Sizes, traffic, model, ``exposure`` and ``nccl`` as in :meth:`solve`; returns a
+    Sizes, traffic, model, ``exposure``, ``nccl`` and ``measured`` as in :meth:`solve`; returns a
     :class:`~rankmap.solver.results.CostBreakdown` whose ``total_seconds`` is ``Σ_c x_c·T_c``.
     """
 
     def build():
         return wire.evaluate_request(graph, assignment, order=order, sizes=sizes, traffic=traffic, model=model,
-                                     exposure=exposure, nccl=nccl, **size_kwargs)
+                                     exposure=exposure, nccl=nccl, measured=measured, **size_kwargs)
 
     return Call("Evaluate", build, wire.evaluate_cost, timeout)
 
@@ -231,3 +239,90 @@ def get_groups_with_config(world_size: int | None = None, *, order: str = DEFAUL
     """``(validated ParallelConfig, groups)``; arguments as in :meth:`get_groups`."""
     return Call("GetGroups", lambda: wire.get_groups_request(world_size, order=order, sizes=sizes, **size_kwargs),
                 wire.groups_and_config, timeout)
+
+
+@_call("CheckResult")
+def check(graph, layout, *, kind: str = "assignment", order: str = DEFAULT_ORDER, sizes: ParallelSizes | None = None,
+          within: str | Iterable | None = None, traffic: Mapping[str, float] | str | None = None,
+          model: str | Mapping | Any | None = None, exposure: Mapping[str, float] | None = None, nccl: Any = None,
+          best: bool = True, time_limit_seconds: float | None = None, seed: int = 0, source_name: str = "",
+          gpus_file: str | None = None, cuda_visible_devices: Sequence[int] | None = None,
+          timeout: float | None = None, **size_kwargs: Any) -> Call:
+    """Check a granted allocation on the server (``rankmap check``): every group that straddles a
+    required domain and the predicted cost against rankmap's best on the same hosts.
+
+    ``layout``: device ids per global rank, or (``kind`` ``hostfile``, ``rankfile``, ``pod-map``,
+    ``torchrun``) a launch file's text, with its GPU file's text as ``gpus_file``.  ``within``:
+    ``"tp=nvlink,ep=nvlink"`` (the solve's constraint levels).  ``best=False`` skips the search;
+    ``time_limit_seconds`` bounds it (default 10 s).  Sizes, traffic, model, exposure and nccl as in
+    :meth:`solve`.  Returns a :class:`~rankmap.solver.allocation.check.CheckResult` (``best`` a
+    :class:`~rankmap.solver.results.Layout`).
+    """
+
+    def build():
+        return wire.check_allocation_request(
+            graph, layout, kind=kind, order=order, sizes=sizes, within=within, traffic=traffic, model=model,
+            exposure=exposure, nccl=nccl, best=best, time_limit_seconds=time_limit_seconds, seed=seed,
+            source_name=source_name, gpus_file=gpus_file, cuda_visible_devices=cuda_visible_devices, **size_kwargs)
+
+    return Call("Check", build, wire.check_result_from_proto, timeout)
+
+
+@_call("AllocationAdvice")
+def recommend_allocation(*, graph=None, nvlink_domain_size: int | None = None, gpus_per_node: int | None = None,
+                         within: str | Iterable | None = None, schedulers: Iterable[str] | str = "all",
+                         order: str = DEFAULT_ORDER, sizes: ParallelSizes | None = None,
+                         nodes_per_leaf: int | None = None, nvlink_label: str = "", pack_label: str = "",
+                         nvlink_tier: int | None = None, max_wait: str = "", timeout: float | None = None,
+                         **size_kwargs: Any) -> Call:
+    """The Slurm / Kueue / Volcano request that keeps the ``within`` groups (default tp) inside one
+    NVLink domain (``rankmap request``), from the cluster ``graph`` or ``nvlink_domain_size`` (GPUs per
+    domain) and ``gpus_per_node``.  Returns an
+    :class:`~rankmap.solver.allocation.request.AllocationAdvice`."""
+
+    def build():
+        return wire.recommend_request(graph=graph, nvlink_domain_size=nvlink_domain_size, gpus_per_node=gpus_per_node,
+                                      within=within, schedulers=schedulers, order=order, sizes=sizes,
+                                      nodes_per_leaf=nodes_per_leaf, nvlink_label=nvlink_label, pack_label=pack_label,
+                                      nvlink_tier=nvlink_tier, max_wait=max_wait, **size_kwargs)
+
+    return Call("RecommendAllocation", build, wire.advice_from_proto, timeout)
+
+
+@_call("CheckResult")
+def check_config(graph, cfg, assignment, traffic, within=None, *, exposure=None, nccl=None, best: bool = True,
+                 time_limit_seconds: float | None = None, seed: int = 0, timeout: float | None = None) -> Call:
+    """``rankmap.solver.allocation.check.check_allocation(graph, cfg, assignment, traffic, within, ...)`` on the
+    server (same arguments: a ``ParallelConfig`` with the layout's order, payloads or a model-derived
+    ``Traffic``)."""
+    return Call("Check", lambda: wire.check_allocation_request_from_job(graph, cfg, assignment, traffic, within,
+                                                             exposure=exposure, nccl=nccl, best=best,
+                                                             time_limit_seconds=time_limit_seconds, seed=seed),
+                wire.check_result_from_proto, timeout)
+@_call("RepairResult")
+def repair(graph, cfg, traffic, running: Sequence[str], *, failed_hosts: Iterable[str] = (),
+           failed_gpus: Iterable[str] = (), spare_hosts: Iterable[str] | None = None, max_moves: int | None = None,
+           options=None, orders=None, timeout: float | None = None) -> Call:
+    """:func:`rankmap.solver.job.repair.repair` on the server (``Repair``), same arguments: the cluster
+    graph (failed hosts included), the running job's ``ParallelConfig`` (its order is the running
+    order), payloads or a model-derived ``Traffic``, the running layout (GPU id per global rank),
+    the failures, the spares (None: the hosts not in the running layout), ``max_moves`` (pinned),
+    ``SolveOptions`` (mode of the running layout, time limit of the whole repair ...) and the orders
+    of the full re-solve (None: the running order).  Returns a
+    :class:`~rankmap.solver.job.repair.RepairResult`."""
+    return Call("Repair",
+                lambda: wire.repair_request(graph, cfg, traffic, running, list(failed_hosts), list(failed_gpus),
+                                            None if spare_hosts is None else list(spare_hosts), max_moves, options,
+                                            orders),
+                wire.repair_from_proto, timeout)
+
+
+@_call("CompareResult")
+def compare(graph, cfg, traffic, allocations: Sequence[str], options=None, *, sizes: ParallelSizes | None = None,
+            timeout: float | None = None) -> Call:
+    """:func:`rankmap.solver.job.compare.compare` on the server (``Compare``): the job (``cfg``, or
+    ``cfg=None`` and ``sizes`` without a world size: each allocation's GPUs) solved on each allocation
+    (Slurm hostlists such as ``"node[01-04]"``), best first.  Returns a
+    :class:`~rankmap.solver.job.compare.CompareResult`."""
+    return Call("Compare", lambda: wire.compare_request(graph, cfg, traffic, list(allocations), options, sizes),
+                wire.compare_from_proto, timeout)

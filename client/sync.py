@@ -71,7 +71,8 @@ class RankmapClient(ClientBase):
 
     Methods (one per RPC, built by :mod:`rankmap.client._calls`): :meth:`health`,
     :meth:`solve`, :meth:`solve_config`, :meth:`solve_request`, :meth:`import_cluster`,
-    :meth:`evaluate`, :meth:`evaluate_config`, :meth:`get_groups`, :meth:`get_groups_with_config`, :meth:`batch_solve`.
+    :meth:`evaluate`, :meth:`evaluate_config`, :meth:`get_groups`, :meth:`get_groups_with_config`, :meth:`check`,
+    :meth:`recommend_allocation`, :meth:`repair`, :meth:`compare`, :meth:`batch_solve`.
     """
 
     _channels = grpc

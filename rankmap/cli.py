@@ -1,7 +1,8 @@
 """The ``rankmap`` command line (DESIGN §7).
 
 Subcommands: ``groups``, ``solve``, ``evaluate``, ``cluster``, ``traffic``,
-``serve``, ``batch``.  Every failure caused by the input exits with status 2
+``serve``, ``batch``, ``check``, ``request``, ``repair``, ``compare``, ``view``.  Every failure caused by the input
+exits with status 2
 after printing exactly one line on stderr and nothing on stdout.
 """
 
@@ -347,6 +348,9 @@ _OPTIONAL_COMMANDS = (
     "rankmap.cli_traffic",
     "rankmap.cli_serve",
     "rankmap.cli_batch",
+    "rankmap.cli_check",
+    "rankmap.cli_repair",
+    "rankmap.cli_view",
 )
 
 
@@ -354,6 +358,9 @@ _OPTIONAL_COMMANDS = (
 _COMMAND_MODULES = {
     "solve": "rankmap.cli_solve", "evaluate": "rankmap.cli_solve", "cluster": "rankmap.cli_cluster",
     "traffic": "rankmap.cli_traffic", "serve": "rankmap.cli_serve", "batch": "rankmap.cli_batch",
+    "check": "rankmap.cli_check", "request": "rankmap.cli_check",
+    "repair": "rankmap.cli_repair", "compare": "rankmap.cli_repair",
+    "view": "rankmap.cli_view",
 }
 
 

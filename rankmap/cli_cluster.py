@@ -48,8 +48,9 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     """The flags that describe a cluster (shared by ``cluster`` and ``solve``)."""
     from rankmap.cli import positive_int_arg
 
-    p.add_argument("--host-topology", metavar="FILE", default=None,
-                   help="one host: `nvidia-smi topo -m` output or NCCL topology XML")
+    p.add_argument("--host-topology", metavar="[HOSTLIST=]FILE", action="append", default=None,
+                   help="one host: `nvidia-smi topo -m` output or NCCL topology XML; HOSTLIST=FILE gives those hosts "
+                        "another topology (repeatable: hosts of several kinds)")
     p.add_argument("--gpu", metavar="GEN", default=None,
                    help="GPU generation (h100, a100, v100, a30, b200, ...) or per-link NVLink GB/s")
     p.add_argument("--fabric", metavar="FILE", default=None, help="Slurm topology.conf or topology.yaml")
@@ -109,7 +110,9 @@ def cluster_flags_given(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``rankmap cluster``; returns the exit status."""
-    G = cluster_from_args(args)
+    from rankmap.cli_measured import measured_cluster
+
+    G = measured_cluster(args, cluster_from_args(args), drop_slow=True)  # --measured caps (issue 27)
     fmt = getattr(args, "format", "json") or "json"
     out = getattr(args, "output", None)
     if fmt == "table":
@@ -142,6 +145,9 @@ def register(subparsers) -> argparse.ArgumentParser:
                     "--nodelist); multi-host NVLink domains from Slurm blocks, labels or --nvlink-domains.",
     )
     add_cluster_arguments(p)
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(p)
     p.add_argument("--format", choices=("json", "table"), default="json")
     p.add_argument("-o", "--output", metavar="FILE", default=None,
                    help="write here instead of stdout (*.graphml: GraphML)")

@@ -16,13 +16,14 @@ def check_emit(args: argparse.Namespace) -> None:
     from rankmap.solver.launch.files import EMIT_KINDS
 
     kind, path = getattr(args, "emit", None), getattr(args, "output", None)
-    if kind is not None and kind not in EMIT_KINDS:
-        raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(EMIT_KINDS)}", "emit")
+    kinds = (*EMIT_KINDS, "html")  # html: the picture of the layout (rankmap.cli_view), not a launch file
+    if kind is not None and kind not in kinds:
+        raise InvalidArgumentError(f"--emit {kind!r} is not one of {', '.join(kinds)}", "emit")
     if kind is not None and not path:
         raise InvalidArgumentError(f"--emit {kind} needs -o FILE (the file to write)", "output")
     if path and kind is None:
-        raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(EMIT_KINDS)}", "emit")
-    if kind is not None:
+        raise InvalidArgumentError(f"-o {path} needs --emit {'|'.join(kinds)}", "emit")
+    if kind is not None and kind != "html":
         from rankmap.solver.launch.files import names_for
 
         names_for(kind, path)  # a path the commands can name unquoted, checked before the solve

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from rankmap.solver.errors import InvalidArgumentError
-from rankmap.solver.formats.safe import dump_json, load_json
+from rankmap.solver.formats.safe import dump_json
 from rankmap.cli_launch import check_emit, write_launch_files
 from rankmap.solve_report import LAUNCHERS, cost_table, solve_table  # the table output (re-exported here)
 
@@ -55,12 +55,16 @@ def prepare_args(args: argparse.Namespace):
     resolved = resolve_job({}, given=_job_from_args(args), warn=warn)
     for key, value in resolved.job.items():  # --format, --server, --launch-order ... from a job file
         setattr(args, key, value)
+    args.measured_graph = resolved.measured
     return tuple(resolved)
 
 
-def solve_from_args(args: argparse.Namespace):
-    """Run the solve described by parsed arguments (in process or via --server)."""
+def solve_from_args(args: argparse.Namespace, keep: dict | None = None):
+    """Run the solve described by parsed arguments (in process or via --server); ``keep["graph"]``
+    receives the cluster graph when ``keep`` is a dict (``--emit html`` draws it)."""
     graph, cfg, traffic, options = prepare_args(args)
+    if keep is not None:
+        keep["graph"] = graph
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient
         from rankmap.solver.fabric.cluster import cluster_from_graph
@@ -108,165 +112,31 @@ def process_deadline(options, world_size: int):
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     check_emit(args)
-    result = solve_from_args(args)
+    keep: dict = {}
+    html_path = None
+    if getattr(args, "emit", None) == "html":  # the picture (rankmap.layout_view), not a launch file
+        html_path, args.emit, args.output = args.output, None, None
+    result = solve_from_args(args, keep)
     fmt = args.format or JOB_DEFAULTS["format"]
     if fmt not in ("json", "table"):
         raise InvalidArgumentError(f"format {fmt!r} is not json or table", "format")
     result, written = write_launch_files(args, result)
+    if html_path:
+        from rankmap.cli_view import write_html
+
+        written[html_path] = write_html(html_path, result.to_dict(), keep.get("graph"))
     if fmt == "table":
         launcher = LAUNCHERS.get(args.emit or "slurm-hostfile", "slurm")
         sys.stdout.write(solve_table(result, launcher, written, getattr(args, "launch_order", None)) + "\n")
     else:
+        from rankmap.cli_measured import measured_doc
+
         doc = result.to_dict()
+        measured = measured_doc(getattr(args, "measured_graph", None), result.measured_links)
+        if measured is not None:
+            doc["measured"] = measured
         if written:
             doc["written"] = sorted(written)
-        sys.stdout.write(dump_json(doc) + "\n")
-    return 0
-
-
-def _read_assignment(path: str) -> tuple[list[str], str | None, dict]:
-    """An assignment file: JSON list, a ``rankmap solve`` JSON result (its ``assignment``
-    and ``order``), or one GPU id per line.  Returns (assignment, order or None, the
-    result document or ``{}``)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"assignment file {path!r} does not exist", "assignment") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgumentError(f"cannot read assignment file {path!r}: {exc}", "assignment") from None
-    order = None
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        doc = load_json(stripped, f"assignment file {path}", "assignment")  # depth, size, duplicate keys
-        result: dict = {}
-        if isinstance(doc, dict):
-            result = doc
-            order = doc.get("order") if isinstance(doc.get("order"), str) else None
-            doc = doc.get("assignment")
-        if not isinstance(doc, list):
-            raise InvalidArgumentError(f"assignment file {path}: expected a list of GPU ids", "assignment")
-        return [str(x) for x in doc], order, result
-    lines = [line.strip() for line in stripped.splitlines() if line.strip() and not line.startswith("#")]
-    if not lines:
-        raise InvalidArgumentError(f"assignment file {path} is empty", "assignment")
-    return lines, order, {}
-
-
-def _sizes_from_result(args: argparse.Namespace, result: dict, path: str) -> None:
-    """Size flags left unset take the result document's sizes; a flag that disagrees is an error
-    naming both (evaluating a layout with other sizes than it was solved for is a different job)."""
-    from rankmap.solver.job.model import SIZE_KEYS, fill_sizes
-
-    sizes = result.get("sizes")
-    if not isinstance(sizes, dict):
-        return
-
-    def conflict(key, given, value):
-        return InvalidArgumentError(
-            f"--{key} {given} disagrees with {key} {value} in {path} (the sizes it was solved for)", key)
-
-    for key, value in fill_sizes({k: getattr(args, k, None) for k in SIZE_KEYS}, sizes, conflict).items():
-        setattr(args, key, value)
-
-
-def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str):
-    """The result document's traffic (its model and explicit classes, else its bytes), or None when
-    the command line gives traffic flags or the document has none."""
-    from rankmap.solver.job.model import resolve_traffic
-    from rankmap.solver.job.resolve import model_keys_given
-    from rankmap.solver.traffic import model_from_mapping, traffic_from_mapping
-
-    if getattr(args, "traffic", None) is not None or model_keys_given(vars(args)):
-        return None
-    model = result.get("traffic_model")
-    explicit = result.get("traffic_explicit") or None
-    if isinstance(model, dict):
-        spec = model_from_mapping(model, source=f"{path} traffic_model")
-        return resolve_traffic(cfg, traffic_from_mapping(explicit) if explicit else None, model=spec)
-    if isinstance(result.get("traffic_bytes"), dict):
-        return resolve_traffic(cfg, traffic_from_mapping(result["traffic_bytes"]))
-    return None
-
-
-def _nccl_from_result(args: argparse.Namespace, result: dict, path: str, given):
-    """The result document's NCCL settings (``nccl``) when no NCCL flag is given, else ``given``."""
-    from rankmap.solver.job.values import job_nccl
-
-    flags = ("nccl_algo", "nccl_rate", "pxn", "nccl_latency")
-    doc = result.get("nccl") if isinstance(result, dict) else None
-    if any(vars(args).get(k) is not None for k in flags) or not isinstance(doc, dict):
-        return given
-    try:
-        return job_nccl({"nccl_algo": doc.get("algorithm"), "nccl_rate": doc.get("rates") or None,
-                         "pxn": doc.get("pxn"), "nccl_latency": doc.get("latency")})
-    except InvalidArgumentError as e:
-        raise InvalidArgumentError(f"{path}: nccl: {e}", e.field) from None
-
-
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from rankmap.cli import config_from_args, warn
-    from rankmap.solver.job.resolve import job_cluster, job_traffic
-    from rankmap.solver.job.values import job_nccl
-    from rankmap.solver import evaluate
-
-    from rankmap.cli_traffic import apply_megatron_sizes
-
-    exposure = exposure_from_value(args.exposure)
-    nccl = job_nccl(vars(args))
-    apply_megatron_sizes(args)
-    graph = job_cluster(vars(args), warn)
-    assignment, file_order, result = _read_assignment(args.assignment)
-    nccl = _nccl_from_result(args, result, args.assignment, nccl)
-    _sizes_from_result(args, result, args.assignment)
-    from rankmap.cli_traffic import megatron_from_args
-
-    meg = megatron_from_args(args)
-    order = args.order if args.order is not None else (file_order or (meg.order if meg else "tp-cp-ep-dp-pp"))
-    gpu_ids = {str(n) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"}
-    unknown = next((a for a in assignment if a not in gpu_ids), None)
-    if unknown is not None:
-        raise InvalidArgumentError(
-            f"assignment file {args.assignment}: {unknown[:80]!r} is not a GPU of the cluster (expected a JSON list "
-            f"of GPU ids, a 'rankmap solve' JSON result, or one GPU id per line)", "assignment")
-    if args.world_size is None:
-        gpus = len(gpu_ids)
-        if len(assignment) != gpus:
-            raise InvalidArgumentError(
-                f"assignment file {args.assignment} has {len(assignment)} entries but the cluster has {gpus} GPUs; "
-                f"pass --world-size to evaluate a job on part of the cluster",
-                "assignment",
-            )
-    ws = args.world_size if args.world_size is not None else len(assignment)
-    try:
-        cfg = config_from_args(args, world_size=ws, order=order)
-    except InvalidArgumentError as exc:
-        if args.world_size is None:
-            raise InvalidArgumentError(
-                f"assignment file {args.assignment} has {len(assignment)} entries (the world size): {exc.message}",
-                exc.field,
-            ) from None
-        raise
-    traffic = _traffic_from_result(args, result, cfg, args.assignment)
-    if traffic is None:
-        traffic = job_traffic(vars(args), cfg)
-    if getattr(args, "server", None):
-        from rankmap.client import RankmapClient
-        from rankmap.solver.fabric.cluster import cluster_from_graph
-
-        cluster_from_graph(graph, nccl=nccl)  # bad cluster input is exit 2 before anything is sent, as for solve
-        with RankmapClient(args.server, tls_ca=getattr(args, "tls_ca", None),
-                           token_file=getattr(args, "token_file", None)) as client:
-            cost = client.evaluate_config(graph, cfg, assignment, traffic, exposure, nccl=nccl)
-    else:
-        cost = evaluate(graph, cfg, assignment, traffic, exposure=exposure, nccl=nccl)
-    doc = {"order": cfg.order, "world_size": cfg.world_size, "sizes": cfg.sizes, "traffic_bytes": dict(traffic),
-           "cost": cost.to_dict()}
-    if args.format == "table":
-        lines = [f"order {cfg.order}  world_size {cfg.world_size}", ""]
-        lines.extend(cost_table(cost, traffic))
-        sys.stdout.write("\n".join(lines) + "\n")
-    else:
         sys.stdout.write(dump_json(doc) + "\n")
     return 0
 
@@ -299,6 +169,7 @@ def register(subparsers) -> None:
     """Add the ``solve`` and ``evaluate`` subcommands."""
     from rankmap.cli import add_size_arguments, float_arg, int_at_least, server_arg
     from rankmap.cli_cluster import add_cluster_arguments
+    from rankmap.cli_layout import _cmd_evaluate, add_layout_arguments
     from rankmap.cli_traffic import add_model_arguments
 
     s = subparsers.add_parser(
@@ -321,7 +192,8 @@ def register(subparsers) -> None:
     s.add_argument("--emit", default=None, metavar="KIND",
                    help="write a launch file: slurm-hostfile (SLURM_HOSTFILE for srun --distribution=arbitrary), "
                         "torchrun (a script run on every host), rankfile (Open MPI), kubernetes (node per pod "
-                        "index); needs -o FILE")
+                        "index), or html (a picture of the layout: fabric tree, TP groups, bottlenecks, chosen vs "
+                        "baseline; one self-contained page); needs -o FILE")
     s.add_argument("-o", "--output", default=None, metavar="FILE", help="the file --emit writes")
     s.add_argument("--orders", default=None,
                    help="orders to search: default (tp-cp-ep-dp-pp only; the default) | megatron-cli "
@@ -336,6 +208,9 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int_at_least(0), default=None,
                    help=f"CP-SAT random seed (default {JOB_DEFAULTS['seed']})")
     add_nccl_arguments(s)
+    from rankmap.cli_measured import add_measured_arguments
+
+    add_measured_arguments(s)
     s.add_argument("--format", choices=("json", "table"), default=None,
                    help=f"json or table (default {JOB_DEFAULTS['format']})")
     s.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
@@ -354,12 +229,12 @@ def register(subparsers) -> None:
     add_cluster_arguments(e)
     e.add_argument("--order", default=None,
                    help="order of the layout (default: the 'order' of a solve result file, else tp-cp-ep-dp-pp)")
-    e.add_argument("--assignment", required=True,
-                   help="GPU id per global rank: a JSON list, a 'rankmap solve' JSON result, or one id per line")
+    add_layout_arguments(e)
     add_size_arguments(e, world_size_required=False)
     add_model_arguments(e)
     e.add_argument("--exposure", default=None, metavar="CLASS=X,...", help=_EXPOSURE_HELP)
     add_nccl_arguments(e)
+    add_measured_arguments(e, exclude_slow=False)
     e.add_argument("--format", choices=("json", "table"), default="json")
     e.add_argument("--server", type=server_arg, default=None, metavar="HOST:PORT",
                    help="evaluate on a rankmap server instead of in process")

@@ -272,7 +272,7 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
                            + (f", ... {len(pods) - 8} more" if len(pods) > 8 else "")))
         lines.extend(wrap_command(k.get("command", "")))
     if "gpus_file" in apply and launcher != "torchrun":
-        lines.append("  (hosts use different GPU orders: CUDA_VISIBLE_DEVICES is read from FILE.gpus, "
+        lines.append("  (the hosts' GPU lists differ: CUDA_VISIBLE_DEVICES is read from FILE.gpus, "
                      "written by --emit next to FILE)")
     for path, text in written.items():
         lines.append(_clip(f"  wrote {path} ({text.count(chr(10))} lines)"))
@@ -281,6 +281,26 @@ def _recipe(result, launcher: str, written: Mapping[str, str]) -> list[str]:
         lines.append(_clip(f"  write the file with: --emit {kind} -o FILE (other launchers: "
                            + ", ".join(k for k in LAUNCHERS if k != kind) + ")"))
     return lines
+
+
+#: Measured links listed in the table (the JSON has all of them).
+_MEASURED_ROWS = 8
+
+
+def measured_lines(links) -> list[str]:
+    """The table's lines for the measured links (issue 27) a layout relies on: link, measured and line
+    GB/s, the classes crossing it, the measurement; nothing without any."""
+    links = list(links or ())
+    if not links:
+        return []
+    out = [f"measured links this layout relies on ({len(links)}; measured / line GB/s, classes, source):"]
+    for d in links[:_MEASURED_ROWS]:
+        u, v = d["link"]
+        out.append(_clip(f"  {u}-{v}  {d['measured_gbps']:.4g} / {d['line_gbps']:.4g} GB/s  "
+                         f"{','.join(d.get('classes', ()))}  {d.get('source', '')}"))
+    if len(links) > _MEASURED_ROWS:
+        out.append(f"  ... {len(links) - _MEASURED_ROWS} more (the JSON's measured.links)")
+    return out
 
 
 def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | None = None,
@@ -306,6 +326,11 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
     lines.append("")
     lines.append(f"chosen order  {result.order}      (baseline {result.baseline.order})")
     lines.append(f"apply         {result.apply.get('note', '')}")
+    if result.apply.get("hosts_inferred"):
+        import textwrap
+
+        lines += textwrap.wrap(str(result.apply["hosts_inferred"]), TABLE_WIDTH, initial_indent="hosts         ",
+                               subsequent_indent=" " * 14)
     lines.append("")
     lines.append("node_rank  host                  CUDA_VISIBLE_DEVICES   global ranks")
     hosts = result.hosts
@@ -341,6 +366,7 @@ def solve_table(result, launcher: str = "slurm", written: Mapping[str, str] | No
         else:  # Megatron refuses the other stock order for these sizes (rankmap groups --order says why)
             lines.append("tp-cp-ep-pp-dp (--use-tp-pp-dp-mapping) is not valid for these sizes: "
                          "`rankmap groups --order tp-cp-ep-pp-dp` says why")
+    lines.extend(measured_lines(getattr(result, "measured_links", ())))
     lines.append("")
     lines.extend(_recipe(result, launcher, written or {}))
     lines.append("")

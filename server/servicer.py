@@ -240,6 +240,9 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
         msg = wire.result_to_proto(result, omit_groups=True)
+        if job.measured is not None:  # measured rates (issue 27): notes and the hosts exclude_slow left out
+            msg.warnings.extend(job.measured.warnings)
+            msg.excluded_slow_hosts.extend(job.measured.slow_hosts)
         if not job.omit_groups:
             groups_to_proto(result.groups, msg.groups, guard.check)
         return msg
@@ -252,7 +255,15 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         cost = evaluate(job.graph, job.cfg, job.assignment, job.traffic, exposure=job.exposure, nccl=job.nccl)
         guard.check()
-        return wire.evaluate_response(cost, job.traffic)
+        if job.measured is None:
+            return wire.evaluate_response(cost, job.traffic)
+        from rankmap.solver.fabric.cluster import cluster_from_graph
+        from rankmap.solver.fabric.measured import measured_links_used
+
+        cl = cluster_from_graph(job.graph, check=guard.check, nccl=job.nccl)
+        index = cl.device_index()
+        used = measured_links_used(cl, job.cfg, [index[a] for a in job.assignment], job.traffic)
+        return wire.evaluate_response(cost, job.traffic, used, job.measured.warnings)
 
     def _groups_work(self, request, guard: CallGuard):
         from rankmap.solver import megatron_groups
@@ -268,6 +279,63 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
 
         guard.check()
         return import_cluster(request, self.limits.max_world_size, guard.check)
+
+    def _check_work(self, request, guard: CallGuard):
+        from rankmap.solver.allocation.check import DEFAULT_CHECK_SECONDS, check_allocation
+
+        guard.check()
+        job = wire.parse_check_request(request, guard.check)
+        limit = min(job.time_limit_seconds or DEFAULT_CHECK_SECONDS, float(self.limits.max_time_limit))
+        guard.check()
+        try:
+            result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, job.within,
+                                      exposure=job.exposure, best=job.best, time_limit_seconds=limit, seed=job.seed,
+                                      cancel=guard.cancel, cluster=job.cluster)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        guard.check()
+        return wire.check_response(result)
+
+    def _recommend_work(self, request, guard: CallGuard):
+        from rankmap.solver.allocation.request import recommend_allocation
+
+        guard.check()
+        args, kwargs = wire.parse_recommend_request(request, guard.check)
+        return wire.advice_response(recommend_allocation(*args, **kwargs))
+    def _repair_work(self, request, guard: CallGuard):
+        from rankmap.solver.errors import RankmapError
+        from rankmap.solver.job.repair import repair
+
+        guard.check()
+        try:
+            job = wire.parse_repair_request(request, guard.check)
+            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            guard.check()
+            result = repair(job.graph, job.cfg, job.traffic, job.running, job.failed_hosts, job.failed_gpus,
+                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        except RankmapError as exc:
+            raise wire.job_error(exc, "Repair") from None
+        guard.check()
+        return wire.repair_to_proto(result)
+
+    def _compare_work(self, request, guard: CallGuard):
+        from rankmap.solver.errors import RankmapError
+        from rankmap.solver.job.compare import compare
+
+        guard.check()
+        try:
+            job = wire.parse_compare_request(request, guard.check)
+            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            guard.check()
+            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel)
+        except SolveCancelled:
+            raise Cancelled(guard.deadline_hit) from None
+        except RankmapError as exc:
+            raise wire.job_error(exc, "Compare") from None
+        guard.check()
+        return wire.compare_to_proto(result)
 
     # ------------------------------------------------------------ status codes
 
@@ -333,6 +401,21 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def ImportCluster(self, request, context):
         """A topology file given as text -> the Cluster message (runs in the pool)."""
         return self._handle("ImportCluster", request, context, self._import_work)
+
+    def Check(self, request, context):
+        """A granted allocation: straddling groups, cost vs the best on its hosts (runs in the pool)."""
+        return self._handle("Check", request, context, self._check_work)
+
+    def RecommendAllocation(self, request, context):
+        """The Slurm / Kueue / Volcano request for a job (runs in the pool)."""
+        return self._handle("RecommendAllocation", request, context, self._recommend_work)
+    def Repair(self, request, context):
+        """The patch, pinned and full repairs of a running layout after failures (runs in the pool)."""
+        return self._handle("Repair", request, context, self._repair_work)
+
+    def Compare(self, request, context):
+        """One job solved on each candidate allocation, best first (runs in the pool)."""
+        return self._handle("Compare", request, context, self._compare_work)
 
     def BatchSolve(self, request, context) -> Iterator:
         """Solve many requests, streaming each answer (tagged with its index) as it completes.

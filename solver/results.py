@@ -257,6 +257,14 @@ class SolveResult:
     nccl : NcclModel or None
         How NCCL ran the collectives in the prediction (recorded in the JSON, so that
         ``rankmap evaluate`` on this document predicts the same way).
+    measured_links : tuple of dict
+        The links with a measured rate (issue 27, ``measured_gbps`` on the graph) that the
+        chosen layout's flows cross: ``link`` [from, to], ``measured_gbps``, ``line_gbps``
+        (GB/s), ``source``, ``classes``.  Empty without measurements; in the JSON under
+        ``measured.links`` only when there are measured links in the cluster.
+    warnings : tuple of str
+        Notes on the request a server answered with (a measurement naming an unknown host);
+        in the JSON under ``measured.warnings`` when any.
     """
 
     config: ParallelConfig
@@ -273,6 +281,8 @@ class SolveResult:
     orders_searched: tuple[str, ...] = ()
     stopped_by: str = ""
     nccl: Any = None
+    measured_links: tuple = ()
+    warnings: tuple = ()
 
     @property
     def order(self) -> str:
@@ -318,6 +328,9 @@ class SolveResult:
                                  if getattr(self.traffic, "model", None) is not None else {}),
             "orders_searched": list(self.orders_searched),
             "nccl": self.nccl.to_dict() if self.nccl is not None else None,
+            **({"measured": {"links": [dict(x) for x in self.measured_links],
+                             **({"warnings": list(self.warnings)} if self.warnings else {})}}
+               if self.measured_links or self.warnings else {}),
             "apply": dict(self.apply),
             "groups": {k: v.tolist() for k, v in self.groups.items()},
         }

@@ -42,8 +42,10 @@ LAUNCH_ORDER_POLICIES = ("sorted", "listed")
 #: Named domain levels a constraint can refer to.  ``nvlink`` is the finest
 #: bandwidth level, ``host`` the ``host`` attribute, ``leaf``/``spine``/``core``
 #: the first/second/third bandwidth level coarser than a host; ``level:N`` is
-#: the N-th bandwidth level counted from the finest (0).
-DOMAIN_LEVELS = ("nvlink", "host", "leaf", "spine", "core")
+#: the N-th bandwidth level counted from the finest (0); ``host_type`` the hosts of one type (the
+#: same GPU count; a ``host_type`` attribute on the GPUs, e.g. from ``--host-topology HOSTLIST=FILE``,
+#: tells types of one count apart): ``tp within host_type`` keeps TP groups off hosts of different sizes.
+DOMAIN_LEVELS = ("nvlink", "host", "leaf", "spine", "core", "host_type")
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def check_exposure(exposure: Mapping[str, float] | None) -> dict[str, float]:
 
 
 def parse_constraint(text: str) -> Constraint:
-    """Parse ``"tp within host"`` (also ``"tp:host"`` or ``"tp=host"``).
+    """Parse ``"tp within host"`` (also ``"tp:host"``, ``"tp=host"``, ``"tp=level:2"``).
 
     Raises
     ------
@@ -107,7 +109,11 @@ def parse_constraint(text: str) -> Constraint:
     from .traffic import TRAFFIC_CLASSES
 
     raw = text.strip()
-    parts = raw.replace(":", " within ", 1).replace("=", " within ", 1).split() if "within" not in raw else raw.split()
+    if "within" in raw:
+        parts = raw.split()
+    else:  # CLASS:LEVEL or CLASS=LEVEL: split at the first separator only (the level may be level:N)
+        cut = min((i for i in (raw.find(":"), raw.find("=")) if i >= 0), default=-1)
+        parts = raw.split() if cut < 0 else [raw[:cut].strip(), "within", raw[cut + 1:].strip()]
     if len(parts) != 3 or parts[1] != "within":
         raise InvalidArgumentError(
             f"constraint {text!r} is not of the form 'CLASS within LEVEL' (e.g. 'tp within host')", "constraints"

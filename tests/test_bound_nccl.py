@@ -142,3 +142,97 @@ def test_never_above_the_optimum_with_nccl_algorithms(seed):
     mode = "free" if cl.num_devices <= 6 else "launcher"
     lb = search_lower_bound(cl, orders, traffic, None, mode)
     assert lb <= optimum(cl, orders, traffic, None, mode) * (1 + 1e-9) + 1e-15
+
+
+def _two_socket_pairs():
+    """One host, two sockets joined by a 16 GB/s link; GPUs 0,1 under socket 0 and 2,3 under socket 1
+    (PCIe 32 GB/s), each socket's pair on a 100 GB/s NVLink (x 0.8 = 80 GB/s: no GPU generation named)."""
+    import networkx as nx
+
+    g = nx.Graph()
+    for c in ("cpu0", "cpu1"):
+        g.add_node(f"h/{c}", kind="switch")
+    g.add_edge("h/cpu0", "h/cpu1", bandwidth=16.0, link="sys")
+    for i in range(4):
+        g.add_node(f"h/gpu{i}", kind="gpu", host="h")
+        g.add_edge(f"h/gpu{i}", f"h/cpu{i // 2}", bandwidth=32.0, link="pcie")
+    g.add_edge("h/gpu0", "h/gpu1", bandwidth=100.0, link="nvlink")
+    g.add_edge("h/gpu2", "h/gpu3", bandwidth=100.0, link="nvlink")
+    return g
+
+
+def test_a_pair_split_inside_a_node_sends_its_whole_flow():
+    """tp2 pp2 on the two-socket host, tp 1e9 and pp 4e9 bytes, latency off.  An NVLink pair holds either
+    a tp group or a pp group; the other class's two groups cross the 16 GB/s socket link.  A group of two
+    on one node is a ring of two: each edge carries fb (tp: 2·1/2·S = 1e9), not fb/2 (that is a node
+    block of two in a group over several nodes).  pp on the pairs: 4e9 / 80 GB/s = 50 ms, tp's two flows
+    on the socket link 2e9 / 16 GB/s = 125 ms: 175 ms.  tp on the pairs: 12.5 ms + pp 8e9 / 16 = 500 ms.
+    The bound meets the optimum, 175 ms (it was 112.5 ms with fb/2 for the split tp groups)."""
+    from rankmap.solver import SolveOptions, solve
+    from rankmap.solver.fabric.rates import NcclModel
+
+    nccl = NcclModel(latency=False)
+    cl = cluster_from_graph(_two_socket_pairs(), nccl=nccl)
+    cfg = parallel_config(4, tp=2, pp=2)
+    traffic = {"tp": 1e9, "pp": 4e9}
+    assert lower_bound(cl, cfg, traffic) == pytest.approx(0.175, rel=1e-12)
+    res = solve(_two_socket_pairs(), cfg, traffic, SolveOptions(mode="free", orders="all", nccl=nccl))
+    assert res.status == "OPTIMAL" and res.cost.total_seconds == pytest.approx(0.175, rel=1e-12)
+    assert res.cost.classes["tp"].seconds == pytest.approx(2e9 / 16e9, rel=1e-12)
+
+
+def test_channels_need_members_on_a_slow_intra_host_ring():
+    """dp8 on 2 hosts x 4 GPUs, each GPU on its own 25 GB/s NIC (x 0.96 = 24 GB/s) and on one PCIe switch
+    at 32 GB/s, no NVLink; all-gather S = 4e9, fb = 7/8·S = 3.5e9, latency off.  4 members per host on 4
+    rails: 4 channels of fb/4 = 0.875e9 / 24 GB/s = 36.5 ms, but each host's block of 4 is a ring over
+    PCIe with fb·3/4 = 2.625e9 per edge / 32 GB/s = 82.0 ms.  With c channels the block has >= c
+    members, so its edge carries >= fb·(c−1)/c at no more than the best ring of >= c GPUs in a host
+    (32 GB/s here): c = 4: 82.0 ms; c = 2: max(fb/2/24, fb/2/32) = 72.9 ms; c = 1: 145.8 ms.  The
+    bound is 72.9 ms (it was 36.5 ms when the intra-host edge was taken at the widest pair rate)."""
+    import networkx as nx
+
+    from rankmap.solver.fabric.rates import NcclModel
+
+    g = nx.Graph()
+    g.add_node("switch:leaf", kind="switch")
+    for h in range(2):
+        g.add_node(f"n{h}/pcie", kind="switch")
+        for i in range(4):
+            gpu, nic = f"n{h}/gpu{i}", f"n{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"n{h}")
+            g.add_node(nic, kind="nic")
+            g.add_edge(gpu, f"n{h}/pcie", bandwidth=32.0, link="pcie")
+            g.add_edge(gpu, nic, bandwidth=25.0, link="pcie")
+            g.add_edge(nic, "switch:leaf", bandwidth=25.0, link="net")
+    nccl = NcclModel(latency=False)
+    cl = cluster_from_graph(g, nccl=nccl)
+    cfg = parallel_config(8)
+    fb = 7 / 8 * 4e9
+    lb = lower_bound(cl, cfg, {"dp": 4e9})
+    assert lb == pytest.approx(fb / 2 / 24e9, rel=1e-12)
+    # every layout here is 4 + 4 over the two hosts (4 channels): 82.0 ms, above the bound
+    four = layout_cost(cl, cfg, np.arange(8), {"dp": 4e9})
+    assert four.classes["dp"].channels == 4
+    assert four.total_seconds == pytest.approx(fb * 3 / 4 / 32e9, rel=1e-12)
+    assert lb <= four.total_seconds
+
+
+def test_builders_name_the_gpu_generation():
+    """fat_tree_cluster(gpu="h100") is the CLI's ``--gpu h100`` host: NCCL's Hopper NVLink rate (18 x 20.6 =
+    370.8 GB/s) and NVLS: tp8 all-reduce on one host at NVLS's bus rate, as
+    test_tp8_all_reduce_on_one_h100_host_runs_nvls_and_the_bound_meets_it; without it, 450 x 0.8 = 360 GB/s
+    and ring only.  nvl72_cluster(gpu="gb200") names Blackwell.  An unknown model is refused by name."""
+    from rankmap.solver import fat_tree_cluster
+    from rankmap.solver.fabric.builders import nvl72_cluster
+    from rankmap.solver.errors import InvalidArgumentError
+
+    named = cluster_from_graph(fat_tree_cluster(1, 8, gpu="h100"))
+    plain = cluster_from_graph(fat_tree_cluster(1, 8))
+    cfg = parallel_config(8, tp=8)
+    assert named.nccl_topology.arch == "hopper" and plain.nccl_topology.arch is None
+    assert named.nccl_topology.nvlink_gbps.max() * 1e9 == pytest.approx(NVLINK, rel=1e-12)
+    assert layout_cost(named, cfg, np.arange(8), {"tp": S}).classes["tp"].algorithm == "nvls"
+    assert layout_cost(plain, cfg, np.arange(8), {"tp": S}).classes["tp"].algorithm == "ring"
+    assert cluster_from_graph(nvl72_cluster(1, 2, gpu="gb200")).nccl_topology.arch == "blackwell"
+    with pytest.raises(InvalidArgumentError, match="'h1000'"):
+        fat_tree_cluster(1, 8, gpu="h1000")

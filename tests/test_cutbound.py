@@ -71,11 +71,13 @@ def test_tp8_dp4_pp4_on_8_gpu_hosts_hand_derived():
     f0_tp = class_lower_bound(cluster, "all_reduce", 16, 8, S_tp)
     assert f0_tp == pytest.approx(2 * 7 / 8 * S_tp / 450e9)  # one NVSwitch port per GPU
     expect = f0_tp + 8 * (3 / 4 * S_dp) / c_host + 12 * S_pp / c_host
-    # NCCL's latency in the bound (bound/ncclterms.latency_extra_seconds): the joint cut bound plus each part's
-    # least latency (floor 0: the least over protocols and the node counts a group can span, here 1 node of 8
-    # GPUs; LL is the cheapest): tp ring all-reduce of 8, 6.6 + 14·0.6 = 15 us; dp ring all-gather of 4,
-    # 6.6 + 3·0.6 = 8.4 us; pp send inside a node, 6.6 + 0.6 = 7.2 us: 30.6 us in all
-    assert lower_bound(cluster, cfg, traffic) == pytest.approx(expect + (15 + 8.4 + 7.2) * 1e-6, rel=1e-6)
+    # NCCL's latency in the bound (bound/ncclterms.latency_extra_seconds): the joint cut bound charges each part a
+    # bandwidth time B >= its own floor F0, and the latency beyond B, min over protocols of lat + B(1/eff - 1), is
+    # nondecreasing in B, so each part adds at least its extra at F0 (1 node of 8 GPUs): LL (eff 0.5) would add
+    # F0 itself and LL128 (eff 0.92) F0·0.087 (≥ 31 us), so Simple (eff 1): tp ring all-reduce of 8,
+    # 8.4 + 14·3.4 = 56 us; dp ring all-gather of 4, 8.4 + 3·3.4 = 18.6 us; pp send inside a node,
+    # 8.4 + 3.4 = 11.8 us: 86.4 us in all
+    assert lower_bound(cluster, cfg, traffic) == pytest.approx(expect + (56 + 18.6 + 11.8) * 1e-6, rel=1e-6)
     # the classes alone say much less: dp and pp groups could each sit inside one host
     alone = sum(class_lower_bound(cluster, p.kind, g, k, p.payload_bytes)
                 for c in TRAFFIC_CLASSES for p, g, k in _part_sizes(cfg, traffic, c))
@@ -232,9 +234,10 @@ def test_two_stage_embedding_group_is_the_pipeline_group(eight_gpus):
     whole splits its 4 embedding pairs: 4 flows of S out over 4 x 50 GB/s (hand-derived; = the optimum's
     bandwidth time, to which NCCL adds, Simple: tp's one-host ring all-reduce of 4, 8.4 + 6·3.4 = 28.8 us,
     and the embedding's ring all-reduce of 2 over 2 hosts, (8.4 + 2·14) x 1.4 = 50.96 us).  The bound is the
-    joint cut bound plus each part's least NCCL latency (bound/ncclterms, floor 0: LL at 1 node, both groups
-    fit a 4-GPU host): tp's ring all-reduce of 4, 6.6 + 6·0.6 = 10.2 us, the embedding's of 2, 6.6 + 2·0.6 =
-    7.8 us."""
+    joint cut bound plus each part's NCCL latency beyond its own floor (bound/ncclterms; at these floors
+    Simple is the cheapest, LL and LL128 pay floor x 1 and x 0.087 more; 1 node, both groups fit a 4-GPU
+    host): tp's ring all-reduce of 4, 8.4 + 6·3.4 = 28.8 us, the embedding's of 2, 8.4 + 2·3.4 =
+    15.2 us."""
     cluster, layouts = eight_gpus
     cfg = parallel_config(8, tp=4, pp=2)
     traffic = {"tp": 4e9, "embedding": 1e8}
@@ -242,7 +245,7 @@ def test_two_stage_embedding_group_is_the_pipeline_group(eight_gpus):
     f0_tp = 2 * 3 / 4 * 4e9 / 450e9
     expect = f0_tp + 4 * 1e8 / (4 * 50e9)
     lb = search_lower_bound(cluster, orders, traffic, None, "free")
-    assert lb == pytest.approx(expect + (10.2 + 7.8) * 1e-6, rel=1e-9)
+    assert lb == pytest.approx(expect + (28.8 + 15.2) * 1e-6, rel=1e-9)
     opt = optimum(cluster, orders, traffic, None, "free", layouts)
     assert opt == pytest.approx(expect + (28.8 + 50.96) * 1e-6, rel=1e-9)
 
@@ -262,16 +265,16 @@ def test_pipeline_middle_stages_cross_a_domain_twice():
     (free mode, every order) puts the middle stage on one host: ``fb_tp / 360 + 2·fb_pp / 24``,
     plus NCCL's latency (Simple): tp's one-host ring all-reduce of 2, 8.4 + 2·3.4 = 15.2 us, and
     pp's send across hosts, 8.4 + 14 = 22.4 us.  The bound adds each part's least latency to the joint
-    cut bound (bound/ncclterms, floor 0: LL, at the fewest nodes): tp's all-reduce of 2 inside a host,
-    6.6 + 2·0.6 = 7.8 us; a chain of 3 on 2-GPU hosts spans ≥ 2 nodes: a send across hosts,
-    6.6 + 2.7 = 9.3 us.
+    cut bound beyond each part's own floor (bound/ncclterms: Simple at these floors, at the fewest nodes):
+    tp's all-reduce of 2 inside a host, 8.4 + 2·3.4 = 15.2 us; a chain of 3 on 2-GPU hosts spans ≥ 2
+    nodes: a send across hosts, 8.4 + 14 = 22.4 us.
     """
     cl = cluster_from_graph(fat_tree_cluster(3, 2, nic_bandwidth_gbps=25.0))
     cfg = parallel_config(6, tp=2, pp=3)
     traffic = {"tp": 4e9, "pp": 1e9}
     fbt, fbp = flow_bytes("all_reduce", 4e9, 2), flow_bytes("p2p_chain", 1e9, 3)
     lb = lower_bound(cl, cfg, traffic)
-    assert lb == pytest.approx(fbt / 360e9 + 8 / 3 * fbp / 48e9 + (7.8 + 9.3) * 1e-6, rel=1e-9)
+    assert lb == pytest.approx(fbt / 360e9 + 8 / 3 * fbp / 48e9 + (15.2 + 22.4) * 1e-6, rel=1e-9)
     opt = optimum(cl, candidate_orders(cfg, "all"), traffic, None, "free")
     assert opt == pytest.approx(fbt / 360e9 + 2 * fbp / 24e9 + (15.2 + 22.4) * 1e-6, rel=1e-9)
 
@@ -290,8 +293,9 @@ def test_embedding_pairs_tie_the_chain_ends():
     (``fb_emb/24``) and NCCL's latency (Simple): tp's one-host ring all-reduce of 2, 8.4 + 2·3.4 =
     15.2 us, pp's send across hosts 8.4 + 14 = 22.4 us, the embedding's ring all-reduce of 2 over 2
     hosts (8.4 + 2·14) x 1.4 = 50.96 us.  The bound adds each part's least latency to the joint cut bound
-    (bound/ncclterms, floor 0: LL, fewest nodes): tp's all-reduce of 2 in a host 6.6 + 2·0.6 = 7.8 us, a
-    chain of 4 on 2-GPU hosts spans ≥ 2 nodes: a send across hosts 6.6 + 2.7 = 9.3 us, the embedding's
+    beyond each part's own floor (bound/ncclterms: Simple at these floors, fewest nodes): tp's all-reduce of 2
+    in a host 8.4 + 2·3.4 = 15.2 us, a chain of 4 on 2-GPU hosts spans ≥ 2 nodes: a send across hosts
+    8.4 + 14 = 22.4 us, the embedding's
     all-reduce of 2 in a host 7.8 us.
     """
     cl = cluster_from_graph(fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0))
@@ -300,7 +304,7 @@ def test_embedding_pairs_tie_the_chain_ends():
     fbt, fbp = flow_bytes("all_reduce", 4e9, 2), flow_bytes("p2p_chain", 1e9, 4)
     fbe = flow_bytes("all_reduce", 2e9, 2)
     lb = lower_bound(cl, cfg, traffic)
-    assert lb == pytest.approx(fbt / 360e9 + 4 * fbp / 48e9 + fbe / 360e9 + (7.8 + 9.3 + 7.8) * 1e-6, rel=1e-9)
+    assert lb == pytest.approx(fbt / 360e9 + 4 * fbp / 48e9 + fbe / 360e9 + (15.2 + 22.4 + 15.2) * 1e-6, rel=1e-9)
     opt = optimum(cl, candidate_orders(cfg, "all"), traffic, None, "free")
     assert opt == pytest.approx(fbt / 360e9 + 4 * fbp / 48e9 + fbe / 24e9 + (15.2 + 22.4 + 50.96) * 1e-6,
                                 rel=1e-9)
@@ -320,15 +324,16 @@ def test_a_host_inside_its_leaf_pays_each_class_once_at_its_worst():
     ``fb_pp/360 + fb_tp/24 + 4·fb_cp/24``, and the layout adds NCCL's latency (Simple): pp's send inside
     a host 8.4 + 3.4 = 11.8 us, tp's ring all-reduce of 2 over 2 hosts (8.4 + 2·14) x 1.4 = 50.96 us,
     cp's ring send of 2 over 2 hosts 8.4 + 14 = 22.4 us.  The bound adds each part's least latency to the
-    nested cut bound (bound/ncclterms, floor 0: LL, every group of 2 fits a host): tp's all-reduce
-    6.6 + 2·0.6 = 7.8 us, cp's ring send 6.6 + 0.6 = 7.2 us, pp's send 6.6 + 0.6 = 7.2 us: 22.2 us.
+    nested cut bound beyond each part's own floor (bound/ncclterms: Simple at these floors, every group of 2
+    fits a host): tp's all-reduce 8.4 + 2·3.4 = 15.2 us, cp's ring send 8.4 + 3.4 = 11.8 us, pp's send
+    8.4 + 3.4 = 11.8 us: 38.8 us.
     """
     cl = cluster_from_graph(fat_tree_cluster(8, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))
     cfg = parallel_config(16, tp=2, cp=2, pp=2)
     traffic = {"tp": 1e9, "cp": 2e8, "pp": 4e9}
     fbt, fbc, fbp = flow_bytes("all_reduce", 1e9, 2), flow_bytes("ring_p2p", 2e8, 2), flow_bytes("p2p_chain", 4e9, 2)
     expect = fbp / 360e9 + fbt / 24e9 + 4 * fbc / 24e9
-    assert lower_bound(cl, cfg, traffic) == pytest.approx(expect + (7.8 + 7.2 + 7.2) * 1e-6, rel=1e-9)
+    assert lower_bound(cl, cfg, traffic) == pytest.approx(expect + (15.2 + 11.8 + 11.8) * 1e-6, rel=1e-9)
     # default order tp-cp-ep-dp-pp: rank = t + 2c + 4d + 8q; host 2(c + 2d) + t (leaf c + 2d), local index q
     index = {d: i for i, d in enumerate(cl.devices)}
     dev = np.array([index[f"node{2 * (r // 2 % 2 + 2 * (r // 4 % 2)) + r % 2:03d}/gpu{r // 8}"] for r in range(16)])
@@ -384,9 +389,9 @@ def test_pipeline_pairs_compete_with_expert_data_parallel_for_a_leaf():
     calibrated rates (NVLink 450 x 0.8 = 360; NIC and uplink 25 x 0.96 = 24): ``fb_ep/360 + fb_edp/24 +
     4·fb_pp/24``, the optimum's bandwidth time; it adds NCCL's latency (Simple): ep's all-to-all inside a
     host 8.4 + 3.4 = 11.8 us, edp's all-gather of 2 over 2 hosts 8.4 + 14 = 22.4 us, pp's send across
-    hosts 22.4 us.  The bound adds each part's least latency to the joint cut bound (bound/ncclterms,
-    floor 0: LL, every group of 2 fits a host): ep's all-to-all 6.6 + 0.6 = 7.2 us, edp's all-gather of 2
-    6.6 + 1·0.6 = 7.2 us, pp's send 7.2 us: 21.6 us.
+    hosts 22.4 us.  The bound adds each part's latency beyond its own floor to the joint cut bound
+    (bound/ncclterms: Simple at these floors, every group of 2 fits a host): ep's all-to-all 8.4 + 3.4 =
+    11.8 us, edp's all-gather of 2 8.4 + 1·3.4 = 11.8 us, pp's send 11.8 us: 35.4 us.
     """
     cl = cluster_from_graph(fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))
     cfg = parallel_config(8, ep=2, etp=1, pp=2)
@@ -394,6 +399,6 @@ def test_pipeline_pairs_compete_with_expert_data_parallel_for_a_leaf():
     fbe, fbd = flow_bytes("all_to_all", 8e9, 2), flow_bytes("all_gather", 1e9, 2)
     fbp = flow_bytes("p2p_chain", 2e8, 2)
     expect = fbe / 360e9 + fbd / 24e9 + 4 * fbp / 24e9
-    assert lower_bound(cl, cfg, traffic) == pytest.approx(expect + 3 * 7.2e-6, rel=1e-9)
+    assert lower_bound(cl, cfg, traffic) == pytest.approx(expect + 3 * 11.8e-6, rel=1e-9)
     opt = optimum(cl, candidate_orders(cfg, "all"), traffic, None, "free")
     assert opt == pytest.approx(expect + (11.8 + 22.4 + 22.4) * 1e-6, rel=1e-9)

@@ -83,7 +83,7 @@ def test_slurm_yaml_topologies():
     assert read_fabric(YAML, topology_name="topo3").kind == "flat"
     with pytest.raises(InvalidArgumentError, match=r"no topology named 'topo9' \(has: topo1, topo2, topo3\)"):
         read_fabric(YAML, topology_name="topo9")
-    with pytest.raises(InvalidArgumentError, match="flat and lists no nodes; give a nodelist"):
+    with pytest.raises(InvalidArgumentError, match="flat and lists no nodes; give --nodelist HOSTLIST"):
         build_cluster(A100, fabric=YAML, topology_name="topo3")
     G = build_cluster(A100, fabric=YAML, topology_name="topo3", nodelist="n[1-3]")
     assert len(gpus(G)) == 24 and G.graph["fabric"]["kind"] == "flat"

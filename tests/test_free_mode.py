@@ -79,9 +79,9 @@ def test_free_is_never_worse_than_launcher(sizes, traffic):
 def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
     """With the free-layout steps switched off, free mode returns the launcher solve's answer exactly.
 
-    Above 16 GPUs three steps differ between the modes: ``refine``, the
-    free tree-partition proposal (the other proposals are the launcher ones)
-    and the free anytime phase; making them no-ops in free mode leaves the launcher candidates, so the
+    Above 16 GPUs four steps differ between the modes: ``refine``, the
+    free tree-partition proposal (the other proposals are the launcher ones), the grid-permutation
+    layouts and the free anytime phase; making them no-ops in free mode leaves the launcher candidates, so the
     free answer must be the launcher answer: same order, same GPU for every
     rank, same cost.
     """
@@ -103,6 +103,7 @@ def test_free_mode_starts_from_the_launcher_answer(monkeypatch):
 
     monkeypatch.setattr(search_mod, "refine", launcher_only(search_mod.refine))
     monkeypatch.setattr(search_mod, "tree_partition_layout", lambda *a, **k: None)
+    monkeypatch.setattr(search_mod, "_free_grid_layouts", lambda *a, **k: [])
     monkeypatch.setattr(search_mod, "anytime_search", launcher_only(search_mod.anytime_search))
     free = solve(g, cfg, traffic, SolveOptions(mode="free", **opts))
     assert free.layout.order == launcher.layout.order

@@ -69,15 +69,23 @@ def test_contract_shape():
     service = pb.DESCRIPTOR.services_by_name["RankmapService"]
     assert service.full_name == "rankmap.v1.RankmapService"
     methods = {m.name: m for m in service.methods}
-    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve", "ImportCluster"}
+    assert set(methods) == {"Solve", "Evaluate", "GetGroups", "BatchSolve", "ImportCluster",
+                            "Check", "RecommendAllocation", "Repair", "Compare"}  # issue 26
     assert methods["BatchSolve"].server_streaming and not methods["BatchSolve"].client_streaming
-    for m in ("Solve", "Evaluate", "GetGroups", "ImportCluster"):
+    for m in ("Solve", "Evaluate", "GetGroups", "ImportCluster", "Repair", "Compare"):
         assert not methods[m].server_streaming
     # ImportCluster: a format enum, the file text, the options as typed fields; the Cluster back
     imp = pb.ImportClusterRequest.DESCRIPTOR.fields_by_name
     assert imp["format"].enum_type.name == "TopologyFormat" and imp["text"].type == imp["text"].TYPE_STRING
     assert imp["nvlink_domain_rate_gbps"].has_presence and imp["gpus_per_node"].has_presence
     assert pb.ImportClusterResponse.DESCRIPTOR.fields_by_name["cluster"].message_type.name == "Cluster"
+    # Repair and Compare (issue 26) carry the job as a SolveRequest; unset spares differ from none
+    for req in (pb.RepairRequest, pb.CompareRequest):
+        assert req.DESCRIPTOR.fields_by_name["job"].message_type.name == "SolveRequest"
+    rep = pb.RepairRequest.DESCRIPTOR.fields_by_name
+    assert rep["spare_hosts"].has_presence and rep["max_moves"].has_presence
+    assert pb.RepairOption.DESCRIPTOR.fields_by_name["cost"].message_type.name == "Cost"
+    assert pb.ComparedAllocation.DESCRIPTOR.fields_by_name["result"].message_type.name == "SolveResponse"
     assert pb.Device.DESCRIPTOR.fields_by_name["nvlink_domain"].has_presence
     # every enum has *_UNSPECIFIED = 0
     for enum in pb.DESCRIPTOR.enum_types_by_name.values():

@@ -121,7 +121,10 @@ def test_sigterm_finishes_running_work_refuses_queued_and_exits_zero():
             assert started.wait(10)
             srv.proc.send_signal(signal.SIGTERM)
             code, details, _ = queued.result(120)
-            assert code == grpc.StatusCode.UNAVAILABLE, details  # queued, or refused if it came after the signal
+            # queued (UNAVAILABLE from the pool), or refused by gRPC if it came after the signal; on a loaded
+            # machine the call may still wait for one of gRPC's own threads when the server stops, and gRPC
+            # then cancels it (CANCELLED): never run, never OK
+            assert code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), (code, details)
             assert raw_call(channel, "GetGroups", small, 10)[0] == grpc.StatusCode.UNAVAILABLE
             code, details, answer = running.result(300)
             assert code == grpc.StatusCode.OK, details  # the running solve kept its answer

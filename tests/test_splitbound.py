@@ -104,3 +104,26 @@ def test_never_above_the_optimum(seed, kind, payload, tp_payload):
     orders = candidate_orders(cfg, "all")
     lb = search_lower_bound(cl, orders, traffic, {}, "free")
     assert lb <= optimum(cl, orders, traffic, {}, "free") * (1 + 1e-9) + 1e-15
+
+
+def test_an_all_to_all_that_must_span_nvlink_racks_sends_half_its_flows_per_nic():
+    """Two NVL72-style racks of one 4-GPU tray each (every rack one NVLink domain, so one NCCL node), both
+    trays under one leaf; ep8 (etp1) over the 8 GPUs, S = 4e9 bytes, fb = S/8 = 5e8, latency off.  Every
+    layout splits the group 4 + 4 over the racks: a rack's 4 members exchange 4·4 flows with the other
+    rack, relayed by PXN through the member on the receiver's rail, so all leave through the 4 members'
+    NIC links (50 GB/s physical, node_out_gbps: the rack's NVLink switch holds one node's GPUs and does
+    not count): some carries >= 4·fb / 50 GB/s = 40 ms, for any cluster size (no all-pair routes).  The
+    time model: each NIC port (50 x 0.96 = 48 GB/s) carries 4 flows, 2e9 / 48e9 = 41.67 ms."""
+    from rankmap.solver import layout_cost, lower_bound
+    from rankmap.solver.bound.splitbound import node_out_gbps, node_split_bound
+    from rankmap.solver.fabric.builders import nvl72_cluster
+    from rankmap.solver.fabric.rates import NcclModel
+
+    cl = cluster_from_graph(nvl72_cluster(2, 1, 4, hosts_per_leaf=2), nccl=NcclModel(latency=False))
+    node, cap = node_out_gbps(cl)
+    assert np.unique(node).size == 2 and cap.tolist() == [50.0] * 8
+    assert node_split_bound(cl, 1, 8, 5e8) == pytest.approx(4 * 5e8 / 50e9, rel=1e-12)
+    assert node_split_bound(cl, 2, 4, 5e8) == 0.0  # two groups of 4 fit the racks
+    cfg = parallel_config(8, ep=8, etp=1)
+    assert lower_bound(cl, cfg, {"ep": 4e9}) == pytest.approx(0.040, rel=1e-12)
+    assert layout_cost(cl, cfg, np.arange(8), {"ep": 4e9}).total_seconds == pytest.approx(2e9 / 48e9, rel=1e-12)

@@ -68,8 +68,41 @@ def test_a_tiling_beats_the_default_as_derived(oversub):
     assert min(costs) < 0.8 * default
 
 
-def test_uneven_trees_have_no_tiling():
+def test_ragged_trees_get_boxes_of_the_median_and_lower_quartile_leaf():
+    """Leaves of 4 and 2 hosts (6 hosts), tp8 pp2 (dp3): the block grid is dp3 x pp2 (node rank d + 3s).
+    Median leaf 3 hosts: a box of dp3 x pp1 (one stage's replicas), then the rest, pp2: block (d, s) at
+    tree position d + 3s, the identity.  Lower quartile int(2.5) = 2: a box of pp2 (both stages of one
+    replica, the only factoring of 2 in the room (3, 2)), then dp3: position s + 2d, so node ranks
+    0..5 -> hosts 0, 2, 4, 1, 3, 5 (each replica's stages side by side, the first two under leaf 0).
+    The two sizes alternate, the lower quartile's first."""
     g = fat_tree_cluster(6, 8, tiers=[(4, 2.0)])  # leaves of 4 and 2 hosts
     cl = cluster_from_graph(g)
     assert fabric_host_levels(cl) is None
-    assert tiling_host_orders(cl, parallel_config(48, tp=8, pp=2)) == []
+    got = [ho.tolist() for ho in tiling_host_orders(cl, parallel_config(48, tp=8, pp=2))]
+    assert got == [[0, 2, 4, 1, 3, 5], [0, 1, 2, 3, 4, 5]]  # the lower quartile's first
+
+
+def test_domain_packing_keeps_whole_nvlink_racks_inside_each_pipeline_run():
+    """NVL72-style racks keeping 4, 2, 2 and 2 trays (4 GPUs each; every rack one NVLink domain, one NCCL
+    node), tp4 pp2 (dp5): the block grid is dp5 x pp2, so a launcher order runs stage 0 on its first 5 hosts
+    and stage 1 on the next 5.  Stage 0's subset sum over the racks' sizes (4, 2, 2, 2) cannot make 5; the
+    most below is 4 (rack 0 whole), and the largest remaining rack (rack 1) splits 1 + 1 over the boundary;
+    stage 1 gets rack 1's other tray and racks 2 and 3 (1 + 2 + 2 = 5).  Hosts that are their own NCCL
+    node (a fat tree) get no order."""
+    from rankmap.solver.fabric.builders import nvl72_cluster
+    from rankmap.solver.search.tiling import domain_packed_host_orders
+
+    g = nvl72_cluster(4, hosts_per_rack=4, gpus_per_host=4, hosts_per_leaf=4)
+    keep = {0: 4, 1: 2, 2: 2, 3: 2}
+    drop = [n for n, d in g.nodes(data=True) if d.get("host") and int(d["host"][3:]) >= keep[int(d["host"][1])]]
+    g.remove_nodes_from(drop)
+    g.remove_nodes_from([n for n in list(g.nodes) if g.degree(n) == 0])
+    cl = cluster_from_graph(g)
+    hosts = list(cl.hosts)
+    cfg = parallel_config(40, tp=4, pp=2)
+    (order,) = domain_packed_host_orders(cl, cfg)
+    names = [hosts[h] for h in order]
+    assert names[:4] == ["r0t00", "r0t01", "r0t02", "r0t03"]  # rack 0 whole in stage 0
+    assert names[4][:2] == "r1" and names[5][:2] == "r1"  # rack 1 split 1 + 1 over the boundary
+    assert sorted(n[:2] for n in names[6:]) == ["r2", "r2", "r3", "r3"]
+    assert domain_packed_host_orders(cluster_from_graph(fat_tree_cluster(4, 8)), parallel_config(32, tp=8, pp=2)) == []

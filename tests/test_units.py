@@ -68,9 +68,6 @@ def test_host_pairs_cost_the_calibrated_nvswitch_time():
     assert cost.by_class["tp"] == pytest.approx(1e9 / 360e9 + 15.2e-6, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FAQ from the barycenter returns [0 1 2 3 4 6 5 7] on the calibrated rates (360 / 48 / 24 GB/s): "
-    "tp pairs (4,5) and (6,7) on devices 4,6 and 5,7, across hosts node002/node003 (found with NCCL rates)"))
 def test_faq_layout_is_a_permutation_that_keeps_tp_pairs_on_nvlink():
     """tp 2 with 1 GB of all-reduce and nothing else: the only cheap place for a tp pair is one
     host's NVSwitch (360 GB/s calibrated against 48 GB/s NICs), so FAQ's layout should put every pair
@@ -155,3 +152,14 @@ def test_search_seconds_reserves_the_last_step_and_the_result():
     assert search_seconds(6.0, 512) == pytest.approx(5.7 - 5.5e-5 * 512)
     assert search_seconds(1.0, 131072) == pytest.approx(0.95 - 0.4)  # the reserve's cap
     assert search_seconds(0.0, 8) == 0.0
+
+
+def test_constraint_forms_split_at_the_first_separator():
+    """``tp=level:2`` is class tp within level:2 (the level keeps its colon); the other spellings agree."""
+    from rankmap.solver.types import Constraint, parse_constraint
+
+    for text in ("tp within level:2", "tp=level:2", "tp:level:2", " tp = level:2 "):
+        assert parse_constraint(text) == Constraint("tp", "level:2")
+    assert parse_constraint("ep=nvlink") == Constraint("ep", "nvlink")
+    with pytest.raises(InvalidArgumentError, match="unknown level ''"):
+        parse_constraint("tp=")

@@ -19,7 +19,8 @@ sides of the wire use it, so they agree by construction:
 The pieces by topic: :mod:`~rankmap.wire.graph` (the cluster), :mod:`~rankmap.wire.sizes`
 (parallel sizes and configurations), :mod:`~rankmap.wire.traffic` (values, models, traffic),
 :mod:`~rankmap.wire.options` (search options), :mod:`~rankmap.wire.costs` (costs, groups,
-layouts), :mod:`~rankmap.wire.channel` (message limits, stubs).  Loading this package loads
+layouts), :mod:`~rankmap.wire.channel` (message limits, stubs), :mod:`~rankmap.wire.repair`
+(``Repair`` and ``Compare``).  Loading this package loads
 neither the server (``rankmap.server``, ``grpc_reflection``) nor OR-Tools.
 
 Errors
@@ -49,6 +50,8 @@ from rankmap.wire.costs import *  # noqa: F401,F403
 from rankmap.wire.costs import __all__ as _costs
 from rankmap.wire.graph import *  # noqa: F401,F403
 from rankmap.wire.graph import __all__ as _graph
+from rankmap.wire.measured import *  # noqa: F401,F403
+from rankmap.wire.measured import __all__ as _measured
 from rankmap.wire.sizes import *  # noqa: F401,F403
 from rankmap.wire.sizes import __all__ as _sizes
 from rankmap.wire.options import *  # noqa: F401,F403
@@ -61,5 +64,11 @@ from rankmap.wire.parse import *  # noqa: F401,F403
 from rankmap.wire.parse import __all__ as _parse
 from rankmap.wire.results import *  # noqa: F401,F403
 from rankmap.wire.results import __all__ as _results
+from rankmap.wire.allocation import *  # noqa: F401,F403
+from rankmap.wire.allocation import __all__ as _allocation
 
-__all__ = [*_errors, *_channel, *_costs, *_graph, *_sizes, *_options, *_traffic, *_requests, *_parse, *_results]
+from rankmap.wire.repair import *  # noqa: F401,F403
+from rankmap.wire.repair import __all__ as _repair
+
+__all__ = [*_errors, *_channel, *_costs, *_graph, *_measured, *_sizes, *_options, *_traffic, *_requests, *_parse,
+           *_results, *_allocation, *_repair]

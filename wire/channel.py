@@ -24,6 +24,10 @@ _MESSAGES = {
     "GetGroups": (pb.GetGroupsRequest, pb.GetGroupsResponse, False),
     "BatchSolve": (pb.BatchSolveRequest, pb.BatchSolveResponse, True),
     "ImportCluster": (pb.ImportClusterRequest, pb.ImportClusterResponse, False),
+    "Check": (pb.CheckRequest, pb.CheckResponse, False),
+    "RecommendAllocation": (pb.RecommendAllocationRequest, pb.RecommendAllocationResponse, False),
+    "Repair": (pb.RepairRequest, pb.RepairResponse, False),
+    "Compare": (pb.CompareRequest, pb.CompareResponse, False),
 }
 #: The RPCs of ``rankmap.v1.RankmapService``, name -> whether the answer is a stream.
 RPCS: dict[str, bool] = {name: stream for name, (_, _, stream) in _MESSAGES.items()}

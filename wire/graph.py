@@ -91,6 +91,9 @@ def graph_to_proto(graph: nx.Graph) -> "pb.Cluster":
             if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
                     and math.isfinite(value) and value > 0:
                 setattr(link, attr, float(value))
+        if data.get("measured_gbps") is not None:  # a measured cap (issue 27), checked by the cluster model
+            link.measured_gbps = _wire_number(u, v, data, "measured_gbps")
+            link.measured_source = str(data.get("measured_source", "") or "")[:512]
     return out
 
 
@@ -240,6 +243,13 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
                     raise invalid(f"edge ({u!r}, {v!r}) has {attr} {value!r}; it must be a finite number > 0",
                                   f"cluster.links[{i}].{attr}", "cluster.edges")
                 data[attr] = int(value) if value.is_integer() else value
+        if link.HasField("measured_gbps"):
+            m = link.measured_gbps
+            if not isfinite(m) or not 1e-6 <= m <= 1e9:
+                raise invalid(f"edge ({u!r}, {v!r}) has measured_gbps {m!r}; it must be finite and in 1e-6..1e9 GB/s",
+                              f"cluster.links[{i}].measured_gbps", "cluster.edges")
+            data["measured_gbps"] = m
+            data["measured_source"] = link.measured_source
         key = (u, v) if u <= v else (v, u)
         old = edges.get(key)
         if old is not None:

@@ -22,6 +22,7 @@ from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import count_gpus, graph_from_proto
+from rankmap.wire.measured import measurements_from_proto
 from rankmap.wire.options import exposure_from_proto, nccl_from_proto, options_from_proto
 from rankmap.wire.sizes import config_from_proto
 from rankmap.wire.traffic import sizes_with_megatron, traffic_from_proto
@@ -47,6 +48,8 @@ class SolveJob:
     traffic: dict[str, float]
     options: SolveOptions
     omit_groups: bool = False
+    measured: Any = None
+    """The request's measured rates applied (:class:`~rankmap.solver.fabric.measured.MeasuredGraph`), or None."""
 
 
 @dataclass
@@ -60,16 +63,22 @@ class EvaluateJob:
     exposure: dict[str, float] = dataclasses.field(default_factory=dict)
     nccl: Any = None
     """How NCCL runs the collectives (:class:`~rankmap.solver.NcclModel`)."""
+    measured: Any = None
+    """The request's measured rates applied (:class:`~rankmap.solver.fabric.measured.MeasuredGraph`), or None."""
 
 
-def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
+def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=None) -> SolveJob:
     """Read a ``SolveRequest``: graph, validated config, traffic and options.
 
     ``check``: called at check points of the conversion (raises to stop it).
+    ``default_world_size``: callable ``(graph, options) -> int``, the world size when
+    ``sizes.world_size`` is unset (default: the usable GPUs; a Repair's job: the running
+    layout's ranks, a Compare's: each allocation's GPUs).
 
     The options, sizes and traffic are validated against the GPU count of the raw message
     (``cluster.devices`` less the excluded devices and hosts) before the graph is built, so a
-    bad request is refused in milliseconds at any cluster size (issue 28: 7 s at 131,072 GPUs).
+    bad request is refused in milliseconds at any cluster size (issue 28: 7 s at 131,072 GPUs);
+    not with ``default_world_size`` or measured rates (which may leave slow hosts out).
     """
     options = options_from_proto(req)
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
@@ -84,7 +93,9 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
                                                       and not req.orders.orders)
         if order != DEFAULT_ORDER and orders_unset:
             options = dataclasses.replace(options, orders=order)
-    early = raw_gpu_count(req.cluster, options.exclude_devices, options.exclude_hosts)
+    early = None
+    if default_world_size is None and not len(req.measured):
+        early = raw_gpu_count(req.cluster, options.exclude_devices, options.exclude_hosts)
     cfg = traffic = None
     if early is not None:  # the raw count is the graph's GPU count (unique device ids)
         cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=early, rpc="Solve")
@@ -93,11 +104,18 @@ def parse_solve_request(req: "pb.SolveRequest", check=None) -> SolveJob:
                                        "cluster; a job needs one GPU per rank", "world_size")
         traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     graph = graph_from_proto(req.cluster, check)
-    n = count_gpus(graph, options.exclude_devices, options.exclude_hosts)
+    measured = _measured(req, graph, options.nccl, req.exclude_slow if req.HasField("exclude_slow") else None, check)
+    if measured is not None:
+        graph = measured.graph
+        if measured.slow_hosts:
+            options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
+                (*options.exclude_hosts, *measured.slow_hosts))))
+    n = (count_gpus(graph, options.exclude_devices, options.exclude_hosts) if default_world_size is None
+         else default_world_size(graph, options))
     if cfg is None or n != early:
         cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
         traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups))
+    return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups), measured)
 
 
 def raw_gpu_count(cluster: "pb.Cluster", exclude_devices=(), exclude_hosts=()) -> int | None:
@@ -115,14 +133,34 @@ def raw_gpu_count(cluster: "pb.Cluster", exclude_devices=(), exclude_hosts=()) -
     return sum(1 for d in devices if d.id not in devs and (d.host or d.id) not in hosts)
 
 
+def _measured(req, graph, nccl, exclude_slow, check):
+    """The request's ``measured`` rates applied to ``graph`` (None when it has none)."""
+    from rankmap.solver.errors import InvalidArgumentError
+    from rankmap.solver.fabric.measured import apply_measured, check_exclude_slow
+
+    try:
+        exclude_slow = check_exclude_slow(exclude_slow)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(exc.message, "exclude_slow") from None
+    ms = measurements_from_proto(req.measured)
+    if not ms:
+        if exclude_slow is not None:
+            raise InvalidArgumentError("exclude_slow needs measured rates (SolveRequest.measured)", "exclude_slow")
+        return None
+    return apply_measured(graph, ms, nccl, exclude_slow, check)
+
+
 def parse_evaluate_request(req: "pb.EvaluateRequest", check=None) -> EvaluateJob:
     """Read an ``EvaluateRequest`` (``check`` as in :func:`parse_solve_request`)."""
     graph = graph_from_proto(req.cluster, check)
     nccl = nccl_from_proto(req.nccl)
+    measured = _measured(req, graph, nccl, None, check)
+    if measured is not None:
+        graph = measured.graph
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
     cfg = config_from_proto(sizes, req.order or DEFAULT_ORDER, default_world_size=count_gpus(graph), rpc="Evaluate")
     traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
-    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure), nccl)
+    return EvaluateJob(graph, cfg, tuple(req.assignment), traffic, exposure_from_proto(req.exposure), nccl, measured)
 
 
 def parse_get_groups_request(req: "pb.GetGroupsRequest") -> ParallelConfig:
@@ -139,6 +177,8 @@ def describe_request(req) -> dict[str, Any]:
             f.name: (list(v)[:20] if f.name == "hierarchical_context_parallel_sizes" else v)
             for f, v in sizes.ListFields()
         }
+    if isinstance(req, (pb.RepairRequest, pb.CompareRequest)):
+        return describe_request(req.job)
     cluster = getattr(req, "cluster", None)
     if cluster is not None:
         out["gpus"] = len(cluster.devices)
@@ -177,10 +217,26 @@ class RequestExtent:
 
 
 def request_extent(request) -> RequestExtent:
-    """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve request
-    (anything else: an empty one)."""
+    """The :class:`RequestExtent` of a Solve / Evaluate / GetGroups / BatchSolve / Check /
+    RecommendAllocation / Repair / Compare request (Repair and Compare: their job's, and a Repair's
+    running layout as ``assignment``; anything else: an empty one)."""
     if isinstance(request, pb.BatchSolveRequest):
         return RequestExtent(batch_length=len(request.requests))
+    if isinstance(request, pb.CheckRequest):  # its launch file's lines are bounded by the request bytes
+        return RequestExtent(
+            world_size=int(request.sizes.world_size) if request.sizes.HasField("world_size") else None,
+            hierarchical_cp_levels=len(request.sizes.hierarchical_context_parallel_sizes),
+            devices=len(request.cluster.devices), assignment=len(request.assignment),
+            time_limit_seconds=float(request.time_limit_seconds) if request.HasField("time_limit_seconds") else None)
+    if isinstance(request, pb.RecommendAllocationRequest):
+        return RequestExtent(
+            world_size=int(request.sizes.world_size) if request.sizes.HasField("world_size") else None,
+            hierarchical_cp_levels=len(request.sizes.hierarchical_context_parallel_sizes),
+            devices=len(request.cluster.devices))
+    if isinstance(request, (pb.RepairRequest, pb.CompareRequest)):  # the job's extent, and a running layout's
+        inner = request_extent(request.job)
+        running = len(request.running_assignment) if isinstance(request, pb.RepairRequest) else None
+        return dataclasses.replace(inner, assignment=running)
     if not isinstance(request, (pb.SolveRequest, pb.EvaluateRequest, pb.GetGroupsRequest)):
         return RequestExtent()
     sizes = request.sizes

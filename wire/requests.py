@@ -20,6 +20,7 @@ from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
 from rankmap.v1 import rankmap_pb2 as pb
 from rankmap.wire.graph import graph_to_proto
+from rankmap.wire.measured import measurements_to_proto
 from rankmap.wire.options import _nccl_field_to_proto, exposure_to_proto, options_to_proto
 from rankmap.wire.sizes import sizes_to_proto
 from rankmap.wire.traffic import traffic_to_proto
@@ -74,6 +75,8 @@ def solve_request(
     exposure: Mapping[str, float] | None = None,
     launch_order=None,
     nccl=None,
+    measured: Iterable = (),
+    exclude_slow: float | None = None,
     **size_kwargs,
 ) -> "pb.SolveRequest":
     """A ``SolveRequest`` from a graph (or an already converted ``Cluster``) and plain values.
@@ -86,7 +89,10 @@ def solve_request(
     ``"sorted"`` (default), ``"listed"`` or the host names in launch order.
     ``nccl``: how NCCL runs the collectives, an :class:`~rankmap.solver.NcclModel` or a
     mapping of its fields (``{"algorithm": "ring", "pxn": False, "rates": {"nic": 45},
-    "latency": False}``); None: NCCL's defaults.
+    "latency": False}``); None: NCCL's defaults.  ``measured``:
+    :class:`~rankmap.solver.formats.measured.Measurement` records (issue 27), each capping the
+    bottleneck links of its route; ``exclude_slow``: F in (0, 1], hosts measured below F × the
+    model's rate are left out.
     Other arguments as in :func:`traffic_to_proto` and :class:`SolveOptions`.
 
     Raises
@@ -105,6 +111,9 @@ def solve_request(
         req, mode, orders, constraints, exclude_devices, exclude_hosts, time_limit_seconds, seed, exposure,
         launch_order, nccl,
     )
+    measurements_to_proto(req.measured, measured)
+    if exclude_slow is not None:
+        req.exclude_slow = float(exclude_slow)
     return req
 
 
@@ -173,12 +182,13 @@ def evaluate_request(
     model=None,
     exposure: Mapping[str, float] | None = None,
     nccl=None,
+    measured: Iterable = (),
     **size_kwargs,
 ) -> "pb.EvaluateRequest":
     """An ``EvaluateRequest``: the predicted time of ``assignment`` (device per global rank) under ``order``.
 
     Parallel sizes as in :func:`solve_request`; ``exposure``: ``x_c`` in [0, 1] per traffic
-    class, and ``nccl`` (how NCCL runs the collectives), as there.
+    class, ``nccl`` (how NCCL runs the collectives) and ``measured`` (measured rates), as there.
     """
     if isinstance(assignment, (str, bytes)) or not isinstance(assignment, Iterable):
         raise InvalidArgumentError(f"assignment must be a list of device ids, got {assignment!r}", "assignment")
@@ -189,6 +199,7 @@ def evaluate_request(
         req.traffic.CopyFrom(traffic_to_proto(traffic, model))
     exposure_to_proto(req.exposure, exposure)
     _nccl_field_to_proto(req, nccl)
+    measurements_to_proto(req.measured, measured)
     return req
 
 

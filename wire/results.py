@@ -17,6 +17,7 @@ from rankmap.solver.megatron.config import ParallelConfig
 from rankmap.solver.launch.files import LAUNCH_KEYS as _LAUNCH_KEYS  # the apply keys ApplyInfo types
 from rankmap.solver.results import CostBreakdown, HostPlacement, Layout, SolveResult
 from rankmap.v1 import rankmap_pb2 as pb
+from rankmap.wire.measured import measured_links_from_proto, measured_links_to_proto
 from rankmap.wire.costs import (
     _class_order,
     _layout_from_proto,
@@ -87,6 +88,8 @@ def result_to_proto(result: SolveResult, omit_groups: bool = False) -> "pb.Solve
     if getattr(result, "nccl", None) is not None:
         nccl_to_proto(out.nccl, result.nccl)
     apply_to_proto(result.apply or {}, out.apply)
+    measured_links_to_proto(out.measured_links, getattr(result, "measured_links", ()))
+    out.warnings.extend(str(w) for w in getattr(result, "warnings", ()))
     if not omit_groups:
         groups_to_proto(result.groups, out.groups)
     return out
@@ -123,6 +126,8 @@ def result_from_proto(msg: "pb.SolveResponse") -> SolveResult:
         orders_searched=tuple(msg.orders_searched),
         stopped_by=str(msg.stopped_by),
         nccl=nccl_from_proto(msg.nccl) if msg.HasField("nccl") else None,
+        measured_links=measured_links_from_proto(msg.measured_links),
+        warnings=tuple(msg.warnings),
     )
 
 
@@ -170,11 +175,14 @@ def apply_from_proto(msg: "pb.ApplyInfo") -> dict[str, Any]:
     return out
 
 
-def evaluate_response(cost: CostBreakdown, traffic: Mapping[str, float]) -> "pb.EvaluateResponse":
-    """An ``EvaluateResponse``: the cost and the payloads it was computed for."""
-    out = pb.EvaluateResponse(cost=cost_to_proto(cost))
+def evaluate_response(cost: CostBreakdown, traffic: Mapping[str, float], measured_links=(),
+                      warnings=()) -> "pb.EvaluateResponse":
+    """An ``EvaluateResponse``: the cost and the payloads it was computed for (and the measured links
+    the layout crosses, the request's warnings)."""
+    out = pb.EvaluateResponse(cost=cost_to_proto(cost), warnings=[str(w) for w in warnings])
     for k, v in traffic.items():
         out.traffic_bytes[k] = float(v)
+    measured_links_to_proto(out.measured_links, measured_links)
     return out
 
 

@@ -26,6 +26,11 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   (Σ_D ⌊|D|/k⌋ ≥ groups), some group is split over level-``(j*−1)`` domains;
   its flows connect all its members, so one of its flows joins GPUs first
   joined at level ≥ ``j*``: ``T ≥ fb / R_{≥j*}``.
+* **channels**: a ring group spanning NCCL nodes with ``c`` channels sends ``fb/c`` per
+  channel between nodes (``≥ fb/(c·R_inter)``) and holds ``≥ c`` members on each node, joined
+  by an intra-node ring edge of ``fb·(c−1)/c`` at most the rate of the best ring of ``≥ c``
+  GPUs inside a host: the per-flow floor is the least over ``c`` of the larger of the two,
+  when that is below the one-ring floors.
 * **per ring edge**: a ring collective of ``n ≥ 3`` members is as fast as its
   slowest edge, and no ring of ``n`` GPUs has a slowest edge faster than
   :func:`~rankmap.solver.bound.ringrate.ring_rate_gbps` (the best bottleneck ``n``-cycle inside a host, or an
@@ -101,7 +106,8 @@ from .ncclterms import (all_reduce_floor_seconds, crossing_bytes, latency_extra_
                         tree_may_run)
 from .ringrate import RING_KINDS, ring_rate_gbps
 
-__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "EXACT_CUT_MAX_BLOCKS"]
+__all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "in_host_ring_floor",
+           "EXACT_CUT_MAX_BLOCKS"]
 
 #: Components of the block graph up to this many blocks get their exact minimum cut (2^c subsets).
 EXACT_CUT_MAX_BLOCKS = 12
@@ -109,6 +115,8 @@ EXACT_CUT_MAX_BLOCKS = 12
 EXACT_CUT_MAX_SHAPES = 32
 #: Launcher terms are computed while orders x world size stays below this (else the size terms alone).
 LAUNCHER_WORK_MAX = 1 << 23
+#: The joint cut bound is recomputed with a launcher order's own floors up to this many ranks.
+JOINT_PER_ORDER_MAX_RANKS = 512
 #: Parts with more flows than this skip the launcher terms (all-to-all at scale).
 LAUNCHER_MAX_FLOWS = 1 << 22
 
@@ -149,10 +157,12 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
             per_flow = max(per_flow, fb / (rr * 1e9))
     if kind in RING_KINDS:
         # a group spanning NCCL nodes runs c channels of fb/c between them and ≥ fb·(c−1)/c per
-        # intra-node edge (solver/bound/ncclterms.py): the least over c of the larger of the two
+        # intra-node edge (solver/bound/ncclterms.py), an edge of a ring of ≥ c GPUs inside a node, no
+        # faster than the best such ring (_node_ring_rates): the least over c of the larger of the two
         r_inter = inter_host_rate_gbps(cluster) * 1e9
         if r_inter > 0:
-            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / b[0])
+            intra = _node_ring_rates(cluster, max_channels(cluster, n), b[0])
+            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / intra[c])
                         for c in range(1, max_channels(cluster, n) + 1))
             per_flow = min(per_flow, split)
     cut = 0.0
@@ -183,13 +193,41 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
     out_cap = out_cap_per_gpu(cluster)
     port = bytes_per_rank(kind, payload_bytes, n) / (float(out_cap.max()) * 1e9) if out_cap.max() > 0 else 0.0
     if kind == "all_to_all":
-        from .splitbound import all_to_all_split_bound
+        from .splitbound import all_to_all_split_bound, node_split_bound
 
-        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb))
+        port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb), node_split_bound(cluster, num_groups, n, fb))
     if kind == "all_reduce":
         # NVLS, NVLSTree and tree move fewer bytes than the ring: the least of their floors
         return min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf))
     return max(per_flow, port, cut)
+
+
+def _node_ring_rates(cluster: Cluster, c_max: int, widest: float) -> np.ndarray:
+    """Per channel count ``c`` (index 1..c_max): the most, bytes/s, the slowest intra-node ring edge of a group
+    running ``c`` channels across NCCL nodes can get.
+
+    Each of the group's node blocks then holds ``k_h ≥ c`` members (``c`` is at most the rails of
+    any block) joined by a ring of ``k_h`` GPUs inside the node, no faster than the best ring of
+    ``k_h`` GPUs inside a host (:func:`~.ringrate.host_ring_rate_gbps`); so the largest of those over
+    ``k_h ≥ c``.  ``widest`` (the widest pair rate) where that is unknown: NCCL nodes that are not the
+    hosts (NVLink domains), hosts too large to search, or ``c ≤ 2`` (a ring of two is one pair).
+    """
+    from .ringrate import host_ring_rate_gbps
+
+    out = np.full(c_max + 1, float(widest))
+    topo = cluster.nccl_topology
+    if c_max < 3 or topo is None or not np.array_equal(topo.node_of, cluster.host_of):
+        return out
+    G = int(cluster.gpus_per_host.max())
+    rates = [host_ring_rate_gbps(cluster, m) for m in range(3, G + 1)]
+    if any(r is None for r in rates):
+        return out
+    best = 0.0
+    for m in range(G, 2, -1):  # suffix maximum over k_h >= c
+        best = max(best, float(rates[m - 3]) * 1e9)
+        if m <= c_max:
+            out[m] = min(float(widest), best)
+    return out
 
 
 def _part_sizes(cfg: ParallelConfig, traffic, c: str):
@@ -227,8 +265,9 @@ def lower_bound(
     extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(v, own[c])]
              for c, v in parts.items()}
     total = sum(float(exposure.get(c, 1.0)) * (sum(v) + sum(extra[c])) for c, v in own.items())
-    lat_min = sum(float(exposure.get(c, 1.0)) * sum(latency_extra_seconds(cluster, p.kind, k, 0.0) for p, _g, k in v)
-                  for c, v in parts.items())
+    # the joint bound charges each part a bandwidth time B >= its own floor; NCCL's latency adds at
+    # least extra(B) >= extra(own floor) (extra is nondecreasing: min over protocols of lat + B(1/eff - 1))
+    lat_min = sum(float(exposure.get(c, 1.0)) * sum(v) for c, v in extra.items())
     return max(total, joint_cut_bound(cluster, cfg, parts, exposure, lambda c, i: own[c][i]) + lat_min)
 
 
@@ -436,23 +475,73 @@ def search_lower_bound(
     elif plain > 0:
         from .cutbound import joint_cut_bound
 
-        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, 0.0) for i in range(len(size_terms[c])))
+        # latency beyond each part's own floor (lower_bound: extra is nondecreasing in the bandwidth time)
+        lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
+                                                         for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
         plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf
+    joint_of: dict = {}  # the orders' floors -> the joint cut bound over them
     for ocfg in orders:
         groups = megatron_groups(ocfg)
         total = 0.0
+        floors: dict[str, list[float]] = {}
+        lat = 0.0
+        inside = False  # some part kept inside hosts by the order is slower than its order-free floor
         for c in TRAFFIC_CLASSES:
             x = float(exposure.get(c, 1.0))
             if not size_terms[c] or x == 0:
                 continue
             arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
             for i, (p, v) in enumerate(size_terms[c]):
-                floor = max(v, launcher_part_bound(cluster, p, arr))
+                ring = in_host_ring_floor(cluster, p, arr)
+                inside = inside or ring > v
+                floor = max(v, launcher_part_bound(cluster, p, arr), ring)
+                floors.setdefault(c, []).append(floor)
                 nodes = _launcher_nodes(cluster, p, arr)
-                total += x * (floor + latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes))
+                extra = latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes)
+                lat += x * extra
+                total += x * (floor + extra)
+        key = tuple((c, tuple(v)) for c, v in sorted(floors.items()))
+        if inside and cfg0.world_size <= JOINT_PER_ORDER_MAX_RANKS:
+            # the classes compete for the domains with this order's floors (a ring kept inside a host)
+            if key not in joint_of:
+                from .cutbound import joint_cut_bound
+
+                joint_of[key] = joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: floors[c][i])
+            total = max(total, joint_of[key] + lat)
         best = min(best, total)
     return float(max(best, plain))
+
+
+def in_host_ring_floor(cluster: Cluster, part, groups: np.ndarray) -> float:
+    """A floor, seconds, on a ring part whose groups all lie inside one host in a launcher order, else 0.
+
+    In launcher mode ranks ``[bG, (b+1)G)`` run on one host; when every group of the part holds
+    ranks of one block, every layout runs it as a one-node ring of ``k ≥ 3`` GPUs inside a host
+    (``fb`` per edge, no channels across hosts), no faster than the best such ring
+    (:func:`~.ringrate.host_ring_rate_gbps`): ``fb / ring rate``; an all-reduce the least of that
+    and the other algorithms' floors (NVLS inside a node).  0 for groups of two (one pair: the
+    widest-pair floor stands), uneven hosts, or groups that span hosts.
+    """
+    from ..cost.timemodel import flow_bytes
+    from ..traffic import subgroups
+    from .ringrate import host_ring_rate_gbps
+
+    k = int(part.size or groups.shape[1])
+    if part.kind not in RING_KINDS or k < 3 or not cluster.equal_hosts:
+        return 0.0
+    G = int(cluster.gpus_per_host[0])
+    sub = subgroups(np.sort(np.asarray(groups, dtype=np.int64), axis=1), part) // G
+    if sub.ndim != 2 or sub.shape[1] != k or np.any(sub != sub[:, :1]):
+        return 0.0
+    rate = host_ring_rate_gbps(cluster, k)
+    if not rate:
+        return 0.0
+    fb = flow_bytes(part.kind, part.payload_bytes, k)
+    t = fb / (float(rate) * 1e9)
+    if part.kind == "all_reduce":
+        t = all_reduce_floor_seconds(cluster, k, part.payload_bytes, fb, t)
+    return t

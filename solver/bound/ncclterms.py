@@ -9,8 +9,12 @@ bound that assumed one ring of ``fb`` per edge stays a lower bound once
 * a flow crossing nodes is counted at ``fb / c_max`` (:func:`max_channels`: ``c`` is the
   least of the group's nodes' rails, so at most the second-largest rail count of any
   node, and at most ⌊k/2⌋ since two nodes each hold ≥ c members);
-* bytes crossing a domain boundary finer than an NCCL node are counted at
-  ``fb / max(2, c_max)`` (an intra-node edge carries ≥ fb/2, a channel fb/c);
+* bytes crossing a domain boundary finer than an NCCL node are counted at ``fb/2``
+  (``fb`` for groups of two): a group on one node crosses with a ring edge of ``fb``; a
+  group over several nodes either has a node block of ``k_h ≥ 2`` members cut by the
+  domain (its ring edge carries ``fb·(k_h−1)/k_h ≥ fb/2``) or the domain holds a whole
+  block, whose ``c`` channels of ``fb/c`` all leave it (``fb``); a group of two over two
+  nodes has blocks of one member and one channel (``fb``);
 * all-reduce's cut and crossing terms use S (every touched domain still sends S out
   under tree and NVLSTree, and fb ≥ S under ring), and its per-flow floor is the least
   of the algorithms' floors (:func:`all_reduce_floor_seconds`).
@@ -81,14 +85,14 @@ def crossing_bytes(kind: str, fb: float, payload_bytes: float, cluster: Cluster,
     """``(per-flow crossing bytes, cut bytes)`` a bound may charge one split group of a part.
 
     Ring kinds: a crossing flow ``fb / c_max``; cut bytes ``fb`` at node-or-coarser levels,
-    ``fb / max(2, c_max)`` finer.  All-reduce: S in place of fb where tree or NVLSTree may run
+    finer ``fb/2`` (``fb`` when ``k = 2``: module doc).  All-reduce: S in place of fb where tree or NVLSTree may run
     (:func:`tree_may_run`).  Others: fb.
     """
     if kind not in RING_KINDS:
         return fb, fb
     c = max_channels(cluster, k)
     base = min(fb, float(payload_bytes)) if kind == "all_reduce" and tree_may_run(cluster) else fb
-    cut = base if node_level else base / max(2, c)
+    cut = base if node_level or k <= 2 else base / 2
     return base / c, cut
 
 

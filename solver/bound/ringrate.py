@@ -17,7 +17,7 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from .rates import inter_host_rate_gbps
 
-__all__ = ["RING_KINDS", "RING_MAX_PAIRS", "RING_MAX_HOST_GPUS", "ring_rate_gbps"]
+__all__ = ["RING_KINDS", "RING_MAX_PAIRS", "RING_MAX_HOST_GPUS", "ring_rate_gbps", "host_ring_rate_gbps"]
 
 #: Hosts' internal pair rates are read up to this many GPU pairs in all (Σ over hosts of G(G−1)).
 RING_MAX_PAIRS = 1 << 17
@@ -74,7 +74,20 @@ def ring_rate_gbps(cluster: Cluster, n: int) -> float | None:
     return out
 
 
-def _ring_rate(cluster: Cluster, n: int) -> float | None:
+def host_ring_rate_gbps(cluster: Cluster, n: int) -> float | None:
+    """The most the slowest flow of a ring of ``n ≥ 3`` GPUs *inside one host* can get, GB/s; or None.
+
+    As :func:`ring_rate_gbps` without the inter-host alternative: 0 when no host holds
+    ``n`` GPUs; None when some host is too large to search or there are too many pairs.
+    """
+    cache = _RINGS.setdefault(cluster, {})
+    key = ("host", n)
+    if key not in cache:
+        cache[key] = _ring_rate(cluster, n, inter=False)
+    return cache[key]
+
+
+def _ring_rate(cluster: Cluster, n: int, inter: bool = True) -> float | None:
     gph = cluster.gpus_per_host
     if n < 3 or gph.size == 0:
         return None
@@ -82,7 +95,7 @@ def _ring_rate(cluster: Cluster, n: int) -> float | None:
     if np.any(gph[big] > RING_MAX_HOST_GPUS) or int((gph * (gph - 1)).sum()) > RING_MAX_PAIRS:
         return None
 
-    best = inter_host_rate_gbps(cluster)
+    best = inter_host_rate_gbps(cluster) if inter else 0.0
     fab = cluster.fabric
     for G in np.unique(gph[big]).tolist():
         hosts = np.flatnonzero(gph == G)

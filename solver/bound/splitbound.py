@@ -38,7 +38,8 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from .rates import all_pair_first_hops
 
-__all__ = ["SPLIT_EXACT_MAX_DEVICES", "first_hop_capacities", "all_to_all_split_bound"]
+__all__ = ["SPLIT_EXACT_MAX_DEVICES", "first_hop_capacities", "all_to_all_split_bound", "node_out_gbps",
+           "node_split_bound"]
 
 #: The first-hop capacities are computed from all GPU pairs' routes up to this many GPUs (the
 #: exact ECMP pass of :mod:`.analytic`, ``ECMP_EXACT_MAX_DEVICES``, routes them once for both).
@@ -47,6 +48,7 @@ SPLIT_EXACT_MAX_DEVICES = 512
 SPLIT_MAX_GROUP = 1024
 
 _CACHE: "weakref.WeakKeyDictionary[Cluster, list]" = weakref.WeakKeyDictionary()
+_NODE_OUT: "weakref.WeakKeyDictionary[Cluster, tuple]" = weakref.WeakKeyDictionary()
 
 
 def _partitions(cluster: Cluster) -> list[np.ndarray]:
@@ -146,3 +148,62 @@ def all_to_all_split_bound(cluster: Cluster, num_groups: int, n: int, fb: float)
         forced = int((sizes // n).sum()) < num_groups
         best = max(best, _least_split(h, n, int(sizes.max()), forced))
     return best
+
+
+def node_out_gbps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    """``(NCCL node of each GPU (n,), capacity GB/s of each GPU's links that can start a route out of its
+    node (n,))``: its attachments into a tree of the switch forest holding GPUs of several nodes (a
+    rack's NVLink switches, a host's own NVSwitch or PCIe tree without NICs hold one node's GPUs and
+    are left out), and its direct GPU links to other nodes.  O(n · attachments), any cluster size."""
+    got = _NODE_OUT.get(cluster)
+    if got is not None:
+        return got
+    topo = cluster.nccl_topology
+    node = np.asarray(topo.node_of if topo is not None else cluster.host_of, dtype=np.int64)
+    fab = cluster.fabric
+    n = node.size
+    cap = np.zeros(n)
+    att = fab.att_node
+    if att.size and fab.parent.size:
+        ok = att >= 0
+        root = np.where(ok, fab.anc[np.maximum(att, 0), 0], -1)
+        g_idx = np.broadcast_to(np.arange(n)[:, None], att.shape)
+        pairs = np.unique(np.stack([root[ok], node[g_idx[ok]]], axis=1), axis=0)
+        roots, per = np.unique(pairs[:, 0], return_counts=True)
+        multi = np.zeros(int(fab.parent.size), dtype=bool)
+        multi[roots[per > 1]] = True
+        out = ok & multi[np.maximum(root, 0)]
+        cap += np.where(out, fab.att_gbps, 0.0).sum(axis=1)
+    if fab.direct_key.size:
+        lo, hi = fab.direct_key // n, fab.direct_key % n
+        other = node[lo] != node[hi]
+        np.add.at(cap, lo[other], fab.direct_gbps[other])
+        np.add.at(cap, hi[other], fab.direct_gbps[other])
+    _NODE_OUT[cluster] = (node, cap)
+    return node, cap
+
+
+def node_split_bound(cluster: Cluster, num_groups: int, n: int, fb: float) -> float:
+    """A bound, seconds, on an all-to-all part whose groups cannot all fit inside NCCL nodes, any cluster size.
+
+    When ``Σ_node ⌊m/n⌋ < groups`` some group has members on several nodes; a node holding ``s < n``
+    of them exchanges ``s·(n − s)`` flows of ``fb`` each way with the others.  NCCL's PXN relays a
+    flow through a member of the group on the sender's node (:func:`rankmap.solver.cost.nccl.pxn_relay`),
+    so they all leave through links of those ``s`` members that lead out of the node
+    (:func:`node_out_gbps`, at most ``C`` GB/s each): the busiest carries ``≥ (n − s)·fb / C``.  The
+    least over splits into two or more parts of that per part's maximum (``⌈n/2⌉·fb / C`` when the
+    nodes are large): GB200 NVL72 racks that must split an ep8 group send ≥ 4 flows per NIC.
+    0 when the groups fit (or ``n < 2``).
+    """
+    if n < 2 or fb <= 0 or num_groups <= 0 or n > SPLIT_MAX_GROUP:
+        return 0.0
+    node, cap = node_out_gbps(cluster)
+    sizes = np.bincount(node)
+    sizes = sizes[sizes > 0]
+    c_out = float(cap.max(initial=0.0))
+    if int((sizes // n).sum()) >= num_groups or c_out <= 0:
+        return 0.0
+    s = np.arange(n + 1, dtype=float)
+    h = np.where(s < n, (n - s) * fb / (c_out * 1e9), 0.0)
+    h[0] = np.inf
+    return _least_split(h, n, int(sizes.max()), True)

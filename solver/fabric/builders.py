@@ -48,6 +48,15 @@ class FatTreeTier(NamedTuple):
     uplink_gbps: float | None = None
 
 
+def _check_gpu(gpu) -> None:
+    """``gpu`` must be None or a GPU model :func:`~rankmap.solver.fabric.rates.gpu_arch` knows."""
+    from .rates import gpu_arch
+
+    if gpu is not None and gpu_arch(gpu) is None:
+        raise InvalidArgumentError(f"gpu {gpu!r} is not a GPU model rankmap knows (e.g. a100, h100, h200, b200, gb200)",
+                                   "cluster")
+
+
 def _positive(x, what: str) -> float:
     try:
         v = float(x)
@@ -88,6 +97,7 @@ def fat_tree_cluster(
     nvlink_ports: int | None = None,
     nvlink_port_gbps: float = 25.0,
     pcie_bandwidth_gbps: float = 32.0,
+    gpu: str | None = None,
 ) -> nx.Graph:
     """Build a common cluster graph: hosts of GPUs under a tree of switches, physical links.
 
@@ -140,6 +150,11 @@ def fat_tree_cluster(
         One NVLink, GB/s per direction (NVLink 2/3/4: 25; NVLink 5: 50).
     pcie_bandwidth_gbps : float
         A GPU's or NIC's PCIe link where one is modelled (default 32, about PCIe Gen4 x16).
+    gpu : str, optional
+        The GPU model (``h100``, ``a100``, ``b200`` …, as ``rankmap cluster --gpu``), stored as
+        the graph's ``gpu`` attribute: NCCL's per-generation NVLink rate, and NVLS / NVLSTree /
+        tree all-reduce where the generation runs them (:mod:`rankmap.solver.fabric.rates`).
+        None (default): no generation named (NVLink at 0.8 of nominal, ring all-reduce only).
 
     Returns
     -------
@@ -149,6 +164,7 @@ def fat_tree_cluster(
         Every edge's ``bandwidth`` is a physical capacity in GB/s.  The non-GPU nodes form a
         forest (GPUs link to several of them).
     """
+    _check_gpu(gpu)
     if num_hosts < 1 or gpus_per_host < 1:
         raise InvalidArgumentError(
             f"num_hosts and gpus_per_host must be >= 1, got {num_hosts} and {gpus_per_host}", "cluster"
@@ -182,6 +198,8 @@ def fat_tree_cluster(
     tiers = [_tier(t, k) for k, t in enumerate(tiers)]
 
     g = nx.Graph(name=f"{num_hosts}x{gpus_per_host} {intra}")
+    if gpu is not None:
+        g.graph["gpu"] = gpu
     # switch tiers: tier 0 = leaves; sizes[t + 1] = number of tier-t switches
     sizes = [num_hosts]
     for t in tiers:
@@ -235,7 +253,8 @@ def fat_tree_cluster(
 
 
 def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, nvlink_gbps: float = 900.0,
-                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_oversubscription: float = 2.0) -> nx.Graph:
+                  nic_gbps: float = 50.0, hosts_per_leaf: int = 9, leaf_oversubscription: float = 2.0,
+                  gpu: str | None = None) -> nx.Graph:
     """GB200 NVL72-style racks: every rack one NVLink domain, per-GPU NICs to leaf switches.
 
     Parameters
@@ -257,6 +276,9 @@ def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, 
     leaf_oversubscription : float
         A leaf's downlink : uplink capacity (2.0: 9 hosts x 4 NICs x 50 = 1800 GB/s down,
         900 up).
+    gpu : str, optional
+        The GPU model, as :func:`fat_tree_cluster` (``"gb200"``: NCCL's Blackwell NVLink rate
+        and NVLS); None: no generation named.
 
     Returns
     -------
@@ -277,10 +299,13 @@ def nvl72_cluster(racks: int, hosts_per_rack: int = 18, gpus_per_host: int = 4, 
                     ("hosts_per_leaf", hosts_per_leaf)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InvalidArgumentError(f"nvl72_cluster: {what} {v!r} must be an integer >= 1", "cluster")
+    _check_gpu(gpu)
     nv = _positive(nvlink_gbps, "nvlink_gbps")
     nic_bw = _positive(nic_gbps, "nic_gbps")
     ratio = _positive(leaf_oversubscription, "leaf_oversubscription")
     g = nx.Graph(name=f"{racks} x NVL{hosts_per_rack * gpus_per_host}")
+    if gpu is not None:
+        g.graph["gpu"] = gpu
     down: dict[int, float] = {}
     for r in range(racks):
         dom = f"rack{r}"

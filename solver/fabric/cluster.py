@@ -28,8 +28,10 @@ from ..errors import InvalidArgumentError
 from .build import fabric_from_graph
 from .domains import bandwidth_levels, non_relay_extra
 from .graph import edge_bandwidth, gpus_by_host, simple_graph
+from .hostinfer import NOTE_KEY, infer_hosts
 from .links import Fabric
 from .rails import NcclTopology, nccl_topology
+from .measured_caps import measured_cap, measured_links
 from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
 
 __all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
@@ -84,6 +86,9 @@ class Cluster:
         How NCCL runs the collectives (:mod:`.rates`); the time model reads it.
     nccl_topology : NcclTopology
         Each GPU's NCCL node, rail NIC and NIC / NVLink rates (:mod:`.rails`).
+    measured_links : tuple of MeasuredLink
+        The graph's links with a measured rate (``measured_gbps``, :mod:`.measured`), each with
+        its directed link ids in :attr:`fabric`; empty without measurements.
     host_extra : dict of int -> numpy.ndarray of float64, shape (G_h, G_h)
         For hosts where some GPU pair is slower than the ultrametric says
         because its widest path relays through a third GPU (e.g. a DGX-1
@@ -91,6 +96,9 @@ class Cluster:
         seconds per byte for each pair of the host's devices (in device
         order), where ``B'`` is the widest path that does not pass through
         another GPU.  Empty for clusters where it changes nothing.
+    host_note : str or None
+        When GPUs had no ``host`` attribute and their hosts were inferred from the graph
+        (:func:`.hostinfer.infer_hosts`), the one-line note saying so; else None.
     """
 
     devices: tuple[str, ...]
@@ -109,6 +117,8 @@ class Cluster:
     widest_domain_out_gbps: tuple = ()
     nccl: "NcclModel" = None  # type: ignore[assignment]
     nccl_topology: "NcclTopology" = None  # type: ignore[assignment]
+    measured_links: tuple = ()
+    host_note: str | None = None
 
     def __post_init__(self) -> None:
         if self.host_extra is None:
@@ -216,7 +226,8 @@ class Cluster:
     def level_labels(self, level: str) -> np.ndarray:
         """Domain label per device for a named level (see ``types.DOMAIN_LEVELS``).
 
-        ``nvlink``: finest bandwidth level; ``host``: the host attribute;
+        ``nvlink``: finest bandwidth level; ``host``: the host attribute; ``host_type``: hosts of
+        one type (:meth:`host_type_of`);
         ``leaf``/``spine``/``core``: the 1st/2nd/3rd bandwidth level whose
         domains are unions of whole hosts and join several hosts (the whole
         cluster if there are fewer such levels); ``level:N``: bandwidth level N.
@@ -228,6 +239,8 @@ class Cluster:
         """
         if level == "host":
             return self.host_of
+        if level == "host_type":
+            return self.host_type_of()
         if level == "nvlink":
             return self.domains[0]
         if level.startswith("level:"):
@@ -245,6 +258,15 @@ class Cluster:
         if not inter:
             return np.zeros(self.num_devices, dtype=np.int64)
         return self.domains[inter[min(names[level], len(inter) - 1)]]
+
+    def host_type_of(self) -> np.ndarray:
+        """Host type label per device, shape (n,): hosts with the same GPU count and the same
+        ``host_type`` attribute (set per GPU by the graph; absent: ``""``) share a label."""
+        names = self.__dict__.get("_host_type_names")
+        key = np.asarray(self.gpus_per_host)[self.host_of].astype(str)
+        if names is not None:
+            key = np.char.add(np.char.add(key, "|"), names)
+        return np.unique(key, return_inverse=True)[1].astype(np.int64)
 
     def inter_host_levels(self) -> list[int]:
         """Bandwidth levels whose domains are unions of hosts joining >= 2 hosts, finest first."""
@@ -315,22 +337,29 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         inside a host; an ``nvlink_domain`` that is not a non-empty string
         (<= 256 characters); GPUs not connected to each other.
     """
-    graph = simple_graph(graph)
+    graph = infer_hosts(simple_graph(graph))
     nccl = DEFAULT_NCCL if nccl is None else nccl
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
 
+    measured: list = []
+
     def rate(u, v, data) -> float:
-        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s; memoised per link kind and port counts."""
+        """NCCL's rate on an edge (:func:`link_efficiency`), GB/s, capped by a measured rate
+        (``measured_gbps``, :mod:`.measured`); memoised per link kind and port counts."""
         link = data.get("link")
         if link is None:
-            return edge_bandwidth(u, v, data)
-        key = (link, data.get("nvlinks"), data.get("ports"))
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = link_efficiency(data, arch, nccl)
-        b = edge_bandwidth(u, v, data)  # validated even when an override replaces it
-        return got[1] if got[1] is not None else b * got[0]
+            r = edge_bandwidth(u, v, data)
+        else:
+            key = (link, data.get("nvlinks"), data.get("ports"))
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = link_efficiency(data, arch, nccl)
+            b = edge_bandwidth(u, v, data)  # validated even when an override replaces it
+            r = got[1] if got[1] is not None else b * got[0]
+        if "measured_gbps" in data:
+            r = min(r, measured_cap(u, v, data))
+        return r
     nodes = list(graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     gpu_nodes = []
@@ -360,6 +389,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     for u, v, data in graph.edges(data=True):
         b = rate(u, v, data)
         by_data[id(data)] = b
+        if "measured_gbps" in data:
+            measured.append((u, v, data))
         src[i], dst[i], bw[i] = index[u], index[v], b
         i += 1
         if check is not None and not i % CHECK_EVERY:
@@ -451,7 +482,13 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     if extra:
         object.__setattr__(cl, "host_extra", extra)
     object.__setattr__(cl, "fabric", fabric)
+    object.__setattr__(cl, "host_note", graph.graph.get(NOTE_KEY))
     object.__setattr__(cl, "nccl", nccl)
+    if measured:
+        object.__setattr__(cl, "measured_links", measured_links(fabric, measured))
+    types = [graph.nodes[d].get("host_type") for d in devices]
+    if any(t is not None for t in types):  # --host-topology HOSTLIST=FILE: hosts of several topologies
+        cl.__dict__["_host_type_names"] = np.array(["" if t is None else str(t)[:256] for t in types])
     if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
         check()
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,

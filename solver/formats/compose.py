@@ -177,9 +177,9 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
     if block_links not in ("nvlink", "network"):
         raise InvalidArgumentError(f"block_links {block_links!r} must be 'nvlink' or 'network'", "block_links")
     if topology_name is not None and fabric is None:
-        raise InvalidArgumentError(f"topology name {topology_name!r} given without a fabric file", "topology_name")
+        raise InvalidArgumentError(f"--topology-name {topology_name!r} given without --fabric FILE", "topology_name")
     if host_topology is not None and gpus_per_node is not None:
-        raise InvalidArgumentError("give either a host topology file or gpus_per_node, not both", "gpus_per_node")
+        raise InvalidArgumentError("give either --host-topology FILE or --gpus-per-node N, not both", "gpus_per_node")
     fab: Fabric | None = read_network(fabric=fabric, topology_name=topology_name, kubernetes_nodes=kubernetes_nodes,
                                       topology_labels=topology_labels, kueue_topology=kueue_topology,
                                       volcano_hypernodes=volcano_hypernodes, topograph_model=topograph_model,
@@ -193,13 +193,14 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
         template = load_host_template(host_topology, gpu=gpu, **overrides)
     elif gpus_per_node is not None:
         template = synthetic_host(gpus_per_node, gpu, **overrides)
-    elif fabric is not None or nodelist is not None:
+    elif fab is not None or nodelist is not None:
+        what = f"{fab.source} gives no GPUs per host and" if fab is not None else "a nodelist"
         raise InvalidArgumentError(
-            "a fabric or nodelist needs the hosts' topology: give host_topology (nvidia-smi topo -m or NCCL XML) "
-            "or gpus_per_node with gpu", "host_topology")
+            f"{what} needs the hosts' topology: give --gpus-per-node N with --gpu GEN (e.g. --gpus-per-node 8 "
+            "--gpu h100), or --host-topology FILE (nvidia-smi topo -m or NCCL XML)", "gpus_per_node")
     else:
-        raise InvalidArgumentError("nothing to build: give host_topology, and optionally fabric / nodelist",
-                                   "host_topology")
+        raise InvalidArgumentError("nothing to build: give --host-topology FILE (and optionally --fabric / --nodelist), "
+                                   "or --gpus-per-node N with --gpu GEN and a network source", "host_topology")
     if template.gpu_count == 0:
         raise InvalidArgumentError(f"{template.source}: the host topology has no GPU", "host_topology")
 
@@ -221,8 +222,8 @@ def build_cluster(host_topology: Any = None, gpu: Any = None, fabric: Any = None
                     f"(it has {_short(fab.hosts)})", "nodelist")
     elif fab is not None:
         if fab.kind == "flat":
-            raise InvalidArgumentError(f"{fab.source}: topology {fab.name!r} is flat and lists no nodes; give a "
-                                       "nodelist", "nodelist")
+            raise InvalidArgumentError(f"{fab.source}: topology {fab.name!r} is flat and lists no nodes; give "
+                                       "--nodelist HOSTLIST", "nodelist")
         hosts = list(fab.hosts)
     else:
         hosts = [DEFAULT_HOST]

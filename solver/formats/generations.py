@@ -99,9 +99,14 @@ _gen(["a30"], nvlink=_NV2_3_4, links=4, topology="pairs", pcie_gen=4, sys=16.0, 
           "(25 GB/s per link per direction); PCIe Gen4; 100 Gb/s NIC (NCCL NET_BW default)")
 _gen(["ga102", "a40", "a6000", "rtx3090", "sm86"], nvlink=_GA102, links=4, topology="pairs", pcie_gen=4,
      sys=16.0, nic=_EDR, note="GA102 NVLink bridge: 4 x4 links, 14.0625 GB/s per link per direction (src 6)")
-_gen(["h100", "h200", "hopper", "sm90", "gh100"], nvlink=_NV2_3_4, links=18, topology="nvswitch", pcie_gen=5,
+_gen(["h100", "hopper", "sm90", "gh100"], nvlink=_NV2_3_4, links=18, topology="nvswitch", pcie_gen=5,
      sys=22.0, nic=_NDR,
      note="NVLink 4: 18 links x 50 GB/s bidir (src 1,3,4); PCIe Gen5; DGX H100 Sapphire Rapids (SRP_QPI_BW 22); NDR")
+# H200: the H100's Hopper die with more HBM; its own name so that the cluster reports h200 (issue 27),
+# the same links (HGX H200: NVLink 4, 18 links, NVSwitch; PCIe Gen5; DGX H200 Sapphire Rapids; NDR).
+_gen(["h200"], nvlink=_NV2_3_4, links=18, topology="nvswitch", pcie_gen=5, sys=22.0, nic=_NDR,
+     note="H200 (Hopper, as H100): NVLink 4: 18 links x 50 GB/s bidir (src 1,3,4); PCIe Gen5; Sapphire Rapids "
+          "(SRP_QPI_BW 22); NDR")
 _gen(["h800"], nvlink=_NV2_3_4, links=8, topology="nvswitch", pcie_gen=5, sys=22.0, nic=_NDR,
      note="NVLink 4 export part: 8 links x 50 GB/s bidir (inferred in bandwidths.md); as H100 otherwise")
 _gen(["h20"], nvlink=_NV2_3_4, links=18, topology="nvswitch", pcie_gen=5, sys=22.0, nic=_NDR,

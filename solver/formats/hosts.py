@@ -56,17 +56,19 @@ def load_host_template(path: Any, gpu: Any = None, **rate_overrides: Any) -> Hos
 
 def _template_from_graph(path: str, gpu: Any, overrides: dict) -> HostTemplate:
     G = load_graph(path)
-    hosts = list(dict.fromkeys(d.get("host", n) for n, d in G.nodes(data=True) if d.get("kind", "gpu") == "gpu"))
-    if len(hosts) != 1:
+    # the file describes one host: GPUs without a host attribute are on it (not one host per GPU)
+    hosts = list(dict.fromkeys(d.get("host") for n, d in G.nodes(data=True)
+                               if d.get("kind", "gpu") == "gpu" and d.get("host") not in (None, "")))
+    if len(hosts) > 1:
         raise InvalidArgumentError(
             f"host topology graph {path!r} has {len(hosts)} hosts; a host topology must describe one host",
             "host_topology")
-    host = hosts[0]
-    prefix = f"{host}/"
+    host = hosts[0] if hosts else None
+    prefix = f"{host}/" if host is not None else "\0"
     t = HostTemplate(gpu=str(G.graph.get("gpu", "generic")), rates=dict(G.graph.get("rates", {}) or {}),
                      source=path, format="graph file")
     if gpu is not None or overrides:
-        t.warnings.append("gpu= and rate overrides do not apply to a host given as a graph file; its bandwidths are "
+        t.warnings.append("--gpu and --rate overrides do not apply to a host given as a graph file; its bandwidths are "
                           "used as written")
     names = {}
     for i, (n, d) in enumerate(G.nodes(data=True)):
@@ -107,11 +109,11 @@ def synthetic_host(gpus_per_node: int, gpu: Any, **rate_overrides: Any) -> HostT
         raise InvalidArgumentError(f"gpus_per_node {gpus_per_node!r} must be between 1 and 4096", "gpus_per_node")
     gen = resolve_generation(gpu)
     if gen is None:
-        raise InvalidArgumentError("gpus_per_node needs a GPU generation (gpu=, e.g. 'h100') to know the NVLink "
-                                   "layout", "gpu")
+        raise InvalidArgumentError("--gpus-per-node needs a GPU generation (give --gpu GEN, e.g. --gpu h100) to know "
+                                   "the NVLink layout", "gpu")
     if gen.name.startswith("nvlink") or gen.name == "generic":
-        raise InvalidArgumentError(f"gpu {gpu!r} is a bare NVLink rate; gpus_per_node needs a generation name "
-                                   "(e.g. 'h100')", "gpu")
+        raise InvalidArgumentError(f"--gpu {gpu!r} is a bare NVLink rate; --gpus-per-node needs a generation name "
+                                   "(e.g. --gpu h100)", "gpu")
     rates = default_rates(gen, overrides)
     t = HostTemplate(gpu=gen.name, rates=rates, source=f"synthetic {n}x{gen.name}", format="synthetic")
     sockets = 2 if n > 1 and n % 2 == 0 else 1

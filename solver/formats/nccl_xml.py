@@ -305,9 +305,46 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
     for g, c in to_cpu.items():
         t.add_edge(g, gpu_cpu[g], c * nvrate, link="nvlink", nvlinks=c)
     if not (direct or to_switch or to_cpu) and len(gpu_by_bus) > 1:
-        warnings.append("no <nvlink> elements: GPUs are joined by PCIe only (hand-written NCCL_TOPO_FILEs "
-                        "usually omit NVLinks, which NCCL detects at run time)")
+        board = _nvswitch_board(gpu)
+        if board is not None:
+            links = board.links
+            t.add_node("nvswitch", kind="nvswitch")
+            for g in sorted(set(gpu_by_bus.values())):
+                t.add_edge(g, "nvswitch", links * nvrate, link="nvlink", nvlinks=links)
+            warnings.append(
+                f"no <nvlink> elements: the {board.name.upper()} NVSwitch fabric of --gpu {gpu} added, each GPU's "
+                f"{links} NVLinks to one NVSwitch at {links} x {nvrate:g} = {links * nvrate:g} GB/s (VM topology files "
+                "such as Azure ND H100 v5's omit the NVLinks, which NCCL detects at run time)")
+        else:
+            warnings.append(
+                "no <nvlink> elements: GPUs are joined by PCIe only (hand-written and VM topology files usually omit "
+                "NVLinks, which NCCL detects at run time); for SXM GPUs on an NVSwitch board give --gpu GEN of their "
+                f"generation ({', '.join(NVSWITCH_BOARDS)}) to add its NVSwitch fabric")
     return t.finish()
+
+
+#: Generations whose SXM boards (HGX/DGX, GB200/GB300 trays) join every GPU through NVSwitches: ``--gpu``
+#: of one of them adds that fabric to an NCCL XML without ``<nvlink>`` elements (DGX-1's P100/V100 are a
+#: hybrid cube mesh, not an NVSwitch, and are not listed).
+NVSWITCH_BOARDS = ("a100", "a800", "h100", "h200", "h800", "h20", "b200", "b300", "gb200", "gb300")
+
+
+def _nvswitch_board(gpu: Any):
+    """The :class:`~.common.GpuGeneration` of an explicit ``gpu`` that names an NVSwitch board, else None.
+
+    A name ending in ``pcie`` or ``nvl`` (``h100-pcie``, ``h100nvl``: PCIe cards, NVLink bridges
+    between pairs at most) or a bare NVLink rate names no board.
+    """
+    if gpu is None or not isinstance(gpu, str):
+        return None
+    raw = gpu.strip().lower().replace("-", "").replace("_", "")
+    if raw.endswith("pcie") or raw.endswith("nvl"):
+        return None
+    try:
+        gen = resolve_generation(gpu)
+    except InvalidArgumentError:
+        return None
+    return gen if gen is not None and gen.name in NVSWITCH_BOARDS else None
 
 
 def _line_numbers(text: str, root: ET.Element) -> dict[int, int]:

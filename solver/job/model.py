@@ -75,6 +75,8 @@ JOB_KEYS = (
     "nvlink_domains",
     "nvlink_domain_rate",
     "block_links",
+    "measured",
+    "exclude_slow",
     *JOB_SIZE_KEYS,
     "traffic",
     "model",
@@ -192,8 +194,18 @@ def normalize_job(doc: dict, base_dir: str, where: str, extra_known: tuple[str, 
             raise InvalidArgumentError(f"{where}: unknown key {key!r}{hint}; known keys: {known}", str(key))
         if k == "launch_order" and isinstance(value, str) and value not in _LAUNCH_POLICIES:
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)  # a host list file
-        if k in ("cluster", "host_topology", "fabric", "model_file", *JOB_CLUSTER_FILES) and isinstance(value, str):
+        if k == "host_topology" and isinstance(value, (str, list)):  # FILE or HOSTLIST=FILE (issue 27)
+            from ..formats.measured import absolute_spec
+
+            value = ([absolute_spec(v, base_dir) if isinstance(v, str) else v for v in value]
+                     if isinstance(value, list) else absolute_spec(value, base_dir))
+        elif k in ("cluster", "fabric", "model_file", *JOB_CLUSTER_FILES) and isinstance(value, str):
             value = value if os.path.isabs(value) else os.path.join(base_dir, value)
+        if k == "measured":
+            from ..formats.measured import absolute_spec
+
+            items = value if isinstance(value, list) else [value]
+            value = [absolute_spec(v, base_dir) if isinstance(v, str) else v for v in items]
         if k == "model" and isinstance(value, dict):
             k = "model_mapping"
         if k in out or (k in ("model", "model_mapping") and ({"model", "model_mapping"} & set(out))):
@@ -216,10 +228,15 @@ def usable_gpus(graph: nx.Graph, exclude_devices: Iterable[str] = (), exclude_ho
     """GPUs of ``graph`` that are not excluded: the default world size.
 
     A GPU is a node of ``kind`` ``"gpu"`` (the default, DESIGN §2); its host is
-    its ``host`` attribute, or itself when absent or empty.  O(nodes).
+    its ``host`` attribute, else the one :func:`~rankmap.solver.fabric.hostinfer.infer_hosts`
+    finds, else itself.  O(nodes + edges).
     """
     devs = {str(d) for d in exclude_devices}
     hosts = {str(h) for h in exclude_hosts}
+    if hosts:
+        from ..fabric.hostinfer import infer_hosts
+
+        graph = infer_hosts(graph)  # an excluded host may be an inferred one
     n = 0
     for node, data in graph.nodes(data=True):
         if data.get("kind", "gpu") != "gpu":

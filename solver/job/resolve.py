@@ -32,12 +32,14 @@ from .values import exposure_from_value, fill_job, job_nccl, launch_order_from_v
 __all__ = [
     "ResolvedJob",
     "resolve_job",
+    "job_graph",
     "job_model",
     "job_traffic",
     "job_cluster",
     "build_job_cluster",
     "cluster_keys_given",
     "job_options",
+    "job_measured",
     "job_megatron_sizes",
     "model_keys_given",
     "MODEL_OVERRIDE_KEYS",
@@ -179,9 +181,13 @@ def job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
             "cluster",
         )
     if job.get("cluster"):
+        from ..fabric.hostinfer import NOTE_KEY, infer_hosts
         from ..formats.graphfile import load_graph
 
-        return load_graph(job["cluster"])
+        G = infer_hosts(load_graph(job["cluster"]))  # GPUs without host: their machines, or an error
+        if warn is not None and G.graph.get(NOTE_KEY):
+            warn(str(G.graph[NOTE_KEY]))
+        return G
     if not cluster_keys_given(job):
         raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
                                    "cluster")
@@ -203,8 +209,12 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
     from ..fabric.graph import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
     from ..formats import build_cluster
 
-    G = build_cluster(
-        host_topology=job.get("host_topology"),
+    from functools import partial
+
+    from ..formats.host_types import build_mixed_cluster
+
+    build = partial(
+        build_cluster,
         gpu=job.get("gpu"),
         fabric=job.get("fabric"),
         nodelist=job.get("nodelist"),
@@ -215,6 +225,9 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
         block_links=job.get("block_links") or JOB_DEFAULTS["block_links"],
         **parse_rates(job.get("rate")),
     )
+    # --host-topology FILE, or several: HOSTLIST=FILE (hosts of other topologies, issue 27)
+    G = build_mixed_cluster(job.get("host_topology"), lambda ht: build(host_topology=ht), gpu=job.get("gpu"),
+                            **parse_rates(job.get("rate")))
     # a graph `rankmap solve` would refuse is not written (a rate flag out of range)
     for u, v, d in G.edges(data=True):
         bw = d.get("bandwidth")
@@ -226,6 +239,43 @@ def build_job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
     for w in (G.graph.get("warnings", ()) or ()) if warn is not None else ():
         warn(str(w))
     return G
+
+
+def job_measured(job: Mapping[str, Any], graph, warn: Warn | None = None, drop_slow: bool = False):
+    """The measured rates of ``job`` (``measured``, ``exclude_slow``) applied to ``graph``
+    (:func:`~rankmap.solver.fabric.measured.apply_measured`): a
+    :class:`~rankmap.solver.fabric.measured.MeasuredGraph` whose graph carries the caps.
+
+    Measurements naming an unknown host or GPU go to ``warn`` (not an error), and so does each
+    host ``exclude_slow`` drops; with ``drop_slow`` those hosts' nodes are removed from the graph
+    (``rankmap cluster``; a solve excludes them instead).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad measurement file or value, ``exclude_slow`` without ``measured`` or out of (0, 1].
+    """
+    from ..fabric.measured import MeasuredGraph, apply_measured, check_exclude_slow
+    from ..formats.measured import measurements_from_value
+
+    slow = check_exclude_slow(job.get("exclude_slow"))
+    ms = measurements_from_value(job.get("measured"))
+    if slow is not None and not ms:
+        raise InvalidArgumentError("exclude_slow needs measured rates (--measured FILE)", "exclude_slow")
+    if not ms:
+        return MeasuredGraph(graph)
+    mg = apply_measured(graph, ms, job_nccl(job), slow)
+    for w in mg.warnings if warn is not None else ():
+        warn(w)
+    if mg.slow_hosts and warn is not None:
+        shown = ", ".join(mg.slow_hosts[:8]) + (" ..." if len(mg.slow_hosts) > 8 else "")
+        warn(f"--exclude-slow {slow:g}: {len(mg.slow_hosts)} host(s) measured below {slow:g} x the model's rate "
+             f"left out: {shown}")
+    if drop_slow and mg.slow_hosts:
+        gone = set(mg.slow_hosts)
+        mg.graph.remove_nodes_from([n for n, d in mg.graph.nodes(data=True)
+                                    if str(d.get("host", n if d.get("kind", "gpu") == "gpu" else "")) in gone])
+    return mg
 
 
 def job_options(job: Mapping[str, Any]):
@@ -278,9 +328,40 @@ class ResolvedJob:
     options: Any
     job: dict[str, Any] = field(default_factory=dict, repr=False)
     """The job filled in (given values, the job's, its job file's, the Megatron sizes)."""
+    measured: Any = None
+    """The :class:`~rankmap.solver.fabric.measured.MeasuredGraph` of the job's measured rates (None: none)."""
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.graph, self.cfg, self.traffic, self.options))
+
+
+def job_graph(job: Mapping[str, Any], given: Mapping[str, Any] | None = None, warn: Warn | None = None):
+    """A job's keys filled, its cluster graph with the measured rates applied, and its options:
+    ``(filled keys, graph, SolveOptions, MeasuredGraph)`` (the part of :func:`resolve_job` before the
+    world size; ``rankmap compare`` shares it).  Hosts ``exclude_slow`` drops are excluded in the options.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad value, named by its key.
+    OSError
+        A file that cannot be read.
+    """
+    filled = fill_job(job, given)
+    cluster = filled.get("cluster")
+    if cluster and str(cluster).lower().endswith((".yaml", ".yml")):
+        filled = fill_job(load_job_file(cluster), {**filled, "cluster": None})
+    filled = job_megatron_sizes(filled, warn)
+    graph = job_cluster(filled, warn)
+    measured = job_measured(filled, graph, warn)
+    graph = measured.graph
+    options = job_options(filled)
+    if measured.slow_hosts:
+        import dataclasses
+
+        options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
+            (*options.exclude_hosts, *measured.slow_hosts))))
+    return filled, graph, options, measured
 
 
 def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
@@ -310,13 +391,7 @@ def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
     OSError
         A file that cannot be read.
     """
-    filled = fill_job(job, given)
-    cluster = filled.get("cluster")
-    if cluster and str(cluster).lower().endswith((".yaml", ".yml")):
-        filled = fill_job(load_job_file(cluster), {**filled, "cluster": None})
-    filled = job_megatron_sizes(filled, warn)
-    graph = job_cluster(filled, warn)
-    options = job_options(filled)
+    filled, graph, options, measured = job_graph(job, given, warn)
     gpus = usable_gpus(graph, options.exclude_devices, options.exclude_hosts)
     if gpus == 0:
         raise InvalidArgumentError("the cluster has no usable GPUs (no node of kind 'gpu', or all excluded)",
@@ -334,4 +409,4 @@ def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
             note = (f"world_size defaults to the {gpus} usable GPUs"
                     + (" (after the exclusions)" if excluded else "") + "; give --world-size to use fewer: ")
             raise InvalidArgumentError(note + exc.message, exc.field) from None
-    return ResolvedJob(graph, cfg, job_traffic(filled, cfg), options, filled)
+    return ResolvedJob(graph, cfg, job_traffic(filled, cfg), options, filled, measured)

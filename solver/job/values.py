@@ -18,9 +18,9 @@ __all__ = ["fill_job", "parse_exposure", "exposure_from_value", "launch_order_fr
 _INT_KEYS = ("world_size", "tp", "cp", "ep", "etp", "pp", "num_distributed_optimizer_instances", "seq_length",
              "micro_batch_size", "global_batch_size", "num_micro_batches", "gpus_per_node", "seed")
 #: Job keys holding a list of strings (a single string is a list of one).
-_LIST_KEYS = ("constraint", "exclude_host", "exclude_device", "rate")
+_LIST_KEYS = ("constraint", "exclude_host", "exclude_device", "rate", "measured")
 #: Job keys holding a string.
-_STR_KEYS = ("cluster", "host_topology", "fabric", "nodelist", "model_file", "gpu", "mode", "format", "server",
+_STR_KEYS = ("cluster", "fabric", "nodelist", "model_file", "gpu", "mode", "format", "server",
              "topology_name", "dtype", "megatron_args", "block_links", "nccl_algo", *JOB_CLUSTER_FILES)
 #: Job keys of how NCCL runs the collectives (``--nccl-algo``, ``--nccl-rate``, ``--no-pxn``,
 #: ``--no-nccl-latency``): :func:`job_nccl`.
@@ -274,12 +274,28 @@ def _check_value(key: str, value: Any) -> Any:
         return traffic_from_mapping(value)  # validates; names the bad key
     if key == "exposure":
         return exposure_from_value(value)  # validates; names the bad class
-    if key in _LIST_KEYS:
+    if key in _LIST_KEYS and key != "measured":  # measured: FILE strings or {a, b, gbps} mappings
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
             raise InvalidArgumentError(f"job key {key!r} must be a string or a list of strings, got {value!r}", key)
         return [str(v) for v in value]
+    if key == "measured":
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, (str, dict)) for v in items):
+            raise InvalidArgumentError(f"job key 'measured' must be FILE, A,B=FILE, HOST=FILE, a mapping "
+                                       f"{{a, b, gbps}} or a list of those, got {value!r:.80}", key)
+        return list(items)
+    if key == "host_topology" and value is not None:
+        items = value if isinstance(value, list) else [value]
+        if not items or not all(isinstance(v, str) and v for v in items):
+            raise InvalidArgumentError(f"job key 'host_topology' must be FILE, HOSTLIST=FILE or a list of those, "
+                                       f"got {value!r:.80}", key)
+        return value if isinstance(value, str) or len(items) > 1 else items[0]
+    if key == "exclude_slow" and value is not None:
+        from ..fabric.measured import check_exclude_slow
+
+        return check_exclude_slow(value)
     if key == "launch_order":
         if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
             return tuple(value)

@@ -16,7 +16,8 @@ Every launcher gets the chosen layout rank by rank:
   the global ranks on the node).  Edit S for NUMA-aware binding (the
   ``CPU Affinity`` column of ``nvidia-smi topo -m``).  Any layout.
 * **torchrun** gives global rank ``base(node_rank) + local_rank`` with
-  ``base`` the sum of ``--nproc-per-node`` of lower node ranks; only the
+  ``base`` the sum of ``--nproc-per-node`` of lower node ranks (each host's command
+  carries its own ``--nproc-per-node``: hosts of several sizes, issue 27); only the
   *static* rendezvous honours ``--node-rank`` (with ``c10d`` torchrun
   numbers nodes in join order and warns that ``--node-rank`` is ignored), so
   the commands use ``--rdzv-backend static --master-addr HOST0 --master-port
@@ -223,11 +224,16 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
         kcvd = (f"CUDA_VISIBLE_DEVICES={lists[0]}" if uniform else
                 f'CUDA_VISIBLE_DEVICES=$(sed -n "$((JOB_COMPLETION_INDEX+1))s/^[^ ]* //p" '
                 f'{names.gpus(names.kubernetes)})')
-        nproc = str(gph.pop()) if len(gph) == 1 else "$NPROC_PER_NODE"
+        if len(gph) == 1:
+            nproc = str(gph.pop())
+        else:  # hosts of several sizes: each pod runs as many ranks as its GPU list has entries
+            kcvd = f"export {kcvd}; "
+            nproc = '$(echo "$CUDA_VISIBLE_DEVICES" | tr , "\\n" | wc -l)'
         out["kubernetes"] = {
             "pod_nodes": [h.host for h in hosts],
             "cuda_visible_devices": lists,
-            "command": (f"{kcvd} torchrun --nnodes {N} --nproc-per-node {nproc} --node-rank $JOB_COMPLETION_INDEX "
+            "command": (f"{kcvd}{'' if kcvd.endswith('; ') else ' '}torchrun --nnodes {N} --nproc-per-node {nproc} "
+                        f"--node-rank $JOB_COMPLETION_INDEX "
                         f"--rdzv-backend static --master-addr $MASTER_ADDR --master-port {MASTER_PORT} "
                         f"{train.split(' ', 1)[1]}"),
         }

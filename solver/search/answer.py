@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..fabric.cluster import Cluster
+from ..fabric.measured import measured_links_used
 from ..launch.placement import apply_instructions, host_placements
 from ..megatron.catalogue import megatron_groups
 from ..results import HostPlacement, Layout, SolveResult
@@ -61,6 +62,12 @@ def _infeasible(p: Problem):
         )
     hint = ("" if len(p.orders) > 1 else
             f" in order {p.orders[0].order} (the only order searched; orders megatron-cli or all search more)")
+    implicit = [c for c in constraints if c not in tuple(p.options.constraints)]
+    if implicit:  # launcher mode on hosts of several sizes (issue 27: mixed_host_constraints)
+        sizes = sorted({int(x) for x in p.cluster.gpus_per_host}, reverse=True)
+        hint += (f"; launcher mode on hosts of {'/'.join(map(str, sizes))} GPUs keeps each TP group on hosts of "
+                 f"one type (each host runs a block of as many ranks as its GPUs): use sizes whose TP groups fit "
+                 f"the hosts, or mode free")
     raise InfeasibleError(
         "no layout satisfies the constraints " + "; ".join(str(c) for c in constraints) + hint, "constraints"
     )
@@ -118,6 +125,15 @@ def _status(cost: float, lower: float, enumerated: bool, stopped: bool = False) 
     return ("OPTIMAL" if optimal else "FEASIBLE"), min(lower, cost)
 
 
+def _with_host_note(apply: dict, cluster) -> dict:
+    """``apply`` with ``hosts_inferred`` (the note of :func:`~rankmap.solver.fabric.hostinfer.infer_hosts`)
+    when the cluster's hosts were inferred from the graph."""
+    note = getattr(cluster, "host_note", None)
+    if note:
+        apply = {**apply, "hosts_inferred": note}
+    return apply
+
+
 def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, orders) -> SolveResult:
     devices = p.cluster.devices
     hosts = host_placements(p.cluster, best.dev_of_rank)
@@ -137,9 +153,11 @@ def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, o
         solve_seconds=time.perf_counter() - t0,
         groups=megatron_groups(best.cfg),
         traffic=p.traffic,
-        apply=apply_instructions(best.cfg, hosts, p.launcher),
+        apply=_with_host_note(apply_instructions(best.cfg, hosts, p.launcher), p.cluster),
         mode=p.options.mode,
         orders_searched=tuple(c.order for c in orders),
         stopped_by=p.deadline.stopped_by,
         nccl=p.cluster.nccl,
+        # the measured links (issue 27) the chosen layout's flows cross
+        measured_links=tuple(measured_links_used(p.cluster, best.cfg, best.dev_of_rank, p.traffic)),
     )

@@ -75,7 +75,8 @@ def enumerate_layouts(cluster: Cluster, mode: str) -> np.ndarray:
     """Every layout of a mode as device-per-rank rows, shape (L, n), baseline first.
 
     ``free``: all n! bijections; ``launcher``: host order × each host's local
-    GPU order (blocks of G consecutive ranks per host); ``fixed``: the baseline.
+    GPU order (blocks of G_h consecutive ranks on host h, G_h its GPUs: torchrun's
+    ``--nproc-per-node`` per host); ``fixed``: the baseline.
     """
     n = cluster.num_devices
     if mode == "fixed":
@@ -84,12 +85,12 @@ def enumerate_layouts(cluster: Cluster, mode: str) -> np.ndarray:
         return np.array(list(itertools.permutations(range(n))), dtype=np.int64)
     hdev = cluster.host_devices
     H = len(hdev)
-    G = hdev[0].size
-    local = np.array(list(itertools.permutations(range(G))), dtype=np.int64)  # (G!, G)
+    # each host's local GPU orders (hosts of different sizes: their own G_h! orders)
+    local = [hdev[h][np.array(list(itertools.permutations(range(hdev[h].size))), dtype=np.int64)] for h in range(H)]
     out = []
     for horder in itertools.permutations(range(H)):
-        blocks = [hdev[h][local] for h in horder]  # each (G!, G)
-        for combo in itertools.product(range(local.shape[0]), repeat=H):
+        blocks = [local[h] for h in horder]  # each (G_h!, G_h)
+        for combo in itertools.product(*(range(b.shape[0]) for b in blocks)):
             out.append(np.concatenate([blocks[i][c] for i, c in enumerate(combo)]))
     return np.array(out, dtype=np.int64).reshape(-1, n)
 

@@ -2,7 +2,9 @@
 
 When ``world_size`` is below the cluster's usable GPUs, the choice of hosts is part
 of the search.  Launcher mode chooses whole hosts (``world_size / G`` of them, G GPUs
-per host: torchrun and ``srun`` start G ranks on every node they use); free mode
+per host: torchrun and ``srun`` start G ranks on every node they use; when hosts of the
+largest count G cannot make up the world size, whole hosts of several sizes that add up
+to it, the first in launch order and the first along the fabric tree, issue 27); free mode
 chooses GPUs.  The candidates:
 
 * ``launcher``: what the launcher does with a larger allocation: the first hosts
@@ -180,6 +182,30 @@ def _distinct(cands):
     return out
 
 
+def _mixed_host_sets(cluster: Cluster, W: int, options) -> list[tuple[str, np.ndarray]]:
+    """Whole hosts of several sizes holding exactly ``W`` GPUs (issue 27: launcher mode with
+    ``--nproc-per-node`` per host), ``(name, host indices)``: the first hosts in launch order that
+    fit (the launcher's own choice, first), then the same over the fabric's depth-first order
+    (hosts near each other); a host that would overshoot W is skipped.  Empty when neither adds
+    up to W (the caller then keeps to hosts of the largest size)."""
+    from .decompose import dfs_host_order
+
+    gph = cluster.gpus_per_host
+    out = []
+    launch = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
+    for name, order in (("launcher", launch), ("compact", dfs_host_order(cluster))):
+        took, total = [], 0
+        for h in order.tolist():
+            if total + int(gph[h]) <= W:
+                took.append(h)
+                total += int(gph[h])
+            if total == W:
+                break
+        if total == W:
+            out.append((name, np.array(sorted(took), dtype=np.int64)))
+    return _distinct(out)
+
+
 def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None,
                  deadline: Deadline | None = None):
     """Solve a job of ``cfg.world_size`` ranks on part of ``cluster`` (see the module docstring).
@@ -192,18 +218,22 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
     Raises
     ------
     InvalidArgumentError
-        Launcher mode with a world size that is not a multiple of the GPUs per
-        host, or unequal hosts.
+        Launcher mode with a world size that neither hosts of the largest GPU count nor whole
+        hosts of several sizes (the first in launch order, or along the fabric) add up to.
     """
     t0 = time.perf_counter()
     W = cfg.world_size
     if options.mode == "launcher":
         gph = cluster.gpus_per_host
-        # torchrun --nproc-per-node G is one number: hosts with fewer usable GPUs (an excluded or
-        # failed GPU) sit the job out; G is the largest count
+        # whole hosts of the largest GPU count G when W is a multiple of G and there are enough of
+        # them (hosts with fewer usable GPUs, an excluded or failed GPU, then sit the job out);
+        # else whole hosts of several sizes adding up to W (torchrun --nproc-per-node per host)
         G = int(gph.max())
         full = np.flatnonzero(gph == G)
-        if W % G:
+        mixed = _mixed_host_sets(cluster, W, options) if (W % G or W // G > full.size) else []
+        if mixed:
+            cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in mixed]
+        elif W % G:
             raise InvalidArgumentError(
                 f"world_size {W} is not a multiple of the {G} GPUs per host: launcher mode runs whole hosts "
                 f"(torchrun --nproc-per-node {G}); use mode free or world_size {W // G * G or G}",
@@ -214,9 +244,10 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
                 f"world_size {W} needs {W // G} hosts with {G} usable GPUs each; the cluster has {full.size} "
                 f"(hosts with fewer GPUs cannot run --nproc-per-node {G}); use mode free", "world_size",
             )
-        horder = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
-        horder = horder[np.isin(horder, full)]
-        cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in host_candidates(cluster, W // G, horder)]
+        if not mixed:
+            horder = launcher_host_order(cluster, options.launch_order, options.exclude_hosts)
+            horder = horder[np.isin(horder, full)]
+            cands = [(name, np.isin(cluster.host_of, idx)) for name, idx in host_candidates(cluster, W // G, horder)]
     else:
         dorder = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
         cands = []

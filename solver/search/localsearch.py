@@ -116,10 +116,43 @@ def _host_pairs(cluster: Cluster, dev: np.ndarray, blocks: list, hot: np.ndarray
             yield key
 
 
+def _mixed_moves(cluster: Cluster, dev: np.ndarray, blocks: list, hot: np.ndarray | None) -> Iterator[np.ndarray]:
+    """Launcher moves on hosts of several sizes (issue 27): each host keeps one contiguous block of
+    as many ranks as its GPUs, so exchanging two hosts re-lays every block between them (the
+    host order changes, the ranks follow); then the uniform position swaps of each host size and,
+    on few hosts, single-host swaps."""
+    H = len(blocks)
+    seqs = [dev[b] for b in blocks]
+    for i, j in _host_pairs(cluster, dev, blocks, hot):
+        order = list(range(H))
+        order[i], order[j] = order[j], order[i]
+        yield np.concatenate([seqs[k] for k in order])
+    by_size: dict = {}
+    for b in blocks:
+        by_size.setdefault(b.size, []).append(b)
+    for G, bs in sorted(by_size.items()):
+        B = np.stack(bs)  # (hosts of this size, G) ranks
+        for p in range(G):
+            for q in range(p + 1, G):
+                new = dev.copy()
+                new[B[:, p]], new[B[:, q]] = dev[B[:, q]], dev[B[:, p]]
+                yield new
+    if 1 < H <= SINGLE_HOST_SWAP_MAX_HOSTS:
+        for b in blocks:
+            for p in range(b.size):
+                for q in range(p + 1, b.size):
+                    new = dev.copy()
+                    new[b[p]], new[b[q]] = dev[b[q]], dev[b[p]]
+                    yield new
+
+
 def _moves(cluster: Cluster, dev: np.ndarray, mode: str, hot: np.ndarray | None = None) -> Iterator[np.ndarray]:
     blocks = _host_blocks(cluster, dev)
     H = len(blocks)
     sizes = {b.size for b in blocks}
+    if mode == "launcher" and len(sizes) > 1:
+        yield from _mixed_moves(cluster, dev, blocks, hot)
+        return
     if len(sizes) == 1:
         for i, j in _host_pairs(cluster, dev, blocks, hot):
             new = dev.copy()

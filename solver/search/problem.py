@@ -22,6 +22,7 @@ import numpy as np
 from ..cost.timemodel import layout_cost
 from ..errors import InvalidArgumentError
 from ..fabric.cluster import Cluster, cluster_from_graph
+from ..fabric.hostinfer import infer_hosts
 from ..launch.placement import launcher_device_order
 from ..megatron.config import ParallelConfig
 from ..megatron.catalogue import megatron_groups
@@ -33,7 +34,7 @@ from .constraints import check_capacity, satisfies
 from .deadline import Deadline, search_seconds
 
 __all__ = ["Candidate", "Problem", "REL_TOL", "check_traffic", "cluster_model", "progress_reporter",
-           "solve_deadline"]
+           "solve_deadline", "mixed_host_constraints"]
 
 #: Costs within this relative tolerance of the best are tied.
 REL_TOL = 1e-9
@@ -98,15 +99,6 @@ class Problem:
                 + ("" if not more else "; a job needs one GPU per rank"),
                 "world_size",
             )
-        if options.mode == "launcher":
-            gph = cluster.gpus_per_host
-            if not cluster.equal_hosts:
-                detail = ", ".join(f"{h}={c}" for h, c in list(zip(cluster.hosts, gph.tolist()))[:6])
-                raise InvalidArgumentError(
-                    f"launcher mode needs the same GPU count on every host (torchrun --nproc-per-node), got "
-                    f"{detail}; use mode free",
-                    "mode",
-                )
         report("orders")
         orders = candidate_orders(cfg, options.orders)
         if not orders:
@@ -117,7 +109,7 @@ class Problem:
         baseline_dev = launcher_device_order(cluster, options.launch_order, options.exclude_hosts)
         base_groups = megatron_groups(base_cfg)
         baseline_cost = layout_cost(cluster, base_cfg, baseline_dev, traffic, base_groups, exposure)
-        constraints = tuple(options.constraints)
+        constraints = tuple(options.constraints) + mixed_host_constraints(cluster, options, cfg)
         for c in constraints:
             cluster.level_labels(c.level)  # validates the level name
         check_capacity(cluster, base_cfg, constraints)
@@ -165,6 +157,24 @@ class Problem:
         return Candidate(self.baseline_cfg, self.baseline_dev, self.baseline_cost, -1)
 
 
+def mixed_host_constraints(cluster: Cluster, options: SolveOptions, cfg: ParallelConfig) -> tuple:
+    """The constraints launcher mode adds on hosts of several sizes (issue 27 item 2): ``tp within
+    host_type``, so that no TP group straddles hosts of different sizes (or topologies).
+
+    Launcher layouts give each host one contiguous block of ranks, as many as its GPUs (torchrun
+    ``--nproc-per-node`` per host); a TP group across an 8-GPU and a 4-GPU host would run its
+    all-reduce at the slower host's NIC rate.  Nothing is added on equal hosts, in other modes,
+    when tp is 1, or when the user constrains tp already.
+    """
+    from ..types import Constraint
+
+    if options.mode != "launcher" or cluster.equal_hosts or cfg.tp <= 1 and cfg.etp <= 1:
+        return ()
+    given = {c.traffic_class for c in options.constraints}
+    return tuple(Constraint(c, "host_type") for c in ("tp", "etp")
+                 if c not in given and getattr(cfg, c) > 1)
+
+
 def solve_deadline(deadline: Deadline | None, options: SolveOptions, world_size: int,
                    cancel: threading.Event | None) -> Deadline:
     """The solve's wall-clock stop: ``deadline`` (``cancel`` attached when it has none), else one of
@@ -189,7 +199,7 @@ def cluster_model(graph: nx.Graph | Cluster, options: SolveOptions, deadline: De
     if isinstance(graph, Cluster):
         cluster = graph
     else:
-        g = graph
+        g = infer_hosts(graph)  # excluded hosts may name inferred ones
         if options.exclude_devices or options.exclude_hosts:
             g = _exclude(graph, options)
         # the cluster model takes seconds at 131,072 GPUs: cancellation (a gRPC deadline) stops it

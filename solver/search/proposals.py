@@ -26,7 +26,7 @@ from .partition import tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .problem import Problem
 from .refine import eval_seconds
-from .tiling import tiling_host_orders
+from .tiling import domain_packed_host_orders, ragged_host_levels, tiling_host_orders
 
 __all__ = ["propose"]
 
@@ -98,6 +98,10 @@ def _host_orders(p: Problem, ocfg: ParallelConfig, groups, time_limit: float) ->
             host_orders.append(ho)
     # nested grid boxes along the fabric tree: as many as half the order's model budget evaluates
     tilings = int(time_limit / 2 / eval_seconds(cluster, ocfg, surrogate))
+    if ragged_host_levels(cluster) is not None:
+        tilings = max(tilings, 2)  # a ragged tree: one box of each of its two sizes
     if tilings > 0 and not deadline.check():
         host_orders += tiling_host_orders(cluster, ocfg)[:tilings]
+    if not deadline.check():  # whole NVLink domains inside each run of the outermost axis (one order)
+        host_orders += domain_packed_host_orders(cluster, ocfg)
     return host_orders

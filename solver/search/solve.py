@@ -18,6 +18,9 @@ time per step on shared links (:mod:`rankmap.solver.cost.timemodel`).  Strategy,
   a first-improvement descent on the real objective (:mod:`.localsearch`) from
   the best few, within a deterministic evaluation budget.  Status OPTIMAL only
   when the cost meets the lower bound (:func:`~rankmap.solver.bound.analytic.search_lower_bound`).
+* **Launcher mode on hosts of several sizes** (8 + 4 GPUs, an excluded GPU; :mod:`.mixed`): host
+  orders (launch, depth-first, grouped by host type) then descents on the real objective; TP
+  groups are kept on hosts of one type (:func:`~.problem.mixed_host_constraints`).
 * **Free mode on equal hosts** runs the launcher-mode search and anytime
   phase first (the same budgets, so the launcher solve's answer), then the free-layout steps from
   all its candidates: every launcher layout is a free layout, so free mode is
@@ -66,6 +69,7 @@ from .deadline import Deadline, load_reserve
 from .decompose import EXACT_MAX_DEVICES
 from .exhaustive import EXHAUSTIVE_MAX_DEVICES, exhaustive_search
 from .hostchoice import solve_subset
+from .mixed import mixed_launcher_search
 from .partition import partition_seconds, tree_partition_layout
 from .problem import Candidate, Problem, check_traffic, cluster_model, progress_reporter, solve_deadline
 from .proposals import propose
@@ -80,6 +84,9 @@ FREE_AFTER_LAUNCHER_SHARE = 0.12
 #: (Issue 28.4: the free phase's share was 0.25; free mode's budgets then added up to 1.24 of the limit;
 #: the partitions keep theirs: at 0.08 the 512-GPU pp-heavy fat tree lost its best partition, 27% dearer.)
 FREE_PARTITION_SHARE = 0.12
+#: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
+#: model; at least the first order's).
+FREE_GRID_SHARE = 0.03
 
 
 def solve(
@@ -164,12 +171,17 @@ def solve(
     else:
         proved = False
         last = p  # the problem of the last phase, whose budget sizes the anytime phase
+        mixed = options.mode == "launcher" and not cluster.equal_hosts
         if options.mode == "free" and cluster.equal_hosts:
             found, reached, last = _free_after_launcher(p, candidates, bound)
+        elif mixed:  # hosts of several sizes (issue 27): blocks of G_h ranks per host
+            found, reached = mixed_launcher_search(p, candidates, bound)
         else:
-            found, reached = _search(p, candidates, bound=bound)
+            grid = _free_grid_layouts(p) if options.mode == "free" else []
+            found, reached = _search(p, candidates + grid, bound=bound)
+            found += grid
         candidates += found
-        if not deadline.stopped:
+        if not deadline.stopped and not mixed:
             candidates += anytime_search(cluster, candidates, p.surrogate, traffic, p.exposure, last.options,
                                          last.launcher, p.constraints, p.baseline_dev, deadline, p.score, bound)
     report("search", candidates)
@@ -183,7 +195,7 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
     its budget, from ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
     # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
-    free_first = _free_partitions(p)
+    free_first = _free_partitions(p) + _free_grid_layouts(p)
     lp = p.with_options(replace(options, mode="launcher"))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
@@ -252,4 +264,31 @@ def _free_partitions(p: Problem) -> list[Candidate]:
         cand = None if lay is None else p.candidate(idx, lay)
         if cand is not None:
             out.append(cand)
+    return out
+
+
+def _free_grid_layouts(p: Problem) -> list[Candidate]:
+    """Free-mode layouts filling the hosts along other axis orders (:mod:`.gridperm`), scored.
+
+    Every order's permutations when the job has experts (the expert grid differs between
+    orders), else the first order's (the others give the same layouts renumbered).  Work
+    model: one evaluation each; taken until ``FREE_GRID_SHARE`` of the time limit is spent,
+    the first order's always.  Skipped past the deadline.
+    """
+    from .gridperm import grid_permutation_layouts
+
+    orders = p.orders if p.orders[0].ep > 1 else p.orders[:1]
+    per = eval_seconds(p.cluster, orders[0], p.surrogate)
+    count = int(p.options.time_limit_seconds * FREE_GRID_SHARE / per)
+    out: list[Candidate] = []
+    done = 0
+    for idx, ocfg in enumerate(orders):
+        groups = p.groups(idx)
+        for _name, dev in grid_permutation_layouts(ocfg, p.baseline_dev):
+            if p.deadline.check() or (idx > 0 and done >= count):
+                return out
+            done += 1
+            cand = p.candidate(idx, dev, groups)
+            if cand is not None:
+                out.append(cand)
     return out

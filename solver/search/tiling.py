@@ -10,8 +10,11 @@ neighbours × 2 stages: dp rings and pp chains then both cross few boundaries). 
 module enumerates such nested box shapes, one per tree level (the factors of each
 level's fan-out over the grid axes), and lays the boxes over the hosts in tree order.
 
-Only for trees whose levels are uniform: at every depth each switch has the same
-number of hosts below it (fat trees, NVL72-style racks); else no orders.
+Trees whose levels are uniform (at every depth each switch has the same number of
+hosts below it: fat trees, NVL72-style racks) get boxes that fill each switch exactly.
+Ragged trees (a fragmented allocation: leaves of 5, 9 and 2 hosts) get boxes of the
+median switch's size, the largest the grid allows, laid over consecutive hosts in tree
+order: most boxes sit under one switch, some straddle two.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 
-__all__ = ["TILINGS_MAX", "fabric_host_levels", "block_grid", "tiling_host_orders"]
+__all__ = ["TILINGS_MAX", "fabric_host_levels", "ragged_host_levels", "block_grid", "tiling_host_orders",
+           "domain_packed_host_orders"]
 
 #: At most this many tilings per order (the enumeration is in a fixed order).
 TILINGS_MAX = 24
 
 
 _LEVELS: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
+_RAGGED: "weakref.WeakKeyDictionary[Cluster, list | None]" = weakref.WeakKeyDictionary()
 
 
 def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
@@ -48,7 +53,16 @@ def fabric_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
     return _LEVELS[cluster]
 
 
-def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+def ragged_host_levels(cluster: Cluster) -> list[np.ndarray] | None:
+    """As :func:`fabric_host_levels` for trees whose switches hold different numbers of hosts
+    (a fragmented allocation: 5, 9 and 2 hosts under three leaves); every host still at the same
+    height.  None when the tree is uniform (use :func:`fabric_host_levels`) or has no such levels."""
+    if cluster not in _RAGGED:
+        _RAGGED[cluster] = None if fabric_host_levels(cluster) is not None else _host_levels(cluster, uniform=False)
+    return _RAGGED[cluster]
+
+
+def _host_levels(cluster: Cluster, uniform: bool = True) -> list[np.ndarray] | None:
     fab = cluster.fabric
     H = len(cluster.hosts)
     N = fab.parent.size
@@ -102,7 +116,7 @@ def _host_levels(cluster: Cluster) -> list[np.ndarray] | None:
         _, inv, cnt = np.unique(cur, return_inverse=True, return_counts=True)
         if cnt.size in (1, H):
             continue
-        if np.unique(cnt).size != 1:
+        if uniform and np.unique(cnt).size != 1:
             return None
         inv = inv.reshape(-1).astype(np.int64)
         if levels and np.unique(levels[-1] * (cnt.size + 1) + inv).size == cnt.size == int(levels[-1].max()) + 1:
@@ -155,15 +169,44 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
     if not cluster.equal_hosts or cfg.world_size != G * H:
         return []
     levels = fabric_host_levels(cluster)
+    ragged = levels is None
+    if ragged:
+        levels = ragged_host_levels(cluster)
     grid = block_grid(cfg, G)
     if levels is None or not grid or int(np.prod([n for _a, n in grid])) != H:
         return []
-    # hosts per domain, finest level first, and the fan-outs between levels
-    per = [H // int(lab.max() + 1) for lab in levels] + [H]
-    fan = [per[0]] + [per[i + 1] // per[i] for i in range(len(per) - 1)]
+    sizes = [n for _a, n in grid]
+    if not ragged:
+        # hosts per domain, finest level first, and the fan-outs between levels
+        per = [H // int(lab.max() + 1) for lab in levels] + [H]
+        fan = [per[0]] + [per[i + 1] // per[i] for i in range(len(per) - 1)]
+        return _tilings(H, sizes, fan, levels, False)
+    # switches of one level hold different numbers of hosts: boxes of the lower quartile's switch size
+    # (few straddle two switches) and of the median's, alternately, each the largest the grid allows,
+    # laid over consecutive hosts in tree order; the top level takes the rest
+    runs = []
+    for q in (25, 50):
+        fan, below = [], 1
+        for lab in levels:
+            fan.append(max(1, int(np.percentile(np.bincount(lab), q)) // below))
+            below *= fan[-1]
+        fan.append(0)
+        runs.append(_tilings(H, sizes, fan, levels, True))
+    out: list[np.ndarray] = []
+    seen: set = set()
+    for ho in itertools.chain.from_iterable(itertools.zip_longest(*runs)):  # alternately: a budget may take few
+        if ho is not None and ho.tobytes() not in seen:
+            seen.add(ho.tobytes())
+            out.append(ho)
+    return out[:TILINGS_MAX]
+
+
+def _tilings(H: int, sizes: list[int], fan: list[int], levels: list[np.ndarray], ragged: bool) -> list[np.ndarray]:
+    """Host orders of nested boxes over the block grid ``sizes``, level ``i``'s box holding ``fan[i]`` boxes
+    of the level below (0: the rest of the grid; ``ragged``: the largest count ≤ ``fan[i]`` the grid
+    allows), laid over the hosts in tree order (``levels``: switch of each host, finest first)."""
     order_keys = [np.arange(H)] + levels  # the tree order of hosts: coarsest level primary
     tree_hosts = np.lexsort(order_keys)
-    sizes = [n for _a, n in grid]
     coords = np.stack(np.unravel_index(np.arange(H), sizes[::-1]), axis=1)[:, ::-1]  # block -> (innermost first)
 
     tilings = [[]]
@@ -171,7 +214,12 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
     for f in fan:
         nxt, nroom = [], []
         for t, r in zip(tilings, room):
-            for fac in _factorings(f, r):
+            want = int(np.prod(r)) if f == 0 else f
+            facs = _factorings(want, r)
+            while ragged and not facs and want > 1:  # the largest box of at most ``f`` the grid allows
+                want -= 1
+                facs = _factorings(want, r)
+            for fac in facs:
                 nxt.append(t + [fac])
                 nroom.append([ri // x for ri, x in zip(r, fac)])
         tilings, room = nxt, nroom
@@ -201,3 +249,79 @@ def tiling_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray
         if len(out) >= TILINGS_MAX:
             break
     return out
+
+
+def domain_packed_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
+    """Host orders that keep whole multi-host NCCL nodes (NVLink domains) inside one block of the outermost axis.
+
+    In launcher mode the outermost axis of the order's block grid (pp in ``tp-cp-ep-dp-pp``) cuts the
+    host order into ``outer`` runs of ``B = H / outer`` hosts.  A ring group of an inner axis (edp, dp)
+    lives inside one run, and NCCL runs as many channels as its fewest members on one node
+    (:func:`rankmap.solver.cost.nccl.ring_flows`): a rack that a run boundary leaves with one or two
+    hosts of a run gives every group of that run one channel (an 8,192-GPU NVL72 fragment, tp4 ep8 pp4:
+    edp 22 -> 10.4 ms, the launcher order's own runs against packed ones).  The nodes fill each run
+    whole where a subset of them sums to ``B`` exactly (subset sum, tree order preferred), else as
+    close as possible, the largest remaining node split over the run's end and the next run's start.
+    One order; none when the nodes are the hosts, the hosts uneven, or the grid has a single block
+    axis.
+    """
+    G = int(cluster.gpus_per_host[0]) if len(cluster.gpus_per_host) else 0
+    H = len(cluster.hosts)
+    topo = cluster.nccl_topology
+    if not cluster.equal_hosts or topo is None or cfg.world_size != G * H:
+        return []
+    grid = block_grid(cfg, G)
+    if not grid or len(grid) < 2 or int(np.prod([n for _a, n in grid])) != H:
+        return []
+    outer = int(grid[-1][1])
+    B = H // outer
+    from .decompose import dfs_host_order
+
+    tree = dfs_host_order(cluster)
+    node_of_host = topo.node_of[cluster.first_device][tree]
+    nodes, first, counts = np.unique(node_of_host, return_index=True, return_counts=True)
+    if nodes.size >= H or nodes.size < 2:
+        return []
+    members = {int(n): tree[node_of_host == n] for n in nodes.tolist()}
+    left = sorted(members, key=lambda n: int(first[np.searchsorted(nodes, n)]))  # tree order
+    runs: list[list[np.ndarray]] = []
+    carry = np.zeros(0, dtype=np.int64)  # the hosts of a node split at the previous run's end
+    for r in range(outer):
+        room = B - carry.size
+        pick = _exact_fill([members[n].size for n in left], room) if r < outer - 1 else list(range(len(left)))
+        run = [carry] + [members[left[i]] for i in pick]
+        left = [n for i, n in enumerate(left) if i not in set(pick)]
+        got = sum(x.size for x in run)
+        carry = np.zeros(0, dtype=np.int64)
+        if got < B and left:  # split the largest remaining node: both parts as large as the room allows
+            big = max(left, key=lambda n: members[n].size)
+            left.remove(big)
+            need = B - got
+            run.append(members[big][:need])
+            carry = members[big][need:]
+        runs.append(run)
+    order = np.concatenate([np.concatenate(run) for run in runs])
+    if order.size != H or np.unique(order).size != H:
+        return []
+    return [order]
+
+
+def _exact_fill(sizes: list[int], room: int) -> list[int]:
+    """Indices of a subset of ``sizes`` summing to ``room`` exactly if any, else to the most below it
+    (subset-sum table over ``room + 1`` sums; the first items preferred)."""
+    reach = np.full(room + 1, -1, dtype=np.int64)  # reach[t]: the item that first reached sum t
+    reach[0] = len(sizes)
+    for i, w in enumerate(sizes):
+        if w <= 0 or w > room:
+            continue
+        new = np.flatnonzero(reach[: room + 1 - w] >= 0)
+        new = new[reach[new + w] < 0]
+        new = new[reach[new] != i]  # each item once: sums reached before item i only
+        reach[new + w] = i
+    t = int(np.flatnonzero(reach >= 0).max())
+    out = []
+    while t > 0:
+        i = int(reach[t])
+        out.append(i)
+        t -= sizes[i]
+    return sorted(out)

@@ -64,6 +64,21 @@ class BlockLinks(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BLOCK_LINKS_UNSPECIFIED: _ClassVar[BlockLinks]
     BLOCK_LINKS_NVLINK: _ClassVar[BlockLinks]
     BLOCK_LINKS_NETWORK: _ClassVar[BlockLinks]
+
+class LaunchFileKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LAUNCH_FILE_KIND_UNSPECIFIED: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_HOSTFILE: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_RANKFILE: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_POD_MAP: _ClassVar[LaunchFileKind]
+    LAUNCH_FILE_KIND_TORCHRUN: _ClassVar[LaunchFileKind]
+
+class Scheduler(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULER_UNSPECIFIED: _ClassVar[Scheduler]
+    SCHEDULER_SLURM: _ClassVar[Scheduler]
+    SCHEDULER_KUEUE: _ClassVar[Scheduler]
+    SCHEDULER_VOLCANO: _ClassVar[Scheduler]
 ORDER_POLICY_UNSPECIFIED: OrderPolicy
 ORDER_POLICY_DEFAULT: OrderPolicy
 ORDER_POLICY_MEGATRON_CLI: OrderPolicy
@@ -98,6 +113,15 @@ TOPOLOGY_FORMAT_HOST_TOPOLOGY: TopologyFormat
 BLOCK_LINKS_UNSPECIFIED: BlockLinks
 BLOCK_LINKS_NVLINK: BlockLinks
 BLOCK_LINKS_NETWORK: BlockLinks
+LAUNCH_FILE_KIND_UNSPECIFIED: LaunchFileKind
+LAUNCH_FILE_KIND_HOSTFILE: LaunchFileKind
+LAUNCH_FILE_KIND_RANKFILE: LaunchFileKind
+LAUNCH_FILE_KIND_POD_MAP: LaunchFileKind
+LAUNCH_FILE_KIND_TORCHRUN: LaunchFileKind
+SCHEDULER_UNSPECIFIED: Scheduler
+SCHEDULER_SLURM: Scheduler
+SCHEDULER_KUEUE: Scheduler
+SCHEDULER_VOLCANO: Scheduler
 
 class Device(_message.Message):
     __slots__ = ("id", "host", "local_index", "nvlink_domain")
@@ -124,7 +148,7 @@ class Node(_message.Message):
     def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., nic_index: _Optional[int] = ...) -> None: ...
 
 class Link(_message.Message):
-    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports")
+    __slots__ = ("source", "target", "bandwidth_gbps", "latency_us", "kind", "nvlinks", "ports", "measured_gbps", "measured_source")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     BANDWIDTH_GBPS_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +156,8 @@ class Link(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     NVLINKS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_GBPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_SOURCE_FIELD_NUMBER: _ClassVar[int]
     source: str
     target: str
     bandwidth_gbps: float
@@ -139,7 +165,9 @@ class Link(_message.Message):
     kind: str
     nvlinks: float
     ports: float
-    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ...) -> None: ...
+    measured_gbps: float
+    measured_source: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., bandwidth_gbps: _Optional[float] = ..., latency_us: _Optional[float] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[float] = ..., ports: _Optional[float] = ..., measured_gbps: _Optional[float] = ..., measured_source: _Optional[str] = ...) -> None: ...
 
 class Cluster(_message.Message):
     __slots__ = ("devices", "nodes", "links", "gpu")
@@ -478,7 +506,7 @@ class ApplyInfo(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ..., rendezvous: _Optional[str] = ..., slurm: _Optional[_Union[SlurmLaunch, _Mapping]] = ..., torchrun: _Optional[_Iterable[_Union[TorchrunLaunch, _Mapping]]] = ..., mpirun: _Optional[_Union[MpirunLaunch, _Mapping]] = ..., kubernetes: _Optional[_Union[KubernetesLaunch, _Mapping]] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., gpus_file: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SolveRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order", "nccl")
+    __slots__ = ("cluster", "sizes", "orders", "mode", "traffic", "constraints", "exclude_devices", "exclude_hosts", "time_limit_seconds", "seed", "omit_groups", "exposure", "launch_order", "nccl", "measured", "exclude_slow")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -500,6 +528,8 @@ class SolveRequest(_message.Message):
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_ORDER_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_SLOW_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     orders: OrderSearch
@@ -514,10 +544,12 @@ class SolveRequest(_message.Message):
     exposure: _containers.ScalarMap[str, float]
     launch_order: LaunchOrder
     nccl: NcclOptions
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured: _containers.RepeatedCompositeFieldContainer[Measurement]
+    exclude_slow: float
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., orders: _Optional[_Union[OrderSearch, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., exclude_devices: _Optional[_Iterable[str]] = ..., exclude_hosts: _Optional[_Iterable[str]] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ..., omit_groups: _Optional[bool] = ..., exposure: _Optional[_Mapping[str, float]] = ..., launch_order: _Optional[_Union[LaunchOrder, _Mapping]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured: _Optional[_Iterable[_Union[Measurement, _Mapping]]] = ..., exclude_slow: _Optional[float] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit", "nccl")
+    __slots__ = ("config", "mode", "order", "assignment", "hosts", "cost", "baseline", "improvement", "status", "bound_seconds", "solve_seconds", "groups", "traffic_bytes", "orders_searched", "apply", "stopped_by", "traffic_model", "traffic_explicit", "nccl", "measured_links", "warnings", "excluded_slow_hosts")
     class GroupsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -558,6 +590,9 @@ class SolveResponse(_message.Message):
     TRAFFIC_MODEL_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_EXPLICIT_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDED_SLOW_HOSTS_FIELD_NUMBER: _ClassVar[int]
     config: ParallelConfig
     mode: Mode
     order: str
@@ -577,10 +612,13 @@ class SolveResponse(_message.Message):
     traffic_model: ModelSpec
     traffic_explicit: _containers.ScalarMap[str, float]
     nccl: NcclOptions
-    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured_links: _containers.RepeatedCompositeFieldContainer[MeasuredLink]
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    excluded_slow_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., mode: _Optional[_Union[Mode, str]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., baseline: _Optional[_Union[Layout, _Mapping]] = ..., improvement: _Optional[float] = ..., status: _Optional[_Union[Status, str]] = ..., bound_seconds: _Optional[float] = ..., solve_seconds: _Optional[float] = ..., groups: _Optional[_Mapping[str, RankGroups]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., orders_searched: _Optional[_Iterable[str]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., traffic_model: _Optional[_Union[ModelSpec, _Mapping]] = ..., traffic_explicit: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured_links: _Optional[_Iterable[_Union[MeasuredLink, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ..., excluded_slow_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl")
+    __slots__ = ("cluster", "sizes", "order", "assignment", "traffic", "exposure", "nccl", "measured")
     class ExposureEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -595,6 +633,7 @@ class EvaluateRequest(_message.Message):
     TRAFFIC_FIELD_NUMBER: _ClassVar[int]
     EXPOSURE_FIELD_NUMBER: _ClassVar[int]
     NCCL_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_FIELD_NUMBER: _ClassVar[int]
     cluster: Cluster
     sizes: ParallelSizes
     order: str
@@ -602,10 +641,11 @@ class EvaluateRequest(_message.Message):
     traffic: Traffic
     exposure: _containers.ScalarMap[str, float]
     nccl: NcclOptions
-    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ...) -> None: ...
+    measured: _containers.RepeatedCompositeFieldContainer[Measurement]
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., measured: _Optional[_Iterable[_Union[Measurement, _Mapping]]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
-    __slots__ = ("cost", "traffic_bytes")
+    __slots__ = ("cost", "traffic_bytes", "measured_links", "warnings")
     class TrafficBytesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -615,9 +655,47 @@ class EvaluateResponse(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     COST_FIELD_NUMBER: _ClassVar[int]
     TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_LINKS_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     cost: Cost
     traffic_bytes: _containers.ScalarMap[str, float]
-    def __init__(self, cost: _Optional[_Union[Cost, _Mapping]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    measured_links: _containers.RepeatedCompositeFieldContainer[MeasuredLink]
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cost: _Optional[_Union[Cost, _Mapping]] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ..., measured_links: _Optional[_Iterable[_Union[MeasuredLink, _Mapping]]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Measurement(_message.Message):
+    __slots__ = ("a", "b", "gbps", "source", "gpus_per_host", "devices_a", "devices_b")
+    A_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    GBPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_HOST_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_A_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_B_FIELD_NUMBER: _ClassVar[int]
+    a: str
+    b: str
+    gbps: float
+    source: str
+    gpus_per_host: int
+    devices_a: _containers.RepeatedScalarFieldContainer[int]
+    devices_b: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, a: _Optional[str] = ..., b: _Optional[str] = ..., gbps: _Optional[float] = ..., source: _Optional[str] = ..., gpus_per_host: _Optional[int] = ..., devices_a: _Optional[_Iterable[int]] = ..., devices_b: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class MeasuredLink(_message.Message):
+    __slots__ = ("source_node", "target_node", "measured_gbps", "line_gbps", "source", "classes")
+    SOURCE_NODE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_NODE_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_GBPS_FIELD_NUMBER: _ClassVar[int]
+    LINE_GBPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    source_node: str
+    target_node: str
+    measured_gbps: float
+    line_gbps: float
+    source: str
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source_node: _Optional[str] = ..., target_node: _Optional[str] = ..., measured_gbps: _Optional[float] = ..., line_gbps: _Optional[float] = ..., source: _Optional[str] = ..., classes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetGroupsRequest(_message.Message):
     __slots__ = ("sizes", "order")
@@ -728,3 +806,301 @@ class ImportClusterResponse(_message.Message):
     nvlink_domains: int
     nvlink_domain_rate_gbps: float
     def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., gpu: _Optional[str] = ..., nvlink_domains: _Optional[int] = ..., nvlink_domain_rate_gbps: _Optional[float] = ...) -> None: ...
+
+class LaunchFile(_message.Message):
+    __slots__ = ("kind", "text", "source_name", "gpus_file", "cuda_visible_devices")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FILE_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    kind: LaunchFileKind
+    text: str
+    source_name: str
+    gpus_file: str
+    cuda_visible_devices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[LaunchFileKind, str]] = ..., text: _Optional[str] = ..., source_name: _Optional[str] = ..., gpus_file: _Optional[str] = ..., cuda_visible_devices: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CheckRequest(_message.Message):
+    __slots__ = ("cluster", "sizes", "order", "assignment", "launch_file", "within", "traffic", "exposure", "nccl", "skip_best", "time_limit_seconds", "seed")
+    class ExposureEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FILE_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_FIELD_NUMBER: _ClassVar[int]
+    EXPOSURE_FIELD_NUMBER: _ClassVar[int]
+    NCCL_FIELD_NUMBER: _ClassVar[int]
+    SKIP_BEST_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    cluster: Cluster
+    sizes: ParallelSizes
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    launch_file: LaunchFile
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    traffic: Traffic
+    exposure: _containers.ScalarMap[str, float]
+    nccl: NcclOptions
+    skip_best: bool
+    time_limit_seconds: float
+    seed: int
+    def __init__(self, cluster: _Optional[_Union[Cluster, _Mapping]] = ..., sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., launch_file: _Optional[_Union[LaunchFile, _Mapping]] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., traffic: _Optional[_Union[Traffic, _Mapping]] = ..., exposure: _Optional[_Mapping[str, float]] = ..., nccl: _Optional[_Union[NcclOptions, _Mapping]] = ..., skip_best: _Optional[bool] = ..., time_limit_seconds: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Violation(_message.Message):
+    __slots__ = ("traffic_class", "level", "group", "domains")
+    TRAFFIC_CLASS_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    traffic_class: str
+    level: str
+    group: _containers.RepeatedScalarFieldContainer[int]
+    domains: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, traffic_class: _Optional[str] = ..., level: _Optional[str] = ..., group: _Optional[_Iterable[int]] = ..., domains: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RequirementSummary(_message.Message):
+    __slots__ = ("requirement", "groups", "violations")
+    REQUIREMENT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    requirement: Constraint
+    groups: int
+    violations: int
+    def __init__(self, requirement: _Optional[_Union[Constraint, _Mapping]] = ..., groups: _Optional[int] = ..., violations: _Optional[int] = ...) -> None: ...
+
+class CheckResponse(_message.Message):
+    __slots__ = ("config", "assignment", "hosts", "requirements", "violations", "cost", "best", "best_note", "traffic_bytes")
+    class TrafficBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENTS_FIELD_NUMBER: _ClassVar[int]
+    VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    BEST_FIELD_NUMBER: _ClassVar[int]
+    BEST_NOTE_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_BYTES_FIELD_NUMBER: _ClassVar[int]
+    config: ParallelConfig
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    requirements: _containers.RepeatedCompositeFieldContainer[RequirementSummary]
+    violations: _containers.RepeatedCompositeFieldContainer[Violation]
+    cost: Cost
+    best: Layout
+    best_note: str
+    traffic_bytes: _containers.ScalarMap[str, float]
+    def __init__(self, config: _Optional[_Union[ParallelConfig, _Mapping]] = ..., assignment: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[str]] = ..., requirements: _Optional[_Iterable[_Union[RequirementSummary, _Mapping]]] = ..., violations: _Optional[_Iterable[_Union[Violation, _Mapping]]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., best: _Optional[_Union[Layout, _Mapping]] = ..., best_note: _Optional[str] = ..., traffic_bytes: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class RecommendAllocationRequest(_message.Message):
+    __slots__ = ("sizes", "order", "cluster", "nvlink_domain_size", "gpus_per_node", "within", "schedulers", "nodes_per_leaf", "nvlink_label", "pack_label", "volcano_nvlink_tier", "max_wait")
+    SIZES_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_PER_LEAF_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_LABEL_FIELD_NUMBER: _ClassVar[int]
+    PACK_LABEL_FIELD_NUMBER: _ClassVar[int]
+    VOLCANO_NVLINK_TIER_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAIT_FIELD_NUMBER: _ClassVar[int]
+    sizes: ParallelSizes
+    order: str
+    cluster: Cluster
+    nvlink_domain_size: int
+    gpus_per_node: int
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    schedulers: _containers.RepeatedScalarFieldContainer[Scheduler]
+    nodes_per_leaf: int
+    nvlink_label: str
+    pack_label: str
+    volcano_nvlink_tier: int
+    max_wait: str
+    def __init__(self, sizes: _Optional[_Union[ParallelSizes, _Mapping]] = ..., order: _Optional[str] = ..., cluster: _Optional[_Union[Cluster, _Mapping]] = ..., nvlink_domain_size: _Optional[int] = ..., gpus_per_node: _Optional[int] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., schedulers: _Optional[_Iterable[_Union[Scheduler, str]]] = ..., nodes_per_leaf: _Optional[int] = ..., nvlink_label: _Optional[str] = ..., pack_label: _Optional[str] = ..., volcano_nvlink_tier: _Optional[int] = ..., max_wait: _Optional[str] = ...) -> None: ...
+
+class SchedulerRequest(_message.Message):
+    __slots__ = ("scheduler", "options", "annotations", "spec", "why")
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SCHEDULER_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    scheduler: Scheduler
+    options: _containers.RepeatedScalarFieldContainer[str]
+    annotations: _containers.ScalarMap[str, str]
+    spec: Value
+    why: str
+    def __init__(self, scheduler: _Optional[_Union[Scheduler, str]] = ..., options: _Optional[_Iterable[str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., spec: _Optional[_Union[Value, _Mapping]] = ..., why: _Optional[str] = ...) -> None: ...
+
+class RecommendAllocationResponse(_message.Message):
+    __slots__ = ("world_size", "order", "gpus_per_node", "nodes", "nvlink_domain_gpus", "nodes_per_domain", "within", "unit_ranks", "unit_nodes", "segment_nodes", "min_segment_nodes", "requests")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    NVLINK_DOMAIN_GPUS_FIELD_NUMBER: _ClassVar[int]
+    NODES_PER_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
+    UNIT_RANKS_FIELD_NUMBER: _ClassVar[int]
+    UNIT_NODES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_NODES_FIELD_NUMBER: _ClassVar[int]
+    MIN_SEGMENT_NODES_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    order: str
+    gpus_per_node: int
+    nodes: int
+    nvlink_domain_gpus: int
+    nodes_per_domain: int
+    within: _containers.RepeatedCompositeFieldContainer[Constraint]
+    unit_ranks: int
+    unit_nodes: int
+    segment_nodes: int
+    min_segment_nodes: int
+    requests: _containers.RepeatedCompositeFieldContainer[SchedulerRequest]
+    def __init__(self, world_size: _Optional[int] = ..., order: _Optional[str] = ..., gpus_per_node: _Optional[int] = ..., nodes: _Optional[int] = ..., nvlink_domain_gpus: _Optional[int] = ..., nodes_per_domain: _Optional[int] = ..., within: _Optional[_Iterable[_Union[Constraint, _Mapping]]] = ..., unit_ranks: _Optional[int] = ..., unit_nodes: _Optional[int] = ..., segment_nodes: _Optional[int] = ..., min_segment_nodes: _Optional[int] = ..., requests: _Optional[_Iterable[_Union[SchedulerRequest, _Mapping]]] = ...) -> None: ...
+
+class HostList(_message.Message):
+    __slots__ = ("hosts",)
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RepairRequest(_message.Message):
+    __slots__ = ("job", "running_order", "running_assignment", "failed_hosts", "failed_gpus", "spare_hosts", "max_moves")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ORDER_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_GPUS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MOVES_FIELD_NUMBER: _ClassVar[int]
+    job: SolveRequest
+    running_order: str
+    running_assignment: _containers.RepeatedScalarFieldContainer[str]
+    failed_hosts: _containers.RepeatedScalarFieldContainer[str]
+    failed_gpus: _containers.RepeatedScalarFieldContainer[str]
+    spare_hosts: HostList
+    max_moves: int
+    def __init__(self, job: _Optional[_Union[SolveRequest, _Mapping]] = ..., running_order: _Optional[str] = ..., running_assignment: _Optional[_Iterable[str]] = ..., failed_hosts: _Optional[_Iterable[str]] = ..., failed_gpus: _Optional[_Iterable[str]] = ..., spare_hosts: _Optional[_Union[HostList, _Mapping]] = ..., max_moves: _Optional[int] = ...) -> None: ...
+
+class RepairOption(_message.Message):
+    __slots__ = ("kind", "order", "assignment", "cost", "ranks_moved", "hosts_removed", "hosts_added", "hosts", "apply", "stopped_by", "config")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    RANKS_MOVED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_ADDED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    APPLY_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    order: str
+    assignment: _containers.RepeatedScalarFieldContainer[str]
+    cost: Cost
+    ranks_moved: int
+    hosts_removed: _containers.RepeatedScalarFieldContainer[str]
+    hosts_added: _containers.RepeatedScalarFieldContainer[str]
+    hosts: _containers.RepeatedCompositeFieldContainer[HostPlacement]
+    apply: ApplyInfo
+    stopped_by: str
+    config: ParallelConfig
+    def __init__(self, kind: _Optional[str] = ..., order: _Optional[str] = ..., assignment: _Optional[_Iterable[str]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., ranks_moved: _Optional[int] = ..., hosts_removed: _Optional[_Iterable[str]] = ..., hosts_added: _Optional[_Iterable[str]] = ..., hosts: _Optional[_Iterable[_Union[HostPlacement, _Mapping]]] = ..., apply: _Optional[_Union[ApplyInfo, _Mapping]] = ..., stopped_by: _Optional[str] = ..., config: _Optional[_Union[ParallelConfig, _Mapping]] = ...) -> None: ...
+
+class RepairResponse(_message.Message):
+    __slots__ = ("options", "recommended", "unavailable", "failed_hosts", "spare_hosts")
+    class UnavailableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RECOMMENDED_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    SPARE_HOSTS_FIELD_NUMBER: _ClassVar[int]
+    options: _containers.RepeatedCompositeFieldContainer[RepairOption]
+    recommended: str
+    unavailable: _containers.ScalarMap[str, str]
+    failed_hosts: _containers.RepeatedScalarFieldContainer[str]
+    spare_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, options: _Optional[_Iterable[_Union[RepairOption, _Mapping]]] = ..., recommended: _Optional[str] = ..., unavailable: _Optional[_Mapping[str, str]] = ..., failed_hosts: _Optional[_Iterable[str]] = ..., spare_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CompareRequest(_message.Message):
+    __slots__ = ("job", "allocations")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    job: SolveRequest
+    allocations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job: _Optional[_Union[SolveRequest, _Mapping]] = ..., allocations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AllocationDifference(_message.Message):
+    __slots__ = ("seconds", "traffic_class", "class_seconds", "best_class_seconds", "link", "bottleneck", "best_bottleneck")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TRAFFIC_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BEST_CLASS_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOTTLENECK_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    traffic_class: str
+    class_seconds: float
+    best_class_seconds: float
+    link: _containers.RepeatedScalarFieldContainer[str]
+    bottleneck: str
+    best_bottleneck: str
+    def __init__(self, seconds: _Optional[float] = ..., traffic_class: _Optional[str] = ..., class_seconds: _Optional[float] = ..., best_class_seconds: _Optional[float] = ..., link: _Optional[_Iterable[str]] = ..., bottleneck: _Optional[str] = ..., best_bottleneck: _Optional[str] = ...) -> None: ...
+
+class ComparedAllocation(_message.Message):
+    __slots__ = ("rank", "index", "allocation", "hosts", "result", "difference")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    DIFFERENCE_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    index: int
+    allocation: str
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    result: SolveResponse
+    difference: AllocationDifference
+    def __init__(self, rank: _Optional[int] = ..., index: _Optional[int] = ..., allocation: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., result: _Optional[_Union[SolveResponse, _Mapping]] = ..., difference: _Optional[_Union[AllocationDifference, _Mapping]] = ...) -> None: ...
+
+class CompareResponse(_message.Message):
+    __slots__ = ("world_size", "allocations")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    allocations: _containers.RepeatedCompositeFieldContainer[ComparedAllocation]
+    def __init__(self, world_size: _Optional[int] = ..., allocations: _Optional[_Iterable[_Union[ComparedAllocation, _Mapping]]] = ...) -> None: ...

@@ -60,6 +60,26 @@ class RankmapServiceStub:
                 request_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
                 response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
                 _registered_method=True)
+        self.Check = channel.unary_unary(
+                '/rankmap.v1.RankmapService/Check',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.FromString,
+                _registered_method=True)
+        self.RecommendAllocation = channel.unary_unary(
+                '/rankmap.v1.RankmapService/RecommendAllocation',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.FromString,
+                _registered_method=True)
+        self.Repair = channel.unary_unary(
+                '/rankmap.v1.RankmapService/Repair',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.RepairRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RepairResponse.FromString,
+                _registered_method=True)
+        self.Compare = channel.unary_unary(
+                '/rankmap.v1.RankmapService/Compare',
+                request_serializer=rankmap_dot_v1_dot_rankmap__pb2.CompareRequest.SerializeToString,
+                response_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CompareResponse.FromString,
+                _registered_method=True)
 
 
 class RankmapServiceServicer:
@@ -103,6 +123,38 @@ class RankmapServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Check(self, request, context):
+        """Check a granted allocation: groups straddling required domains, and the
+        predicted cost against rankmap's best on the same hosts (rankmap check).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecommendAllocation(self, request, context):
+        """The Slurm / Kueue / Volcano request that keeps TP (and EP) groups inside
+        one NVLink domain and the job packed (rankmap request).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Repair(self, request, context):
+        """After host or GPU failures: the patch, pinned and full repairs of a
+        running layout, each with its predicted cost and launch files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compare(self, request, context):
+        """Solve one job on each candidate allocation; the allocations best first,
+        with the class and link that make each slower than the best.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RankmapServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +182,26 @@ def add_RankmapServiceServicer_to_server(servicer, server):
                     servicer.ImportCluster,
                     request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.FromString,
                     response_serializer=rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.SerializeToString,
+            ),
+            'Check': grpc.unary_unary_rpc_method_handler(
+                    servicer.Check,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.SerializeToString,
+            ),
+            'RecommendAllocation': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecommendAllocation,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.SerializeToString,
+            ),
+            'Repair': grpc.unary_unary_rpc_method_handler(
+                    servicer.Repair,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.RepairRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.RepairResponse.SerializeToString,
+            ),
+            'Compare': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compare,
+                    request_deserializer=rankmap_dot_v1_dot_rankmap__pb2.CompareRequest.FromString,
+                    response_serializer=rankmap_dot_v1_dot_rankmap__pb2.CompareResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +340,114 @@ class RankmapService:
             '/rankmap.v1.RankmapService/ImportCluster',
             rankmap_dot_v1_dot_rankmap__pb2.ImportClusterRequest.SerializeToString,
             rankmap_dot_v1_dot_rankmap__pb2.ImportClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Check(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/Check',
+            rankmap_dot_v1_dot_rankmap__pb2.CheckRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.CheckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecommendAllocation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/RecommendAllocation',
+            rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.RecommendAllocationResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Repair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/Repair',
+            rankmap_dot_v1_dot_rankmap__pb2.RepairRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.RepairResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compare(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rankmap.v1.RankmapService/Compare',
+            rankmap_dot_v1_dot_rankmap__pb2.CompareRequest.SerializeToString,
+            rankmap_dot_v1_dot_rankmap__pb2.CompareResponse.FromString,
             options,
             channel_credentials,
             insecure,
