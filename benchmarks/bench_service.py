@@ -19,6 +19,16 @@ prints the count and latency per kind, status codes, and the server's RSS after
 a warm-up, its peak and at the end (a leak shows as an end RSS that keeps
 growing with S); exit 1 on an unexpected status code (INTERNAL, UNKNOWN, ...).
 
+Scale mode (``--scale``, the default from ``--gpus 65536`` up; issue 28.1): a server with one
+worker, one Solve at a time on ``--gpus`` GPUs (default 131,072: hosts of 8, tp8 pp8), idle and
+under load (``--load`` CPU-burning processes, default the CPU count): an 8 s deadline on a 30 s
+limit (the answer or DEADLINE_EXCEEDED, and when the worker is free again: a tiny Solve sent at
+the deadline waits for it), and a 30 s limit without deadline.  Prints per case the status, the
+wall time and its overrun (against the deadline or the limit) and the server's peak RSS.
+
+    python benchmarks/bench_service.py --gpus 131072             # scale mode
+    python benchmarks/bench_service.py --gpus 131072 --load 0    # idle only
+
 Clusters: hosts of ``--gpus-per-host`` GPUs on an NVSwitch (450 GB/s), 50 GB/s
 NICs to leaves of 4 hosts, 25 GB/s to one spine.  Solve: tp=2, pp=2, the
 default order policy and a 5 s (deterministic) time limit.
@@ -314,6 +324,112 @@ def print_soak(stats: dict) -> None:
           f"end {stats['rss_mib_end']:.0f} ({stats['rss_mib_end'] - stats['rss_mib_after_warmup']:+.0f})")
 
 
+def _burn(stop) -> None:  # pragma: no cover - runs in a child process
+    x = 0
+    while not stop.is_set():
+        for i in range(100_000):
+            x += i * i
+
+
+class _PeakRss:
+    """Samples a process's RSS every 50 ms between ``start()`` and ``stop()``: the peak in MiB."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mib(self.pid))
+            self._stop.wait(0.05)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def run_scale(args) -> int:
+    """Scale mode (module docstring): deadlines and limits at ``args.gpus`` GPUs, idle and under load."""
+    import multiprocessing
+
+    import grpc
+
+    from rankmap import wire
+    from rankmap.v1 import rankmap_pb2 as pb
+    from rankmap.v1 import rankmap_pb2_grpc
+
+    hosts = args.gpus // 8
+    cluster = pb.Cluster()  # built as a message directly (a networkx graph of 131,072 GPUs takes long)
+    cluster.nodes.add(id="spine", kind="switch")
+    for h in range(hosts):
+        leaf = f"leaf{h // 32}"
+        if h % 32 == 0:
+            cluster.nodes.add(id=leaf, kind="switch")
+            cluster.links.add(source=leaf, target="spine", bandwidth_gbps=800.0)
+        sw = f"h{h}/nvs"
+        cluster.nodes.add(id=sw, kind="nvswitch")
+        cluster.links.add(source=sw, target=leaf, bandwidth_gbps=50.0)
+        for i in range(8):
+            cluster.devices.add(id=f"h{h}/g{i}", host=f"h{h}", local_index=i)
+            cluster.links.add(source=f"h{h}/g{i}", target=sw, bandwidth_gbps=450.0)
+    big = pb.SolveRequest(cluster=cluster, time_limit_seconds=30.0, omit_groups=False)
+    big.sizes.tp, big.sizes.pp = 8, 8
+    tiny = wire.solve_request(make_cluster(8, 4), tp=2, traffic={"tp": 1e9}, time_limit_seconds=1.0)
+    print(f"rankmap service at scale: {args.gpus:,} GPUs (tp8 pp8), request {big.ByteSize() / 1e6:.1f} MB, "
+          f"one worker, load: {args.load} CPU-burning processes")
+    print("| case | load (1-min load average) | status | wall s | overrun s | worker free at s | server peak RSS MiB |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    proc, address = start_server(1, 4)
+    worst = float("-inf")
+    try:
+        wait_ready(address)
+        channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 256 << 20),
+                                                          ("grpc.max_receive_message_length", 256 << 20)])
+        stub = rankmap_pb2_grpc.RankmapServiceStub(channel)
+        stub.Solve(tiny, timeout=60)  # warm-up: the server imports the solver
+        for load in ([0, args.load] if args.load else [0]):
+            stop = multiprocessing.Event()
+            burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(load)]
+            for b in burners:
+                b.start()
+            try:
+                for case, deadline, target in (("8 s deadline, 30 s limit", 8.0, 8.0),
+                                               ("30 s limit", 120.0, 30.0)):
+                    with _PeakRss(proc.pid) as peak:
+                        t0 = time.monotonic()
+                        fut = stub.Solve.future(big, timeout=deadline)
+                        try:
+                            res = fut.result()
+                            status = f"{pb.Status.Name(res.status)} {res.stopped_by or ''}".strip()
+                        except grpc.RpcError as exc:
+                            status = exc.code().name
+                        wall = time.monotonic() - t0
+                        stub.Solve(tiny, timeout=120)  # queued behind the big solve until its worker is free
+                        free = time.monotonic() - t0
+                    over = wall - target
+                    worst = max(worst, over)
+                    print(f"| {case} | {f'+{load} burners' if load else 'as is'} (load {os.getloadavg()[0]:.1f}) | {status} | {wall:.2f} | {over:+.2f} | "
+                          f"{free:.2f} | {peak.peak:.0f} |", flush=True)
+            finally:
+                stop.set()
+                for b in burners:
+                    b.join(10)
+        channel.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    print(f"worst overrun {worst:+.2f} s (targets: the 8 s deadline's worker free by 9 s, the 30 s limit by 31.5 s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the load test (or the soak with ``--soak-seconds``) and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -329,9 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the numbers as one JSON object")
     ap.add_argument("--soak-seconds", type=float, default=None,
                     help="soak mode: mixed requests for this long, server RSS before/after (e.g. 600)")
+    ap.add_argument("--scale", action="store_true",
+                    help="scale mode: deadlines and limits on --gpus GPUs (default from --gpus 65536 up)")
+    ap.add_argument("--load", type=int, default=os.cpu_count() or 2,
+                    help="scale mode: CPU-burning processes for the loaded runs (0: idle only)")
     args = ap.parse_args(argv)
     if args.soak_seconds is not None and "--clients" not in (argv if argv is not None else sys.argv[1:]):
         args.clients = 8
+    if args.scale or (args.gpus >= 65536 and args.soak_seconds is None):
+        return run_scale(args)
 
     proc = None
     address = args.server

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 from typing import Sequence
 
 from rankmap.solver import RankmapError, megatron_groups
@@ -149,8 +150,8 @@ def server_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
-    """argparse type: a finite number of seconds greater than ``minimum``."""
+def seconds_arg(minimum: float = 0.0, allow_equal: bool = False, maximum: float | None = None):
+    """argparse type: a finite number of seconds greater than ``minimum`` (and at most ``maximum``)."""
 
     def parse(text: str) -> float:
         try:
@@ -161,6 +162,8 @@ def seconds_arg(minimum: float = 0.0, allow_equal: bool = False):
             raise argparse.ArgumentTypeError(
                 f"expected a finite number of seconds {'>=' if allow_equal else '>'} {minimum:g}, got {text!r}"
             )
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"{text} seconds exceeds the limit of {maximum:g} s")
         return v
 
     return parse
@@ -408,8 +411,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def started() -> float:
+    """``time.monotonic()`` when :func:`main` was entered (a command's wall-clock budget counts from it)."""
+    return _STARTED[0]
+
+
+_STARTED = [0.0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    _STARTED[0] = time.monotonic()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         _WARNINGS.clear()

@@ -43,6 +43,15 @@ def _int_at_least(minimum: int):
     return parse
 
 
+def _max_time_limit(text: str) -> float:
+    """argparse type of ``--max-time-limit``: seconds in (0, the solver's ``MAX_TIME_LIMIT_SECONDS``]
+    (imported only when the flag is given: ``rankmap --help`` loads no numpy)."""
+    from rankmap.cli import seconds_arg
+    from rankmap.solver.types import MAX_TIME_LIMIT_SECONDS
+
+    return seconds_arg(0.0, maximum=MAX_TIME_LIMIT_SECONDS)(text)
+
+
 def register(subparsers) -> None:
     """Add ``serve`` to the ``rankmap`` subcommands."""
     from rankmap.cli import port_arg, seconds_arg
@@ -67,7 +76,7 @@ def register(subparsers) -> None:
                      help="serialized request size; larger: RESOURCE_EXHAUSTED (default 67108864 = 64 MiB)")
     lim.add_argument("--max-batch-length", type=_int_at_least(1), default=1024,
                      help="requests in one BatchSolve (default 1024)")
-    lim.add_argument("--max-time-limit", type=seconds_arg(0.0), default=600.0,
+    lim.add_argument("--max-time-limit", type=_max_time_limit, default=600.0,
                      help="largest time_limit_seconds a client may ask for; requests without one "
                           "search min(30, this) seconds (default 600)")
     sec = p.add_argument_group("security (default: plaintext, no authentication, loopback only)")

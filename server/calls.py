@@ -94,6 +94,8 @@ class CallGuard:
     """
 
     def __init__(self, context):
+        self.started = time.monotonic()
+        self.stream = False  # a BatchSolve stream: each item's time limit counts from the item's start
         self.cancel = threading.Event()
         self.deadline_hit = False
         self.deadline: float | None = None
@@ -107,6 +109,12 @@ class CallGuard:
     def _on_deadline(self) -> None:
         self.deadline_hit = True
         self.cancel.set()
+
+    def remaining(self) -> float | None:
+        """Seconds left before the call's deadline (0.0 once passed); None when it has none."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
 
     def check(self) -> None:
         """Raise :class:`Cancelled` if the call was cancelled or its deadline passed."""

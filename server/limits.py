@@ -20,7 +20,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from rankmap.wire.errors import invalid
-from rankmap.solver.types import SolveOptions
+from rankmap.solver.errors import InvalidArgumentError
+from rankmap.solver.megatron.config import MAX_HIERARCHICAL_CP_LEVELS, check_hierarchical_cp_levels
+from rankmap.solver.types import MAX_TIME_LIMIT_SECONDS, SolveOptions
 from rankmap.wire.parse import request_extent
 
 __all__ = [
@@ -43,9 +45,6 @@ DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 DEFAULT_MAX_BATCH_LENGTH = 1024
 #: Largest ``time_limit_seconds`` a client may ask for (the CLI's default is 30 s).
 DEFAULT_MAX_TIME_LIMIT = 600.0
-#: Levels of ``hierarchical_context_parallel_sizes`` (Megatron uses 2; numpy
-#: arrays stop at 64 dimensions).  Not configurable.
-MAX_HIERARCHICAL_CP_LEVELS = 16
 
 
 @dataclass(frozen=True)
@@ -62,6 +61,9 @@ class Limits:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
                 raise ValueError(f"{f.name} must be a positive number, got {value!r}")
+        if self.max_time_limit > MAX_TIME_LIMIT_SECONDS:
+            raise ValueError(f"max_time_limit {self.max_time_limit:g} exceeds the solver's limit of "
+                             f"{MAX_TIME_LIMIT_SECONDS:g} s (MAX_TIME_LIMIT_SECONDS)")
 
 
 def _over(value, limit, what: str, path: str, argument: str, flag: str) -> None:
@@ -92,12 +94,11 @@ def check_request(request, limits: Limits) -> None:
     if ext.world_size is not None:
         _over(ext.world_size, limits.max_world_size, "ranks", "sizes.world_size", "world_size", "--max-world-size")
     if ext.hierarchical_cp_levels > MAX_HIERARCHICAL_CP_LEVELS:
-        raise invalid(
-            f"hierarchical_context_parallel_sizes has {ext.hierarchical_cp_levels} levels; at most "
-            f"{MAX_HIERARCHICAL_CP_LEVELS} are supported",
-            "sizes.hierarchical_context_parallel_sizes",
-            "hierarchical_context_parallel_sizes",
-        )
+        try:
+            check_hierarchical_cp_levels(ext.hierarchical_cp_levels)
+        except InvalidArgumentError as exc:
+            raise invalid(exc.message, "sizes.hierarchical_context_parallel_sizes",
+                          "hierarchical_context_parallel_sizes") from None
     if ext.devices is not None:
         _over(ext.devices, limits.max_world_size, "GPUs", "cluster.devices", "cluster.nodes", "--max-world-size")
     if ext.assignment is not None:

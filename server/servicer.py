@@ -17,7 +17,10 @@ INVALID_ARGUMENT       bad input, a request that does not parse, a request over 
 FAILED_PRECONDITION    infeasible constraints; ``PreconditionFailure`` detail
 RESOURCE_EXHAUSTED     the queue is full; a request over ``--max-request-bytes``
                        (gRPC's own check); out of memory
-DEADLINE_EXCEEDED      the deadline passed (the search stops)
+DEADLINE_EXCEEDED      the deadline passed before any layout existed (the search
+                       stops); a Solve whose deadline comes before its time
+                       limit answers with the best layout found by then
+                       (:mod:`rankmap.server.budget`, ``stopped_by: deadline``)
 CANCELLED              the client cancelled (the search stops)
 UNAVAILABLE            the server is draining (queued work, new calls)
 UNAUTHENTICATED        no or a wrong bearer token (:mod:`rankmap.server.auth`)
@@ -36,6 +39,7 @@ import grpc
 from grpc_status import rpc_status
 
 from rankmap import wire
+from rankmap.server.budget import call_budget
 from rankmap.server.calls import Cancelled, CallGuard, exception_fields, log_request
 from rankmap.wire.costs import groups_to_proto
 from rankmap.wire.errors import clip, invalid
@@ -217,15 +221,21 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     def _solve_work(self, request, guard: CallGuard):
         from rankmap.solver import solve
 
+        began = time.monotonic()
         guard.check()  # the deadline may have passed while queued
         if isinstance(request, BadMessage):
             raise request.error()
         check_request(request, self.limits)
         job = wire.parse_solve_request(request, guard.check)
-        options = cap_time_limit(job.options, request.HasField("time_limit_seconds"), self.limits)
+        explicit = request.HasField("time_limit_seconds")
+        options = cap_time_limit(job.options, explicit, self.limits)
         guard.check()
+        # the call's deadline less a margin bounds the search: the best layout found by then is the answer
+        options, deadline = call_budget(options, explicit, guard.remaining(), job.cfg.world_size, guard.cancel,
+                                        # a Solve's limit counts from the call's start, a batch item's from its own
+                                        time.monotonic() - (began if guard.stream else guard.started))
         try:
-            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel)
+            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
@@ -417,6 +427,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         """
         t0 = time.perf_counter()
         guard = CallGuard(context)
+        guard.stream = True
         code = grpc.StatusCode.OK
         fields: dict[str, Any] = {"ok": 0, "failed": 0}
         opened = False

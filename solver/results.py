@@ -251,6 +251,8 @@ class SolveResult:
         ``"time_limit"`` when the wall-clock limit stopped some part of the
         search before its deterministic work budget completed (the answer may
         then depend on the machine's load, and the status is never OPTIMAL);
+        ``"deadline"`` when the caller's deadline (a gRPC deadline shorter than
+        the time limit) stopped it: the best layout found by then;
         ``""`` when the budget completed.
     nccl : NcclModel or None
         How NCCL ran the collectives in the prediction (recorded in the JSON, so that

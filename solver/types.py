@@ -25,7 +25,13 @@ __all__ = [
     "SolveCancelled",
     "check_exposure",
     "parse_constraint",
+    "MAX_TIME_LIMIT_SECONDS",
 ]
+
+#: Largest ``time_limit_seconds`` of a solve (one day), the one limit of the CLI, job files, batch
+#: entries, the Python API and the service (whose ``--max-time-limit``, default 600, may only lower it):
+#: the work budgets are counts sized from the limit, and a limit of 1e308 s overflowed them.
+MAX_TIME_LIMIT_SECONDS = 86_400.0
 
 #: Assignment modes (DESIGN §5).
 MODES = ("launcher", "free", "fixed")
@@ -140,7 +146,7 @@ class SolveOptions:
     exclude_devices, exclude_hosts : tuple of str
         GPU node ids / host names not to use.
     time_limit_seconds : float
-        Wall-clock limit of the whole solve, seconds (cluster model, orders,
+        Wall-clock limit of the whole solve, seconds, in (0, ``MAX_TIME_LIMIT_SECONDS``] (cluster model, orders,
         CP-SAT, polish, local search, result).  It also sizes the
         deterministic work budgets (CP-SAT deterministic time, move and
         evaluation counts) that decide the answer; a solve the wall clock
@@ -220,6 +226,10 @@ class SolveOptions:
             raise InvalidArgumentError(
                 f"time_limit_seconds must be a positive number, got {self.time_limit_seconds!r}", "time_limit_seconds"
             )
+        if self.time_limit_seconds > MAX_TIME_LIMIT_SECONDS:
+            raise InvalidArgumentError(
+                f"time_limit_seconds {self.time_limit_seconds:g} exceeds the limit of {MAX_TIME_LIMIT_SECONDS:g} s "
+                "(MAX_TIME_LIMIT_SECONDS, one day)", "time_limit_seconds")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**31:
             raise InvalidArgumentError(
                 f"seed must be an integer in [0, 2147483647] (CP-SAT's random_seed is 32-bit), got {self.seed!r}",

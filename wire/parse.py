@@ -16,6 +16,7 @@ from typing import Any
 
 import networkx as nx
 
+from rankmap.solver.errors import InvalidArgumentError
 from rankmap.solver.megatron.config import ParallelConfig
 from rankmap.solver.megatron.ranks import DEFAULT_ORDER
 from rankmap.solver.types import SolveOptions
@@ -73,17 +74,13 @@ def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=N
     ``default_world_size``: callable ``(graph, options) -> int``, the world size when
     ``sizes.world_size`` is unset (default: the usable GPUs; a Repair's job: the running
     layout's ranks, a Compare's: each allocation's GPUs).
+
+    The options, sizes and traffic are validated against the GPU count of the raw message
+    (``cluster.devices`` less the excluded devices and hosts) before the graph is built, so a
+    bad request is refused in milliseconds at any cluster size (issue 28: 7 s at 131,072 GPUs);
+    not with ``default_world_size`` or measured rates (which may leave slow hosts out).
     """
-    graph = graph_from_proto(req.cluster, check)
     options = options_from_proto(req)
-    measured = _measured(req, graph, options.nccl, req.exclude_slow if req.HasField("exclude_slow") else None, check)
-    if measured is not None:
-        graph = measured.graph
-        if measured.slow_hosts:
-            options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
-                (*options.exclude_hosts, *measured.slow_hosts))))
-    n = (count_gpus(graph, options.exclude_devices, options.exclude_hosts) if default_world_size is None
-         else default_world_size(graph, options))
     sizes = sizes_with_megatron(req.sizes, req.traffic, req.HasField("traffic"))
     if req.HasField("traffic") and req.traffic.megatron_args:
         from rankmap.solver.traffic import parse_megatron_args
@@ -96,9 +93,44 @@ def parse_solve_request(req: "pb.SolveRequest", check=None, default_world_size=N
                                                       and not req.orders.orders)
         if order != DEFAULT_ORDER and orders_unset:
             options = dataclasses.replace(options, orders=order)
-    cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
-    traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
+    early = None
+    if default_world_size is None and not len(req.measured):
+        early = raw_gpu_count(req.cluster, options.exclude_devices, options.exclude_hosts)
+    cfg = traffic = None
+    if early is not None:  # the raw count is the graph's GPU count (unique device ids)
+        cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=early, rpc="Solve")
+        if cfg.world_size > early:
+            raise InvalidArgumentError(f"world_size {cfg.world_size} is more than the {early} usable GPUs of the "
+                                       "cluster; a job needs one GPU per rank", "world_size")
+        traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
+    graph = graph_from_proto(req.cluster, check)
+    measured = _measured(req, graph, options.nccl, req.exclude_slow if req.HasField("exclude_slow") else None, check)
+    if measured is not None:
+        graph = measured.graph
+        if measured.slow_hosts:
+            options = dataclasses.replace(options, exclude_hosts=tuple(dict.fromkeys(
+                (*options.exclude_hosts, *measured.slow_hosts))))
+    n = (count_gpus(graph, options.exclude_devices, options.exclude_hosts) if default_world_size is None
+         else default_world_size(graph, options))
+    if cfg is None or n != early:
+        cfg = config_from_proto(sizes, DEFAULT_ORDER, default_world_size=n, rpc="Solve")
+        traffic = traffic_from_proto(req.traffic, cfg, has_traffic=req.HasField("traffic"))
     return SolveJob(graph, cfg, traffic, options, bool(req.omit_groups), measured)
+
+
+def raw_gpu_count(cluster: "pb.Cluster", exclude_devices=(), exclude_hosts=()) -> int | None:
+    """GPUs of a ``rankmap.v1.Cluster`` message not excluded, read from ``cluster.devices`` alone
+    (O(devices), no graph), or None when device ids repeat (the graph conversion then names the
+    repeated id)."""
+    devices = cluster.devices
+    ids = [d.id for d in devices]
+    if len(set(ids)) != len(ids):
+        return None
+    if not exclude_devices and not exclude_hosts:
+        return len(ids)
+    devs = {str(d) for d in exclude_devices}
+    hosts = {str(h) for h in exclude_hosts}
+    return sum(1 for d in devices if d.id not in devs and (d.host or d.id) not in hosts)
 
 
 def _measured(req, graph, nccl, exclude_slow, check):

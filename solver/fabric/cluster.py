@@ -385,8 +385,10 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     dst = np.empty(m, dtype=np.int64)
     bw = np.empty(m, dtype=np.float64)
     i = 0
+    by_data: dict = {}  # id(edge data) -> its rate: the fabric reads the same edges again
     for u, v, data in graph.edges(data=True):
         b = rate(u, v, data)
+        by_data[id(data)] = b
         if "measured_gbps" in data:
             measured.append((u, v, data))
         src[i], dst[i], bw[i] = index[u], index[v], b
@@ -395,9 +397,14 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
             check()
     src, dst, bw = src[:i], dst[:i], bw[:i]
 
+    def rate_again(u, v, data) -> float:
+        got = by_data.get(id(data))
+        return rate(u, v, data) if got is None else got
+
     if check is not None:
         check()
-    fabric = fabric_from_graph(graph, devices, check, rate)
+    fabric = fabric_from_graph(graph, devices, check, rate_again)
+    del by_data
     if check is not None:
         check()
     # Domains come from per-GPU fair shares of the switch links: a leaf uplink of 400 GB/s under 32
@@ -405,23 +412,30 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     # capacities are shared; widest path alone would not see oversubscription).
     share = fabric.fair_share_gbps()
     raw_bw = bw.copy()
-    nodes_arr = nodes
-    gpu_set = set(devices)
-    for e in range(bw.size):
-        u, v = nodes_arr[src[e]], nodes_arr[dst[e]]
-        if u in gpu_set or v in gpu_set:
-            continue
-        iu, iv = fabric.node_index.get(u), fabric.node_index.get(v)
-        if iu is None or iv is None:
-            continue
-        if fabric.parent[iu] == iv:
-            bw[e] = min(bw[e], share[iu])
-        elif fabric.parent[iv] == iu:
-            bw[e] = min(bw[e], share[iv])
     gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
     n_nodes = len(nodes)
+    # a switch-to-switch edge (no GPU end) between a fabric node and its parent carries at most the
+    # child's fair share (vectorised over the edges: a Python loop took seconds at 131,072 GPUs)
+    fidx = np.full(n_nodes, -1, dtype=np.int64)
+    for name, fi in fabric.node_index.items():
+        k = index.get(name)
+        if k is not None:
+            fidx[k] = fi
+    fidx[gpu_idx] = -1
+    parent = np.asarray(fabric.parent)
+    if parent.size:  # no switch at all: GPUs joined directly
+        fu, fv = fidx[src], fidx[dst]
+        ok = (fu >= 0) & (fv >= 0)
+        pu = np.where(ok, parent[np.maximum(fu, 0)], -2)
+        pv = np.where(ok, parent[np.maximum(fv, 0)], -2)
+        up = ok & (pu == fv)
+        down = ok & ~up & (pv == fu)
+        bw[up] = np.minimum(bw[up], share[fu[up]])
+        bw[down] = np.minimum(bw[down], share[fv[down]])
     boundary: list[float] = []
     out_caps: list[np.ndarray] = []
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     levels, doms = bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
     raw_boundary: list[float] = []
     raw_out_caps: list[np.ndarray] = []
@@ -462,6 +476,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
                        and all(o.size == np.unique(d).size for o, d in zip(out_caps, cl.domains)) else ())
     object.__setattr__(cl, "widest_domain_out_gbps", tuple(raw_out_caps) if len(raw_out_caps) ==
                        cl.widest_domains.shape[0] and cl.widest_domains is not cl.domains else ())
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     extra = non_relay_extra(cl, gpu_idx, src, dst, bw, n_nodes)
     if extra:
         object.__setattr__(cl, "host_extra", extra)
@@ -473,6 +489,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     types = [graph.nodes[d].get("host_type") for d in devices]
     if any(t is not None for t in types):  # --host-topology HOSTLIST=FILE: hosts of several topologies
         cl.__dict__["_host_type_names"] = np.array(["" if t is None else str(t)[:256] for t in types])
+    if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
+        check()
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
                                                         (nodes, src, dst, raw_bw)))
     return cl

@@ -403,6 +403,8 @@ def resolve_job(job: Mapping[str, Any], given: Mapping[str, Any] | None = None,
         try:
             cfg = sizes.replace(world_size=gpus).to_config(DEFAULT_ORDER)
         except InvalidArgumentError as exc:
+            if "world_size" not in exc.message:  # not about the world size (e.g. a level limit): as it is
+                raise
             excluded = len(options.exclude_devices) + len(options.exclude_hosts)
             note = (f"world_size defaults to the {gpus} usable GPUs"
                     + (" (after the exclusions)" if excluded else "") + "; give --world-size to use fewer: ")

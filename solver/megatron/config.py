@@ -5,6 +5,7 @@ into a :class:`ParallelConfig` (world size, tp, cp, ep, etp, pp, derived dp and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping, Sequence
 
@@ -14,10 +15,30 @@ from ..errors import InvalidArgumentError
 from .ranks import DEFAULT_ORDER, TOKENS, RankGenerator, parse_order
 
 __all__ = ["ParallelConfig", "ParallelSizes", "PARALLEL_SIZE_KEYS", "parallel_config", "SIZE_NAMES",
-           "MAX_WORLD_SIZE"]
+           "MAX_WORLD_SIZE", "MAX_HIERARCHICAL_CP_LEVELS", "check_hierarchical_cp_levels"]
 
 #: Largest world size accepted (4,194,304 ranks; the catalogue then takes ~1 GB of int64).
 MAX_WORLD_SIZE = 1 << 22
+
+#: Most levels of ``hierarchical_context_parallel_sizes``, the one limit of the CLI, job files,
+#: batch entries, the traffic model and the gRPC service (Megatron's ``a2a+p2p`` context
+#: parallelism uses 2; each level is one dimension of the catalogue's arrays, which numpy caps at 64).
+MAX_HIERARCHICAL_CP_LEVELS = 8
+
+
+def check_hierarchical_cp_levels(levels: int, field: str = "hierarchical_context_parallel_sizes") -> None:
+    """Refuse more than :data:`MAX_HIERARCHICAL_CP_LEVELS` levels of hierarchical CP.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``hierarchical_context_parallel_sizes has 100 levels; at most 8 are supported
+        (MAX_HIERARCHICAL_CP_LEVELS)``, on ``field``.
+    """
+    if levels > MAX_HIERARCHICAL_CP_LEVELS:
+        raise InvalidArgumentError(
+            f"hierarchical_context_parallel_sizes has {levels} levels; at most {MAX_HIERARCHICAL_CP_LEVELS} are "
+            "supported (MAX_HIERARCHICAL_CP_LEVELS)", field)
 
 #: The size keys reported for a configuration (``sizes`` in the JSON output).
 SIZE_NAMES: tuple[str, ...] = ("tp", "cp", "ep", "etp", "dp", "edp", "pp")
@@ -323,13 +344,15 @@ def parallel_config(
         )
     hcp: tuple[int, ...] = ()
     if hierarchical_context_parallel_sizes:
+        check_hierarchical_cp_levels(len(hierarchical_context_parallel_sizes))
         hcp = tuple(
             _positive_int(v, "hierarchical_context_parallel_sizes") for v in hierarchical_context_parallel_sizes
         )
-        if int(np.prod(hcp)) != cp:
+        product = math.prod(hcp)  # Python integers: np.prod wraps around at 2**63
+        if product != cp:
             raise InvalidArgumentError(
                 f"hierarchical_context_parallel_sizes {','.join(map(str, hcp))} multiply to "
-                f"{int(np.prod(hcp))}, not cp = {cp}",
+                f"{product}, not cp = {cp}",
                 "hierarchical_context_parallel_sizes",
             )
 

@@ -38,7 +38,7 @@ from .refine import LOCAL_SEARCH_MAX_RANKS, REFINE_STARTS, eval_budget, eval_sec
 __all__ = ["ANYTIME_SHARE", "ANYTIME_MAX_STARTS", "anytime_search"]
 
 #: Share of the time limit (nominal work, real-objective evaluations) of the anytime phase.
-ANYTIME_SHARE = 1 / 10
+ANYTIME_SHARE = 0.07  # issue 28.4 (was 1/10)
 #: At most this many extra partition seeds (then the descent takes the rest of the budget).
 ANYTIME_MAX_STARTS = 16
 #: Group structures beyond refine's whose best layouts the phase descends from (up to

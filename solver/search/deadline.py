@@ -20,10 +20,13 @@ from typing import Callable
 
 from ..types import SolveCancelled
 
-__all__ = ["Deadline", "TIME_LIMIT", "SEARCH_FRACTION", "search_seconds"]
+__all__ = ["Deadline", "TIME_LIMIT", "CALL_DEADLINE", "SEARCH_FRACTION", "search_seconds", "load_reserve"]
 
 #: ``SolveResult.stopped_by`` of a search the wall clock stopped before its work budget completed.
 TIME_LIMIT = "time_limit"
+#: ``SolveResult.stopped_by`` of a search stopped by the caller's deadline (a gRPC deadline shorter
+#: than the time limit), before the time limit: the best layout found by then is the answer.
+CALL_DEADLINE = "deadline"
 
 
 #: The search stops at this fraction of the time limit, less a reserve for the step running
@@ -34,10 +37,17 @@ SEARCH_FRACTION = 0.95
 #: machine at 131,072 ranks (measured about 15 µs per rank; twice that).
 LAST_STEP_SECONDS_PER_RANK = 3e-5
 #: Building the result after the search (groups, costs, launch data), seconds per rank (measured
-#: at 131,072 ranks on this project's 2-core machine, with margin).
-RESULT_SECONDS_PER_RANK = 1.5e-5
+#: at 131,072 ranks on this project's 2-core machine: 3.5 s with a load average of 4, issue 28.1;
+#: 1.5e-5 before, which a 30 s limit overran by 2.5 s under that load).
+RESULT_SECONDS_PER_RANK = 2.5e-5
 #: The reserve never takes more than this share of the limit.
 RESERVE_MAX_SHARE = 0.4
+#: The cluster model's nominal seconds per GPU (measured at 131,072 GPUs on this project's 2-core
+#: machine with a load average of 2-3: 3.4-4.5 s).  A cluster model that takes k times this tells the
+#: search that the machine is k times slower than the reserve assumes (:func:`load_reserve`).
+CLUSTER_MODEL_SECONDS_PER_RANK = 3e-5
+#: :func:`load_reserve` applies from this many ranks (below, the reserve is milliseconds).
+LOAD_RESERVE_MIN_RANKS = 16_384
 
 
 def search_seconds(time_limit_seconds: float, world_size: int) -> float:
@@ -45,12 +55,33 @@ def search_seconds(time_limit_seconds: float, world_size: int) -> float:
 
     ``SEARCH_FRACTION`` of the limit less the reserve for the last step and the result
     (``(LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) · world_size``, at most
-    ``RESERVE_MAX_SHARE`` of the limit): about 5.9 s of a 30 s limit at 131,072 ranks, a few
+    ``RESERVE_MAX_SHARE`` of the limit): about 7.2 s of a 30 s limit at 131,072 ranks, a few
     milliseconds at 512.
     """
     T = float(time_limit_seconds)
     reserve = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * max(int(world_size), 1))
     return max(0.0, T * SEARCH_FRACTION - reserve)
+
+
+def load_reserve(time_limit_seconds: float, world_size: int, model_seconds: float) -> float:
+    """Seconds to stop the search earlier on a machine slower than the reserve assumes (issue 28.1).
+
+    The step running at the stop and building the result take the reserve of :func:`search_seconds`
+    on this project's machine; when the cluster model took ``model_seconds``, ``k = model_seconds /
+    (CLUSTER_MODEL_SECONDS_PER_RANK · world_size)`` times its nominal time, they take about ``k``
+    times their reserve too: ``(k - 1) · reserve`` more, at most ``RESERVE_MAX_SHARE`` of the limit;
+    0 below ``LOAD_RESERVE_MIN_RANKS`` ranks or when ``k <= 1``.  (30 s limit at 131,072 GPUs with a
+    load average of 3.5: the answer came 5 s after the limit with the fixed reserve.)
+    """
+    W = max(int(world_size), 1)
+    if W < LOAD_RESERVE_MIN_RANKS:
+        return 0.0
+    k = float(model_seconds) / (CLUSTER_MODEL_SECONDS_PER_RANK * W)
+    if k <= 1.0:
+        return 0.0
+    T = float(time_limit_seconds)
+    base = min(RESERVE_MAX_SHARE * T, (LAST_STEP_SECONDS_PER_RANK + RESULT_SECONDS_PER_RANK) * W)
+    return min(RESERVE_MAX_SHARE * T, (k - 1.0) * base)
 
 
 class Deadline:
@@ -64,6 +95,9 @@ class Deadline:
         Set it to stop the solve at the next check point (:class:`SolveCancelled`).
     clock : callable returning seconds, optional
         Monotonic clock (default ``time.monotonic``); tests inject a fake one.
+    reason : str
+        What :attr:`stopped_by` says once a phase stopped at this deadline: :data:`TIME_LIMIT`
+        (default) or :data:`CALL_DEADLINE` (the caller's deadline came before the time limit).
 
     Attributes
     ----------
@@ -76,7 +110,11 @@ class Deadline:
         seconds: float,
         cancel: threading.Event | None = None,
         clock: Callable[[], float] | None = None,
+        reason: str = TIME_LIMIT,
     ) -> None:
+        if reason not in (TIME_LIMIT, CALL_DEADLINE):
+            raise ValueError(f"reason must be {TIME_LIMIT!r} or {CALL_DEADLINE!r}, got {reason!r}")
+        self.reason = reason
         self._clock = clock or time.monotonic
         self.start = self._clock()
         self.end = self.start + max(0.0, float(seconds))
@@ -128,7 +166,20 @@ class Deadline:
 
         return check
 
+    def shorten(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` earlier (>= 0; e.g. :func:`load_reserve`)."""
+        self.end -= max(0.0, float(seconds))
+
+    def within(self, seconds: float, reason: str = TIME_LIMIT) -> "Deadline":
+        """A deadline ``seconds`` from now, or this one when it comes first (its :attr:`reason` then),
+        sharing this one's clock and cancel event: a part of the solve given its own share of the time
+        (e.g. one candidate host set) that still ends by this deadline."""
+        own = Deadline(seconds, self.cancel, self._clock, reason)
+        if self.end < own.end:
+            own.end, own.reason = self.end, self.reason
+        return own
+
     @property
     def stopped_by(self) -> str:
-        """``"time_limit"`` when some phase stopped at the deadline, else ``""``."""
-        return TIME_LIMIT if self.stopped else ""
+        """:attr:`reason` (``"time_limit"`` or ``"deadline"``) when some phase stopped at the deadline, else ``""``."""
+        return self.reason if self.stopped else ""

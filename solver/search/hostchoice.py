@@ -206,10 +206,14 @@ def _mixed_host_sets(cluster: Cluster, W: int, options) -> list[tuple[str, np.nd
     return _distinct(out)
 
 
-def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None):
+def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options, cancel=None, progress=None,
+                 deadline: Deadline | None = None):
     """Solve a job of ``cfg.world_size`` ranks on part of ``cluster`` (see the module docstring).
 
     ``solve`` is :func:`~rankmap.solver.search.solve.solve`, run on each candidate host set.
+    ``deadline``: the whole solve's wall-clock stop when the caller gave one (a gRPC deadline):
+    each candidate's share ends by it, and candidates not started when it passed are skipped
+    (the launcher's own hosts, the first, always run: their baseline is the baseline).
 
     Raises
     ------
@@ -264,8 +268,13 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
             exclude_devices=tuple(options.exclude_devices) + drop_devs,
             time_limit_seconds=share,
         )
-        deadline = Deadline(search_seconds(share, cfg.world_size), cancel)
-        results.append((name, solve(graph, cfg, traffic, sub, cancel, progress, deadline=deadline)))
+        if deadline is None:
+            part = Deadline(search_seconds(share, cfg.world_size), cancel)
+        else:
+            if results and deadline.check():
+                break  # the caller's deadline passed: answer with the candidates solved so far
+            part = deadline.within(search_seconds(share, cfg.world_size))
+        results.append((name, solve(graph, cfg, traffic, sub, cancel, progress, deadline=part)))
     best = results[0][1]
     for _, r in results[1:]:  # strictly cheaper than an earlier candidate (ties: the launcher's hosts)
         if r.layout.cost.total_seconds < best.layout.cost.total_seconds * (1 - 1e-9):
@@ -276,6 +285,8 @@ def solve_subset(solve, graph: nx.Graph, cluster: Cluster, cfg, traffic, options
     # others), and each candidate's bound holds for its own hosts only.  0 is valid.
     bound = 0.0
     stopped = next((r.stopped_by for _, r in results if r.stopped_by), "")
+    if deadline is not None and deadline.stopped and len(results) < len(cands):
+        stopped = deadline.stopped_by
     return dataclasses.replace(
         best,
         baseline=base.baseline,

@@ -173,7 +173,13 @@ def _metis_parts(A: csr_matrix, sizes: np.ndarray, seed: int) -> np.ndarray:
 
 
 def _repair(A: csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Move items from parts over their size to parts under it, fewest internal bytes lost first."""
+    """Move items from parts over their size to parts under it, fewest internal bytes lost first.
+
+    The bytes from an item to a part are summed over the item's row of ``A`` for the two parts a
+    move compares only, for every move of a round at once (O(nonzeros of the giving parts' rows);
+    an items x parts matrix was 2 GiB and 20 s for 16,384 hosts cut into 16,384 slots at 131,072
+    GPUs, one sparse row slice per move still 4 s).
+    """
     k = sizes.size
     part = part.copy()
     for _ in range(4 * k + 4):
@@ -182,20 +188,41 @@ def _repair(A: csr_matrix, part: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         under = np.flatnonzero(count < sizes)
         if over.size == 0:
             break
-        onehot = csr_matrix((np.ones(part.size), (np.arange(part.size), part)), shape=(part.size, k))
-        conn = np.asarray((A @ onehot).todense())  # bytes from each item to each part
+        start = part.copy()  # the parts the bytes are counted against in this round
+        # the round's moves: each over part gives to the first part still under its size (the
+        # targets depend on the counts only, so every move's gains are then computed at once)
+        plan = []
+        ui = 0
         for p in over.tolist():
-            q = int(under[0]) if under.size else None
-            if q is None:
+            while ui < under.size and count[under[ui]] >= sizes[under[ui]]:
+                ui += 1
+            if ui >= under.size:
                 break
+            q = int(under[ui])
             need = min(int(count[p] - sizes[p]), int(sizes[q] - count[q]))
-            items = np.flatnonzero(part == p)
-            gain = conn[items, q] - conn[items, p]
-            pick = items[np.lexsort((items, -gain))[:need]]  # best gain, then lowest index
-            part[pick] = q
+            plan.append((p, q, need))
             count[p] -= need
             count[q] += need
-            under = np.flatnonzero(count < sizes)
+        if not plan:
+            break
+        src, dst, need = (np.array(x, dtype=np.int64) for x in zip(*plan))
+        # members of each giving part at the start of the round, ascending (an over part only loses items)
+        by_part = np.argsort(start, kind="stable")
+        bounds = np.searchsorted(start[by_part], np.arange(k + 1))
+        length = bounds[src + 1] - bounds[src]
+        move = np.repeat(np.arange(src.size), length)  # the move of each candidate item
+        offset = np.arange(move.size) - np.repeat(np.cumsum(length) - length, length)
+        items = by_part[bounds[src][move] + offset]
+        rows = A[items]
+        row = np.repeat(np.arange(items.size), np.diff(rows.indptr))
+        to = start[rows.indices]
+        mv = move[row]
+        gain = (np.bincount(row, weights=rows.data * (to == dst[mv]), minlength=items.size)
+                - np.bincount(row, weights=rows.data * (to == src[mv]), minlength=items.size))
+        order = np.lexsort((items, -gain, move))  # per move: best gain, then lowest index
+        first = np.cumsum(length) - length
+        take = order[(np.arange(order.size) - first[move[order]]) < need[move[order]]]
+        part[items[take]] = dst[move[take]]
     return part
 
 

@@ -112,9 +112,14 @@ def faq_layout(
 FAQ_FLOPS_PER_SECOND = 1.5e8
 
 
+def faq_iteration_seconds(n: int) -> float:
+    """Nominal seconds of one FAQ iteration on ``n`` items (``n³ / FAQ_FLOPS_PER_SECOND``)."""
+    return max(n, 1) ** 3 / FAQ_FLOPS_PER_SECOND
+
+
 def faq_iterations(n: int, seconds: float) -> int:
     """FAQ iterations on ``n`` items that fit ``seconds`` of nominal work (2 to 50; deterministic)."""
-    return int(min(50, max(2, seconds * FAQ_FLOPS_PER_SECOND / max(n, 1) ** 3)))
+    return int(min(50, max(2, seconds / faq_iteration_seconds(n))))
 
 
 def traffic_matrix(cfg: ParallelConfig, traffic: Mapping[str, float], groups=None) -> np.ndarray:

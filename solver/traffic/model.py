@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..megatron.config import check_hierarchical_cp_levels
 from .fields import (_DEFAULT_GRAD_BYTES, _DEFAULT_PARAM_BYTES, _DTYPE_ALIASES, _NORMALIZATIONS, _POSITION_EMBEDDINGS,
                      CP_COMM_TYPES, DISPATCHERS, DTYPE_BYTES, FP8_FORMATS, MODEL_LIMITS, RECOMPUTE_GRANULARITIES,
                      _as_bool, _as_int, _as_opt_int, _as_pos_number, _choice)
@@ -354,11 +355,7 @@ class ModelSpec:
                     f"model.hierarchical_context_parallel_sizes must be a list of positive integers, got {hcp!r}",
                     f("hierarchical_context_parallel_sizes"),
                 )
-            if len(hcp) > 8:
-                raise InvalidArgumentError(
-                    f"model.hierarchical_context_parallel_sizes has {len(hcp)} levels; at most 8 are supported",
-                    f("hierarchical_context_parallel_sizes"),
-                )
+            check_hierarchical_cp_levels(len(hcp), f("hierarchical_context_parallel_sizes"))
             put("hierarchical_context_parallel_sizes",
                 tuple(_as_int(x, f("hierarchical_context_parallel_sizes")) for x in hcp))
         if self.cp_comm_type == "a2a+p2p" and self.hierarchical_context_parallel_sizes is None:

@@ -1,0 +1,71 @@
+"""Work budgets that fit the time limit, and the same answer for the same budget (issue 28.4).
+
+The deterministic work budgets (evaluation, swap, FAQ-iteration counts, CP-SAT deterministic
+time) decide the answer; the wall clock is only a safety stop.  Free-mode 512-GPU solves used to
+end at the wall-clock stop (their shares added up to 1.24 of the limit), so their answer depended
+on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankmap.solver import SolveOptions, cluster_from_graph, fat_tree_cluster, parallel_config, solve
+from rankmap.solver.search import anytime, refine
+from rankmap.solver.search import solve as solve_module
+from rankmap.solver.search.deadline import Deadline
+from rankmap.solver.search.polish import FAQ_FLOPS_PER_SECOND, faq_iteration_seconds
+
+
+def test_the_shares_leave_room_under_the_limit():
+    launcher = (refine.CPSAT_SHARE + refine.FAQ_SHARE + refine.POLISH_SHARE + refine.DESCENT_SHARE
+                + anytime.ANYTIME_SHARE)
+    # 0.15 + 1/12 + 0.1 + 0.22 + 0.07 = 0.6233
+    assert launcher == pytest.approx(0.15 + 1 / 12 + 0.1 + 0.22 + 0.07)
+    assert launcher < 0.65
+    # free mode: the launcher budgets, the tree partitions (0.12), then a free phase of 0.12 of the limit
+    # (digit orders 1/8, FAQ 1/12, polish 0.1, descent 0.22, anytime 0.07 of it: 0.5983): 0.6233 + 0.12 + 0.12 · 0.5983 = 0.8151
+    free = launcher + solve_module.FREE_PARTITION_SHARE + solve_module.FREE_AFTER_LAUNCHER_SHARE * (
+        refine.VIRTUAL_SHARE + refine.FAQ_SHARE + refine.POLISH_SHARE + refine.DESCENT_SHARE + anytime.ANYTIME_SHARE)
+    assert free == pytest.approx(0.8151, abs=1e-3)
+    assert free < 0.85  # was 1.24
+
+
+def test_faq_starts_fit_their_share():
+    # one FAQ iteration on 512 items: 512³ / 1.5e8 = 0.8948 s nominal; 2 iterations (FAQ's minimum) = 1.79 s
+    assert faq_iteration_seconds(512) == pytest.approx(512 ** 3 / FAQ_FLOPS_PER_SECOND) == pytest.approx(0.89478, rel=1e-4)
+    # T = 6 s: the FAQ share is 6/12 = 0.5 s, which pays for 0.28 starts -> the best start only (it ran 5)
+    assert max(1, int(6 * refine.FAQ_SHARE / (2 * faq_iteration_seconds(512)))) == 1
+    # 128 items, T = 6 s: 128³ / 1.5e8 = 13.98 ms; 0.5 s / 27.96 ms = 17 starts (all of them)
+    assert int(6 * refine.FAQ_SHARE / (2 * faq_iteration_seconds(128))) == 17
+
+
+def test_same_input_same_budget_same_answer():
+    """Free mode, 128 GPUs, every order: two solves whose budgets complete (no wall-clock stop) agree
+    layout for layout, and both say they were not stopped."""
+    g = fat_tree_cluster(16, 8, tiers=[(4, 4.0), (2, 2.0)])
+    cluster = cluster_from_graph(g)
+    cfg = parallel_config(128, tp=4, cp=2, pp=4)
+    traffic = {"tp": 4e9, "cp": 1e9, "dp": 2e9, "pp": 6e8}
+    runs = [solve(cluster, cfg, traffic, SolveOptions(mode="free", orders="all", time_limit_seconds=2.0),
+                  deadline=Deadline(1e9)) for _ in range(2)]
+    a, b = runs
+    assert a.stopped_by == b.stopped_by == ""
+    assert a.order == b.order and a.layout.assignment == b.layout.assignment
+    assert a.cost.total_seconds == b.cost.total_seconds
+    assert np.isfinite(a.cost.total_seconds) and a.cost.total_seconds <= a.baseline.cost.total_seconds
+
+
+def test_load_reserve():
+    from rankmap.solver.search.deadline import load_reserve
+
+    # 131,072 ranks: nominal cluster model 3e-5 · 131072 = 3.932 s; the reserve of a 30 s limit is
+    # min(12, 5.5e-5 · 131072 = 7.209) = 7.209 s
+    assert load_reserve(30.0, 131072, 3.9) == 0.0  # as fast as assumed
+    # twice as slow (7.864 s): one more reserve, 7.209 s earlier
+    assert load_reserve(30.0, 131072, 2 * 3e-5 * 131072) == pytest.approx(5.5e-5 * 131072)
+    # four times as slow: 3 · 7.209 = 21.6 s, capped at 0.4 · 30 = 12 s
+    assert load_reserve(30.0, 131072, 4 * 3e-5 * 131072) == pytest.approx(12.0)
+    # below 16,384 ranks nothing changes, however slow
+    assert load_reserve(30.0, 8192, 100.0) == 0.0
