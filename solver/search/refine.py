@@ -166,9 +166,10 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
             for cand in sorted(pool, key=lambda c: (order_priority(c.cfg.order), c.cost.total_seconds)):
                 if cand.cfg.order in MEGATRON_CLI_ORDERS and all(cand.cfg.order != t.cfg.order for t in faq_for):
                     faq_for.append(cand)
-            # FAQ runs at least 2 iterations: only as many starts as the share pays for (at least the best one;
-            # 5 starts of 2 iterations at 512 GPUs were 2-5x the share)
-            faq_for = faq_for[:max(1, int(T * FAQ_SHARE / (2 * faq_iteration_seconds(W))))]
+            # FAQ runs at least 2 iterations from each of its two starts (barycenter, identity): only as many
+            # calls as the share pays for (at least the best one; 5 calls of 2 iterations at 512 GPUs were
+            # 2-5x the share)
+            faq_for = faq_for[:max(1, int(T * FAQ_SHARE / (2 * 2 * faq_iteration_seconds(W))))]
             for cand in faq_for:
                 if deadline.check():
                     break
