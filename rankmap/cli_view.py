@@ -17,6 +17,7 @@ writes the same page with the solve's own cluster.  Bad input: one line on stder
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import Any, Mapping
 
@@ -66,7 +67,33 @@ def _read_result(path: str) -> dict:
     doc = load_json(text, f"result file {path}", "result")
     if not isinstance(doc, dict):
         raise InvalidArgumentError(f"result file {path}: not a rankmap solve result (a JSON object)", "result")
+    _check_shape(doc, path)
+    if doc.get("baseline", 0) is None:
+        del doc["baseline"]  # no baseline: the page shows the chosen layout alone
     return doc
+
+
+#: The keys the page reads from a solve result, and the JSON type each must have when present (None allowed
+#: where a solve writes it: no baseline, no improvement).
+_SHAPE = {"assignment": (list,), "hosts": (list,), "sizes": (dict,), "cost": (dict,), "baseline": (dict, type(None)),
+          "improvement": (int, float, type(None)), "order": (str,), "traffic_bytes": (dict,)}
+
+
+def _check_shape(doc: Mapping[str, Any], path: str, where: str = "") -> None:
+    """Each key the page reads has the type a ``rankmap solve`` result gives it, else a clear error naming it."""
+    names = {list: "a list", dict: "an object", str: "a string", int: "a number", float: "a number",
+             type(None): "null"}
+    for key, types in _SHAPE.items():
+        if key in doc and (not isinstance(doc[key], types) or isinstance(doc[key], bool)):
+            want = " or ".join(dict.fromkeys(names[t] for t in types))
+            raise InvalidArgumentError(f"result file {path}: {where}{key!r} is {json.dumps(doc[key])[:40]}, "
+                                       f"expected {want} (the JSON `rankmap solve` prints)", "result")
+    if isinstance(doc.get("baseline"), dict) and not where:
+        _check_shape(doc["baseline"], path, "baseline.")
+    for i, h in enumerate(doc.get("hosts") or []):
+        if not isinstance(h, dict):
+            raise InvalidArgumentError(f"result file {path}: hosts[{i}] is {json.dumps(h)[:40]}, expected an object",
+                                       "result")
 
 
 def run(args: argparse.Namespace) -> int:

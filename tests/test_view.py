@@ -187,3 +187,14 @@ def test_rendered_tree_and_aggregate(chromium, tmp_path, capsys):
     shot = tmp_path / "agg.png"
     _chromium(chromium, tmp_path, agg, f"--screenshot={shot}")
     assert _png_size(shot) == (1400, 1000) and shot.stat().st_size > 20_000
+
+
+@pytest.mark.parametrize("key, value", [("baseline", "x"), ("cost", -1), ("hosts", -1), ("assignment", -1),
+                                        ("improvement", "x"), ("sizes", "x"), ("hosts", [1])])
+def test_view_refuses_a_result_with_a_field_of_the_wrong_type(capsys, tmp_path, key, value):
+    """A solve result whose field has another JSON type: one line naming the field, exit 2 (was AttributeError)."""
+    doc = {"order": "tp-cp-ep-dp-pp", "assignment": ["a"], "sizes": {"tp": 1}, "cost": {}, key: value}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    err = bad_input(capsys, "view", str(path), "-o", str(tmp_path / "x.html"))
+    assert repr(key) in err or f"{key}[0]" in err
