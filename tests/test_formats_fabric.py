@@ -496,3 +496,12 @@ def test_slurm_deep_switch_chain_is_refused_not_a_recursion_error():
     with pytest.raises(InvalidArgumentError, match=r"t.conf line \d+: the switch tree below 's\d+' is more than 64"):
         parse_topology_conf(text, "t.conf")
 
+
+
+def test_an_nvlink_rate_with_a_negative_exponent_keeps_its_sign():
+    """--gpu 1e-4 is 0.0001 GB/s per link (the dash stripping for model names read it as 1e4)."""
+    from rankmap.solver.formats.generations import resolve_generation
+
+    assert resolve_generation("1e-4").nvlink == pytest.approx(1e-4)
+    assert resolve_generation("2.5e-1").name == "nvlink0.25"
+    assert resolve_generation("a100-sxm4").name == "a100"

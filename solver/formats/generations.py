@@ -180,8 +180,8 @@ def resolve_generation(gpu: Any, field_name: str = "gpu") -> GpuGeneration | Non
     for suffix in ("sxm4", "sxm5", "sxm", "pcie", "nvl", "80gb", "40gb", "94gb"):
         if text.endswith(suffix) and text[: -len(suffix)] in GENERATIONS:
             return GENERATIONS[text[: -len(suffix)]]
-    try:
-        rate = float(text.removesuffix("gb/s").removesuffix("gbps"))
+    try:  # a number as given (a negative exponent keeps its dash), else with dashes and underscores dropped
+        rate = rate if rate is not None else float(text.removesuffix("gb/s").removesuffix("gbps"))
     except ValueError:
         known = sorted({g for g in GENERATIONS if not g.startswith("sm")})
         raise InvalidArgumentError(
