@@ -113,6 +113,12 @@ def run(args: argparse.Namespace) -> int:
     from rankmap.cli_measured import measured_cluster
 
     G = measured_cluster(args, cluster_from_args(args), drop_slow=True)  # --measured caps (issue 27)
+    if getattr(args, "exclude_slow", None) is not None and not any(
+            d.get("kind") == "gpu" for _n, d in G.nodes(data=True)):
+        from rankmap.solver.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"--exclude-slow {args.exclude_slow:g} drops every host (all measured below "
+                                   f"{args.exclude_slow:g} x the model's rate): no GPU is left to write", "exclude_slow")
     fmt = getattr(args, "format", "json") or "json"
     out = getattr(args, "output", None)
     if fmt == "table":

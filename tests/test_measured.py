@@ -446,3 +446,13 @@ def test_sendrecv_busbw_is_one_flow():
     # over the 2 GPUs' rails
     (m,) = parse_measured(NCCL_TESTS, "sendrecv_perf-a-b.txt")
     assert (m.gbps, m.gpus_per_host) == (27.0, 0)
+
+
+def test_cluster_refuses_to_write_a_cluster_that_exclude_slow_emptied(capsys, tmp_path):
+    """Every host measured far below its rate and --exclude-slow: one error line, no graph with no GPU."""
+    meas = tmp_path / "allslow.csv"
+    meas.write_text("node1,node2,1\nnode3,node4,1\nnode1,node3,1\nnode2,node4,1\n")
+    err = bad_input(capsys, "cluster", "--gpu", "h100", "--gpus-per-node", "8", "--nodelist", "node[1-4]",
+                    "--measured", str(meas), "--exclude-slow", "0.5", "-o", str(tmp_path / "x.json"))
+    assert "drops every host" in err
+    assert not (tmp_path / "x.json").exists()
