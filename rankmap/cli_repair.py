@@ -45,6 +45,31 @@ def _names(hosts, width: int = 60) -> str:
     return ", ".join(shown)
 
 
+def _check_running_doc(doc: dict, path: str, ranks: int) -> None:
+    """A running layout given as a solve result: its fields have the types ``rankmap solve`` writes, its
+    world size is its assignment's length, its mode one of the solver's (else one error naming the field)."""
+    if not doc:
+        return  # a plain list of GPU ids: the flags give the job
+    kinds = {"sizes": dict, "traffic_bytes": dict, "traffic_model": dict, "traffic_explicit": dict, "nccl": dict,
+             "order": str, "mode": str}
+    for key, kind in kinds.items():
+        if key in doc and not isinstance(doc[key], kind) and not (key in ("traffic_model", "traffic_explicit")
+                                                                   and doc[key] is None):
+            raise InvalidArgumentError(f"running layout {path}: {key!r} is {str(doc[key])[:40]!r}, expected "
+                                       f"{'an object' if kind is dict else 'a string'} (as rankmap solve writes it)",
+                                       "running")
+    if "sizes" not in doc:
+        raise InvalidArgumentError(f"running layout {path}: no 'sizes' (give the JSON rankmap solve prints, or a "
+                                   f"plain list of GPU ids with the size flags)", "running")
+    if "mode" in doc and doc["mode"] not in ("launcher", "free", "fixed"):
+        raise InvalidArgumentError(f"running layout {path}: mode {doc['mode']!r} is not launcher, free or fixed",
+                                   "running")
+    ws = doc.get("world_size")
+    if ws is not None and (isinstance(ws, bool) or not isinstance(ws, int) or ws != ranks):
+        raise InvalidArgumentError(f"running layout {path}: world_size {ws!r} but its assignment has {ranks} ranks",
+                                   "running")
+
+
 def _running(args: argparse.Namespace):
     """``(graph, cfg, traffic, assignment, mode, nccl)`` of the running layout file and the flags."""
     from rankmap.cli import config_from_args, warn
@@ -60,6 +85,11 @@ def _running(args: argparse.Namespace):
         assignment, file_order, doc = _read_assignment(args.running)
     except InvalidArgumentError as exc:
         raise InvalidArgumentError(exc.message.replace("assignment file", "running layout file"), "running") from None
+    _check_running_doc(doc, args.running, len(assignment))
+    if args.order is not None and file_order is not None and args.order != file_order:
+        raise InvalidArgumentError(
+            f"--order {args.order} disagrees with order {file_order} in {args.running} (the running layout's; "
+            f"repair keeps the running job's groups)", "order")
     nccl = _nccl_from_result(args, doc, args.running, nccl)
     _sizes_from_result(args, doc, args.running)
     meg = megatron_from_args(args)

@@ -323,3 +323,26 @@ def test_compare_cli_applies_measured_rates(capsys, files, tmp_path):
     assert code == 0, err
     doc = json.loads(out)
     assert [a["cost"]["total_seconds"] for a in doc["allocations"]] == pytest.approx([8e9 / 12e9] * 2, rel=1e-9)
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("sizes", None, "'sizes'"), ("sizes", "x", "'sizes'"), ("world_size", 32, "world_size 32"),
+    ("mode", "bogus", "mode 'bogus'"), ("order", -1, "'order'"), ("nccl", "x", "'nccl'"),
+    ("traffic_bytes", -1, "'traffic_bytes'")])
+def test_repair_refuses_a_malformed_running_result(capsys, files, tmp_path, key, value, needle):
+    """A running solve result with a field of the wrong type or value: one error naming it (these ran with
+    defaults, e.g. null sizes as tp1 pp1, found by an adversarial pass)."""
+    cluster, running = files
+    doc = json.loads(running.read_text())
+    doc[key] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    err = bad_input(capsys, "repair", str(cluster), "--running", str(bad), "--failed", "node001")
+    assert needle in err
+
+
+def test_repair_refuses_an_order_other_than_the_running_one(capsys, files):
+    cluster, running = files
+    err = bad_input(capsys, "repair", str(cluster), "--running", str(running), "--failed", "node001",
+                    "--order", "tp-cp-ep-pp-dp")
+    assert "disagrees with order tp-cp-ep-dp-pp" in err
