@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -205,6 +206,8 @@ def evaluate_inputs(args: argparse.Namespace) -> EvaluateInputs:
         assignment, file_order, result = _read_assignment(path)
         nccl = _nccl_from_result(args, result, path, nccl)
         _sizes_from_result(args, result, path)
+    elif kind == "torchrun" and re.search(r"--use-tp-pp-dp-mapping\b", _read_text(path, what, field)):
+        file_order = "tp-cp-ep-pp-dp"  # the Megatron flag rankmap writes into the script for that order
     meg = megatron_from_args(args)
     order = args.order if args.order is not None else (file_order or (meg.order if meg else "tp-cp-ep-dp-pp"))
     cluster = cluster_from_graph(graph, nccl=nccl)

@@ -198,3 +198,17 @@ def test_evaluate_reads_the_gpu_file_next_to_the_hostfile(capsys, tmp_path):
     code, out, err = run(capsys, "evaluate", cfile, "--hostfile", hf, *flags)
     assert code == 0, err
     assert json.loads(out)["cost"] == want
+
+
+def test_evaluate_takes_the_order_from_the_torchrun_script(capsys, solved):
+    """The script rankmap writes for order tp-cp-ep-pp-dp passes Megatron --use-tp-pp-dp-mapping: evaluate
+    and check read the order from it (they evaluated the default order's groups, another cost)."""
+    cluster, files = solved
+    path, res = files["torchrun"]
+    doc = json.loads(res.read_text())
+    assert doc["order"] == "tp-cp-ep-pp-dp" and "--use-tp-pp-dp-mapping" in path.read_text()
+    code, out, err = run(capsys, "evaluate", cluster, "--torchrun-script", path, "--tp", "4", "--pp", "2",
+                         "--traffic", "tp=4e9,pp=8e9,dp=1e8")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["order"] == "tp-cp-ep-pp-dp" and got["cost"]["total_seconds"] == doc["cost"]["total_seconds"]
