@@ -214,3 +214,23 @@ def test_request_bad_input(capsys, argv, needle):
 def test_request_infeasible_is_an_error():
     with pytest.raises(InfeasibleError, match="do not divide the 4 GPUs of a node"):
         recommend_allocation(parallel_config(24, tp=3), 4, 8)
+
+
+def test_one_spine_over_oversubscribed_leaves_is_one_spine_domain(capsys, tmp_path):
+    """Three leaves of two 4-GPU hosts under one spine, 2:1 oversubscribed: the forest happens to be rooted at
+    leaf1, and the spine's link to it counted the 16 GPUs of leaves 2 and 3 as its senders, so leaf1's
+    share looked half the others' and 'spine' became two domains (leaf1 | leaves 2-3): a dp group over
+    m01, m03, m05, m06 was reported straddling.  The link's smaller side (8 GPUs) is its share."""
+    conf = tmp_path / "topo.conf"
+    conf.write_text("SwitchName=leaf1 Nodes=m[01-02]\nSwitchName=leaf2 Nodes=m[03-04]\n"
+                    "SwitchName=leaf3 Nodes=m[05-06]\nSwitchName=spine Switches=leaf[1-3]\n")
+    cluster = tmp_path / "c.json"
+    code, _out, err = run(capsys, "cluster", "--gpu", "h100", "--gpus-per-node", "4", "--fabric", str(conf),
+                          "--oversubscription", "2", "-o", str(cluster))
+    assert code == 0, err
+    hf = tmp_path / "m.hf"
+    hf.write_text("".join(f"{h}\n" * 4 for h in ("m01", "m03", "m05", "m06")))
+    code, out, err = run(capsys, "check", str(cluster), "--hostfile", str(hf), "--world-size", "16", "--tp", "4",
+                         "--within", "dp=spine", "--no-best", "--traffic", "tp=1e9", "--strict")
+    assert code == 0, err
+    assert json.loads(out)["violations"] == []

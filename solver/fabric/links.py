@@ -133,16 +133,22 @@ class Fabric:
     # ----------------------------------------------------------------- link ids
 
     def fair_share_gbps(self) -> np.ndarray:
-        """Capacity of each node's up-link divided by the GPUs attached below it, GB/s, shape (N,).
+        """Capacity of each node's up-link divided by the GPUs on its smaller side, GB/s, shape (N,).
 
-        The per-GPU share of a link when every GPU below sends through it at
-        once (a leaf uplink of 400 GB/s over 32 GPUs: 12.5 GB/s).  Used to build
+        The per-GPU share of a link when every GPU on one side sends through it at
+        once (a leaf uplink of 400 GB/s over 32 GPUs: 12.5 GB/s); the smaller side,
+        since the forest may be rooted at a leaf (its spine's link then has the
+        other leaves "below").  Used to build
         the nested domains of :mod:`.cluster` (surrogate bandwidth levels), not
         by the time model.
         """
         count = np.bincount(self.att_node[self.att_node >= 0], minlength=self.parent.size).astype(float)
         below = self._subtree(count)
-        return self.up_gbps / np.maximum(below, 1.0)
+        # the smaller side of the link: the tree is rooted anywhere (a leaf may be the root), and the GPUs
+        # beyond a link are as many senders as those below it
+        beyond = below[self.anc[:, 0]] - below if self.anc.size else np.zeros_like(below)
+        side = np.where(beyond > 0, np.minimum(below, beyond), below)
+        return self.up_gbps / np.maximum(side, 1.0)
 
     @property
     def num_nodes(self) -> int:
