@@ -235,15 +235,25 @@ def compare(graph, cfg: ParallelConfig, traffic: Mapping[str, float], allocation
     options = options or SolveOptions()
     allocation_world_size(graph, allocations, ParallelSizes(world_size=cfg.world_size), options.exclude_devices)
     all_hosts = sorted({str(d.get("host") or n) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"})
-    share = options.time_limit_seconds / max(1, len(allocations))
+    import time
+
+    from ..search.deadline import Deadline
+
+    start = time.monotonic()
+    share = options.time_limit_seconds / max(1, len(allocations))  # the work budgets: equal for each allocation
     solved = []
     for i, a in enumerate(allocations):
         keep = set(a.hosts)
         opts = dataclasses.replace(
             options, exclude_hosts=tuple(sorted(set(options.exclude_hosts) | {h for h in all_hosts if h not in keep})),
             launch_order="sorted", time_limit_seconds=share)
+        # the wall clock: what is left of the limit, shared by the allocations still to solve (each solve's
+        # cluster model and baseline are computed whatever its limit, so many small allocations may still
+        # run over by those)
+        left = max(0.0, options.time_limit_seconds - (time.monotonic() - start)) / (len(allocations) - i)
         try:
-            solved.append((i, solve(graph, cfg, traffic, opts, cancel=cancel)))
+            solved.append((i, solve(graph, cfg, traffic, opts, cancel=cancel, deadline=Deadline(min(share, left),
+                                                                                              cancel=cancel))))
         except InfeasibleError as exc:
             raise InfeasibleError(f"allocation {i + 1} ({a.text[:80]!r}): {exc.message}", exc.field) from None
         except InvalidArgumentError as exc:
