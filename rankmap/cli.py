@@ -68,7 +68,10 @@ class _Parser(argparse.ArgumentParser):
                     known |= set(sub._option_string_actions)
         for word in message.split(":", 1)[1].split():
             if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.75)
+                flag = word.split("=")[0]
+                if flag in known:  # another command's flag: suggesting itself would not help
+                    return f" ({flag} is not a flag of this command)"
+                close = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.75)
                 return f" (did you mean {close[0]}?)" if close else ""
         return ""
 
