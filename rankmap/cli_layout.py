@@ -206,6 +206,9 @@ def evaluate_inputs(args: argparse.Namespace) -> EvaluateInputs:
         assignment, file_order, result = _read_assignment(path)
         nccl = _nccl_from_result(args, result, path, nccl)
         _sizes_from_result(args, result, path)
+        ws = result.get("world_size")
+        if args.world_size is None and isinstance(ws, int) and not isinstance(ws, bool) and ws == len(assignment):
+            args.world_size = ws  # a solve result on part of the cluster: its own world size
     elif kind == "torchrun" and re.search(r"--use-tp-pp-dp-mapping\b", _read_text(path, what, field)):
         file_order = "tp-cp-ep-pp-dp"  # the Megatron flag rankmap writes into the script for that order
     meg = megatron_from_args(args)

@@ -234,3 +234,23 @@ def test_one_spine_over_oversubscribed_leaves_is_one_spine_domain(capsys, tmp_pa
                          "--within", "dp=spine", "--no-best", "--traffic", "tp=1e9", "--strict")
     assert code == 0, err
     assert json.loads(out)["violations"] == []
+
+
+def test_evaluate_takes_the_world_size_of_a_partial_solve_result(capsys, tmp_path):
+    """A solve on 16 of a cluster's 32 GPUs: evaluating its result needs no --world-size (its own)."""
+    import networkx as nx
+
+    from rankmap.solver import fat_tree_cluster
+
+    cluster = tmp_path / "c.json"
+    cluster.write_text(json.dumps(nx.node_link_data(fat_tree_cluster(4, 8), edges="edges")))
+    code, out, err = run(capsys, "solve", str(cluster), "--world-size", "16", "--tp", "8", "--traffic", "tp=1e9,dp=1e9",
+                         "--time-limit", "2")
+    assert code == 0, err
+    res = tmp_path / "r.json"
+    res.write_text(out)
+    code, out2, err = run(capsys, "evaluate", str(cluster), "--assignment", str(res))
+    assert code == 0, err
+    assert json.loads(out2)["world_size"] == 16
+    assert json.loads(out2)["cost"]["total_seconds"] == pytest.approx(json.loads(out)["cost"]["total_seconds"],
+                                                                       rel=1e-12)
