@@ -456,3 +456,12 @@ def test_cluster_refuses_to_write_a_cluster_that_exclude_slow_emptied(capsys, tm
                     "--measured", str(meas), "--exclude-slow", "0.5", "-o", str(tmp_path / "x.json"))
     assert "drops every host" in err
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0662\u0660"])
+def test_csv_rates_are_ascii_decimal(text):
+    """float() reads 1_0 as 10 and Arabic-Indic digits as 20; a rate must be written in ASCII digits."""
+    from rankmap.solver.formats.measured import _rate
+
+    with pytest.raises(InvalidArgumentError, match="not a number of GB/s"):
+        _rate(text, "pairs.csv line 1")

@@ -93,9 +93,14 @@ class Measurement:
 
 
 def _rate(value: Any, where: str) -> float:
+    from .safe import _FLOAT_RE
+
     try:
         if isinstance(value, bool):
             raise TypeError
+        if isinstance(value, str) and not _FLOAT_RE.fullmatch(value.strip()) and value.strip().lower().lstrip(
+                "+-") not in ("nan", "inf", "infinity"):
+            raise ValueError  # ASCII decimal only: no 1_0, no non-ASCII digits (nan/inf: refused below)
         v = float(value)
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"{where}: rate {str(value)[:40]!r} is not a number of GB/s", _FIELD) from None
