@@ -195,7 +195,7 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
     its budget, from ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
     # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
-    free_first = _free_partitions(p) + _free_grid_layouts(p)
+    free_first = _free_partitions(p)
     lp = p.with_options(replace(options, mode="launcher"))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
@@ -204,6 +204,8 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
     found += anytime_search(p.cluster, candidates + found, p.surrogate, p.traffic, p.exposure, lp.options, True,
                             p.constraints, p.baseline_dev, p.deadline, p.score, lbound)
     found += free_first
+    # after the launcher phase, so they cannot delay it (free mode is never worse than launcher mode)
+    found += _free_grid_layouts(p)
     fp = p.with_options(replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE))
     # above 16 GPUs the other free proposals are the launcher ones
     more, _r = _search(fp, candidates + found, proposals=p.world_size <= EXACT_MAX_DEVICES, bound=bound)
@@ -272,8 +274,8 @@ def _free_grid_layouts(p: Problem) -> list[Candidate]:
 
     Every order's permutations when the job has experts (the expert grid differs between
     orders), else the first order's (the others give the same layouts renumbered).  Work
-    model: one evaluation each; taken until ``FREE_GRID_SHARE`` of the time limit is spent,
-    the first order's always.  Skipped past the deadline.
+    model: one evaluation each; taken until ``FREE_GRID_SHARE`` of the time limit is spent
+    (none on large clusters where one evaluation costs more).  Skipped past the deadline.
     """
     from .gridperm import grid_permutation_layouts
 
@@ -285,7 +287,7 @@ def _free_grid_layouts(p: Problem) -> list[Candidate]:
     for idx, ocfg in enumerate(orders):
         groups = p.groups(idx)
         for _name, dev in grid_permutation_layouts(ocfg, p.baseline_dev):
-            if p.deadline.check() or (idx > 0 and done >= count):
+            if p.deadline.check() or done >= count:
                 return out
             done += 1
             cand = p.candidate(idx, dev, groups)
