@@ -109,6 +109,8 @@ def test_gpus_file_lines():
     ("torchrun", "#!/bin/sh\necho hi\n", "no 'HOST) ... torchrun ... ;;' line"),
     ("torchrun", "  host0) CUDA_VISIBLE_DEVICES=0,1 exec torchrun --nproc-per-node 2 --node-rank 1 x ;;\n",
      "node rank 0 is missing"),
+    ("torchrun", "  host0) CUDA_VISIBLE_DEVICES=0,1 exec torchrun --nnodes 5 --nproc-per-node 2 --node-rank 0 x ;;\n",
+     "--nnodes 5 but the script starts 1 nodes"),
 ])
 def test_bad_launch_files_name_the_value(cluster, kind, text, message):
     with pytest.raises(InvalidArgumentError) as err:

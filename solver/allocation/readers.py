@@ -290,6 +290,7 @@ def _option(words: list[str], names: tuple[str, ...], where: str) -> str | None:
 
 def _read_torchrun(text, source, table) -> list[str]:
     by_rank: dict[int, tuple[int, str, int, list[int] | None]] = {}
+    nnodes: list[tuple[int, str]] = []  # (line, --nnodes as written)
     for n, line in _lines(text, source, "torchrun"):
         m = _CASE.match(line)
         if not m or m.group(1) == "*":
@@ -320,6 +321,9 @@ def _read_torchrun(text, source, table) -> list[str]:
             raise InvalidArgumentError(f"{where}: --nproc-per-node {nproc_text[:20]!r} / --node-rank "
                                        f"{rank_text[:20]!r} are not integers", "torchrun")
         node_rank = int(rank_text)
+        nnodes_text = _option(words, ("--nnodes",), where)
+        if nnodes_text is not None:
+            nnodes.append((n, nnodes_text))
         if node_rank in by_rank:
             raise InvalidArgumentError(f"{where}: node rank {node_rank} is also on line {by_rank[node_rank][0]}",
                                        "torchrun")
@@ -331,6 +335,10 @@ def _read_torchrun(text, source, table) -> list[str]:
     if missing is not None:
         raise InvalidArgumentError(f"{source}: node rank {missing} is missing (node ranks must be "
                                    f"0..{len(by_rank) - 1}, each once)", "torchrun")
+    for n, value in nnodes:  # a static rendezvous waits for --nnodes nodes: more than the script runs would hang
+        if value != str(len(by_rank)):
+            raise InvalidArgumentError(f"{source} line {n}: --nnodes {value[:20]} but the script starts "
+                                       f"{len(by_rank)} nodes (its torchrun would wait for the others)", "torchrun")
     return _blocks(source, "torchrun", [by_rank[r] for r in range(len(by_rank))], table)
 
 
