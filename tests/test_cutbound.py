@@ -402,3 +402,27 @@ def test_pipeline_pairs_compete_with_expert_data_parallel_for_a_leaf():
     assert lower_bound(cl, cfg, traffic) == pytest.approx(expect + 3 * 11.8e-6, rel=1e-9)
     opt = optimum(cl, candidate_orders(cfg, "all"), traffic, None, "free")
     assert opt == pytest.approx(expect + (11.8 + 22.4 + 22.4) * 1e-6, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.tuples(st.floats(0.0, 50.0), st.floats(0.0, 5.0)), min_size=1, max_size=4),
+                min_size=1, max_size=4),
+       st.lists(st.tuples(st.floats(-3.0, 3.0), st.floats(0.0, 6.0)), min_size=4, max_size=4),
+       st.lists(st.floats(0.0, 20.0), min_size=3, max_size=3))
+def test_all_class_inner_minima_equal_the_per_piece_reference(classes, boxes, mus):
+    """The dual's batched inner minima (``_InnerMins``) are bit-for-bit :func:`_inner_min` per class."""
+    from rankmap.solver.bound.gridcut import _InnerMins, _inner_min
+
+    pieces = []
+    for cls in classes:  # pieces (P lo, P hi, α, β) covering [0, ∞) with breakpoints at cumulative widths
+        edges = np.concatenate([[0.0], np.cumsum([1.0 + w for w, _b in cls[:-1]]), [np.inf]])
+        pieces.append([(float(edges[i]), float(edges[i + 1]), float(1.0 + w), float(b))
+                       for i, (w, b) in enumerate(cls)])
+    C = len(pieces)
+    lo = np.array([min(a, a + d) for a, d in boxes[:C]])
+    hi = np.array([a + d for a, d in boxes[:C]])
+    mu = np.array([[m * (c + 1) for c in range(C)] for m in mus])
+    got = _InnerMins(pieces, lo, hi)(mu)
+    for c in range(C):
+        want = _inner_min(pieces[c], lo[c], hi[c], mu[:, c])
+        assert np.array_equal(got[:, c], want)

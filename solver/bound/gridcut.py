@@ -144,6 +144,54 @@ def _inner_min(pieces, ylo: float, yhi: float, lw: np.ndarray) -> np.ndarray:
     return best
 
 
+class _InnerMins:
+    """:func:`_inner_min` of every class at once: ``mins[n, c] = min over y in [lo_c, hi_c] of f_c(y) − mu[n, c]·y``.
+
+    Built once per dual from each class's pieces (the pieces outside a class's box dropped); a call
+    evaluates every remaining piece of every class in one array of shape (N, pieces) and takes each
+    class's least (``np.minimum.reduceat``): the same arithmetic per piece as :func:`_inner_min`,
+    a few numpy calls instead of a few per piece.
+    """
+
+    def __init__(self, pieces, lo: np.ndarray, hi: np.ndarray):
+        cls, a_all, b_all, al_all, be_all = [], [], [], [], []
+        self.empty = np.zeros(len(pieces), dtype=bool)
+        for c, pcs in enumerate(pieces):
+            n0 = len(cls)
+            for plo, phi, alpha, beta in pcs:
+                a = max(lo[c], np.log(plo) if plo > 0 else -np.inf)
+                b = min(hi[c], np.log(phi) if np.isfinite(phi) else np.inf)
+                if a > b:
+                    continue
+                cls.append(c)
+                a_all.append(a)
+                b_all.append(b)
+                al_all.append(alpha)
+                be_all.append(beta)
+            self.empty[c] = len(cls) == n0
+        self.cls = np.asarray(cls, dtype=np.int64)
+        self.a, self.b = np.asarray(a_all, dtype=float), np.asarray(b_all, dtype=float)
+        self.alpha, self.beta = np.asarray(al_all, dtype=float), np.asarray(be_all, dtype=float)
+        self.pos = self.beta > 0
+        self.beta_div = np.where(self.pos, self.beta, 1.0)
+        self.starts = np.flatnonzero(np.r_[True, self.cls[1:] != self.cls[:-1]]) if self.cls.size else self.cls
+        self.C = len(pieces)
+
+    def __call__(self, mu: np.ndarray) -> np.ndarray:
+        """``mu`` shape (N, C) -> the inner minima, shape (N, C) (``inf`` for a class with no piece in its box)."""
+        N = mu.shape[0]
+        out = np.full((N, self.C), np.inf)
+        if not self.cls.size:
+            return out
+        lw = mu[:, self.cls]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            ystar = np.log(np.maximum(lw, 1e-300) / self.beta_div)
+            y = np.where(self.pos, np.clip(ystar, self.a, self.b), self.b)  # β = 0: −lw·y decreases in y
+            val = self.alpha + np.where(self.pos, self.beta * np.exp(y), 0.0) - lw * y
+        out[:, ~self.empty] = np.minimum.reduceat(val, self.starts, axis=1)
+        return out
+
+
 def _dual_bound(logm: float, wmat: np.ndarray, boxes, pieces) -> float:
     """A lower bound on ``min Σ_c f_c(y_c)`` over ``y_c ∈ boxes[c]`` with ``wmat @ y ≥ log m`` (every row).
 
@@ -158,12 +206,13 @@ def _dual_bound(logm: float, wmat: np.ndarray, boxes, pieces) -> float:
     if np.any(lo > hi + 1e-12) or np.any(wmat @ hi < logm - 1e-12):
         return np.inf
     J, C = wmat.shape
+    inner = _InnerMins(pieces, lo, hi)
 
     def value(lam: np.ndarray) -> np.ndarray:  # lam (N, J)
-        mu = lam @ wmat
+        mins = inner(lam @ wmat)
         v = lam.sum(axis=1) * logm
         for c in range(C):
-            v = v + _inner_min(pieces[c], lo[c], hi[c], mu[:, c])
+            v = v + mins[:, c]
         return v
 
     lam = np.zeros(J)
@@ -266,7 +315,8 @@ def domain_combos(m: int, axes, classes, class_terms, class_k, class_groups) -> 
         boxes = [(lo[c], hi[c]) for c in names]
         if any(a > b + 1e-12 for a, b in boxes):
             continue
-        floors = np.array([float(_inner_min(pcs[c], lo[c], hi[c], np.zeros(1))[0]) for c in names])
+        floors = _InnerMins([pcs[c] for c in names], [lo[c] for c in names], [hi[c] for c in names])(
+            np.zeros((1, len(names))))[0]
         out.append((floors, boxes, [pcs[c] for c in names]))
     return out
 
