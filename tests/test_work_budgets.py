@@ -69,3 +69,41 @@ def test_load_reserve():
     assert load_reserve(30.0, 131072, 4 * 3e-5 * 131072) == pytest.approx(12.0)
     # below 16,384 ranks nothing changes, however slow
     assert load_reserve(30.0, 8192, 100.0) == 0.0
+
+
+def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatch):
+    """The bound runs outside every work budget; its counted work (deterministic) is taken from the limit the
+    search's budgets are sized from (issue 28.4: at 512 GPUs the bound took a fifth of a 6 s limit)."""
+    from rankmap.solver.bound.analytic import search_lower_bound
+    from rankmap.solver.bound.work import BOUND_PART_SECONDS, bound_work_meter
+    from rankmap.solver.megatron.orders import candidate_orders
+
+    # the limit less the work, at least half of it
+    assert solve_module.search_budget_seconds(6.0, 1.93) == pytest.approx(4.07)
+    assert solve_module.search_budget_seconds(6.0, 5.0) == pytest.approx(3.0)
+    assert solve_module.SEARCH_BUDGET_MIN_SHARE == 0.5
+
+    cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
+    cfg = parallel_config(64, tp=4, pp=2)
+    traffic = {"tp": 4e9, "dp": 2e9, "pp": 6e8}
+    orders = candidate_orders(cfg, "all")
+    works = []
+    for _ in range(2):
+        with bound_work_meter() as work:
+            b = search_lower_bound(cluster, orders, traffic, None, "launcher")
+        works.append(work())
+    # 3 classes with bytes, one part each: at least their part terms, once for the sizes and once per order
+    assert works[0] == works[1] >= BOUND_PART_SECONDS * 3 * (1 + len(orders))
+    assert b > 0
+    seen = []
+    real_refine = solve_module.refine
+
+    def spy(cluster, candidates, surrogate, traffic, exposure, options, *a, **k):
+        seen.append(options.time_limit_seconds)
+        return real_refine(cluster, candidates, surrogate, traffic, exposure, options, *a, **k)
+
+    monkeypatch.setattr(solve_module, "refine", spy)
+    r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=6.0),
+              deadline=Deadline(1e9))
+    assert seen and seen[0] == pytest.approx(6.0 - works[0], rel=1e-12)
+    assert r.bound_seconds == pytest.approx(b, rel=1e-12)

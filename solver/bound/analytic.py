@@ -102,6 +102,7 @@ from ..fabric.cluster import Cluster
 from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
 from .ncclterms import all_reduce_floor_seconds, crossing_bytes, latency_extra_seconds, max_channels, node_levels
 from .ringrate import RING_KINDS, ring_rate_gbps
+from .work import BOUND_PART_SECONDS, charge
 from .launcher import (EXACT_CUT_MAX_BLOCKS, in_host_ring_floor,  # noqa: F401 (re-exported)
                        launcher_nodes, launcher_part_bound)
 
@@ -293,6 +294,8 @@ def search_lower_bound(
                          for p, g, k in _part_sizes(cfg0, traffic, c)]
     known = plain
     parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
+    n_parts = sum(len(v) for v in size_terms.values())
+    charge(BOUND_PART_SECONDS * n_parts * (1 if known is None else 0))
     ksize = {c: [k for _p, _g, k in v] for c, v in parts.items()}
 
     def with_latency(c, i, floor):  # NCCL's latency beyond a part's bandwidth floor (ncclterms.py)
@@ -313,6 +316,7 @@ def search_lower_bound(
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf
+    charge(BOUND_PART_SECONDS * n_parts * len(orders))
     joint_of: dict = {}  # the orders' floors -> the joint cut bound over them
     for ocfg in orders:
         groups = megatron_groups(ocfg)

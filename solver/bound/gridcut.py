@@ -17,6 +17,8 @@ from typing import Mapping
 
 import numpy as np
 
+from .work import DOMAIN_COMBOS_SECONDS, DUAL_VALUE_SECONDS, charge
+
 __all__ = ["domain_grid_bound", "nested_grid_bound"]
 
 #: Multipliers tried per coordinate of the dual (log-spaced, plus 0).
@@ -209,6 +211,7 @@ def _dual_bound(logm: float, wmat: np.ndarray, boxes, pieces) -> float:
     inner = _InnerMins(pieces, lo, hi)
 
     def value(lam: np.ndarray) -> np.ndarray:  # lam (N, J)
+        charge(DUAL_VALUE_SECONDS)
         mins = inner(lam @ wmat)
         v = lam.sum(axis=1) * logm
         for c in range(C):
@@ -269,6 +272,7 @@ def domain_combos(m: int, axes, classes, class_terms, class_k, class_groups) -> 
     names = sorted(classes)
     if not any(class_terms.get(c) for c in names):
         return []
+    charge(DOMAIN_COMBOS_SECONDS)
     options = {}
     for c in names:
         k, terms = class_k[c], class_terms.get(c, [])

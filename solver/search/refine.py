@@ -110,7 +110,7 @@ def phase_idle(candidates, options, deadline) -> bool:
 
 
 def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher, constraints, baseline_dev,
-           deadline, score, bound: float | None = None) -> list[Candidate]:
+           deadline, score, bound: float | None = None, faq_min_calls: int = 1) -> list[Candidate]:
     """More candidates: free-mode digit orders, FAQ and swap polish (surrogate), then descent on the real objective.
 
     Parameters
@@ -128,6 +128,12 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
         A lower bound (seconds) over the searched space: when a candidate already
         meets it nothing can be better, and refine adds nothing (deterministic:
         it depends on the candidates, not on the clock).
+
+    faq_min_calls : int
+        FAQ calls made even when ``FAQ_SHARE`` of the limit pays for fewer (each costs at least two
+        iterations from each of two starts: about a second at 512 GPUs); 0 in free mode's phase after
+        the launcher phase, whose share (a tenth of the limit's) pays for none and whose FAQ layouts
+        never won there (the 18 quality instances of 256–512 GPUs: the same answers without it).
 
     Raises
     ------
@@ -169,7 +175,7 @@ def refine(cluster, candidates, surrogate, traffic, exposure, options, launcher,
             # FAQ runs at least 2 iterations from each of its two starts (barycenter, identity): only as many
             # calls as the share pays for (at least the best one; 5 calls of 2 iterations at 512 GPUs were
             # 2-5x the share)
-            faq_for = faq_for[:max(1, int(T * FAQ_SHARE / (2 * 2 * faq_iteration_seconds(W))))]
+            faq_for = faq_for[:max(faq_min_calls, int(T * FAQ_SHARE / (2 * 2 * faq_iteration_seconds(W))))]
             for cand in faq_for:
                 if deadline.check():
                     break

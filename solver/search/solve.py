@@ -59,6 +59,7 @@ from typing import Callable, Mapping
 import networkx as nx
 
 from ..bound.analytic import search_lower_bound
+from ..bound.work import bound_work_meter
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
 from ..results import SolveResult
@@ -84,6 +85,9 @@ FREE_AFTER_LAUNCHER_SHARE = 0.12
 #: (Issue 28.4: the free phase's share was 0.25; free mode's budgets then added up to 1.24 of the limit;
 #: the partitions keep theirs: at 0.08 the 512-GPU pp-heavy fat tree lost its best partition, 27% dearer.)
 FREE_PARTITION_SHARE = 0.12
+#: The search's budgets are sized from the time limit less the bound's counted work, but from at least this
+#: share of it (:func:`search_budget_seconds`).
+SEARCH_BUDGET_MIN_SHARE = 0.5
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
 FREE_GRID_SHARE = 0.03
@@ -161,7 +165,16 @@ def solve(
     base = p.baseline()
     candidates: list[Candidate] = [] if base is None else [base]
     # the bound takes seconds at 131,072 GPUs; once the deadline has passed no search follows it, and 0 is valid
-    bound = 0.0 if deadline.check() else search_lower_bound(cluster, p.orders, traffic, p.exposure, options.mode)
+    free_first = options.mode == "free" and cluster.equal_hosts and p.world_size > EXHAUSTIVE_MAX_DEVICES
+    bound = lbound = 0.0
+    with bound_work_meter() as bound_work:
+        if not deadline.check():
+            bound = search_lower_bound(cluster, p.orders, traffic, p.exposure, options.mode)
+            if free_first:  # free mode's launcher phase stops at the launcher bound (never below the free one)
+                lbound = search_lower_bound(cluster, p.orders, traffic, p.exposure, "launcher", plain=bound)
+    # the search's budgets leave room for the bound's (counted, deterministic) work (issue 28.4)
+    p = p.with_options(replace(options, time_limit_seconds=search_budget_seconds(
+        options.time_limit_seconds, bound_work())))
     report("search", candidates)
 
     if options.mode == "fixed" or p.world_size <= EXHAUSTIVE_MAX_DEVICES:
@@ -172,8 +185,8 @@ def solve(
         proved = False
         last = p  # the problem of the last phase, whose budget sizes the anytime phase
         mixed = options.mode == "launcher" and not cluster.equal_hosts
-        if options.mode == "free" and cluster.equal_hosts:
-            found, reached, last = _free_after_launcher(p, candidates, bound)
+        if free_first:
+            found, reached, last = _free_after_launcher(p, candidates, bound, lbound)
         elif mixed:  # hosts of several sizes (issue 27): blocks of G_h ranks per host
             found, reached = mixed_launcher_search(p, candidates, bound)
         else:
@@ -185,21 +198,32 @@ def solve(
             candidates += anytime_search(cluster, candidates, p.surrogate, traffic, p.exposure, last.options,
                                          last.launcher, p.constraints, p.baseline_dev, deadline, p.score, bound)
     report("search", candidates)
-    return answer(p, candidates, bound, proved, reached, t0)
+    return answer(p.with_options(options), candidates, bound, proved, reached, t0)
 
 
-def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
+def search_budget_seconds(time_limit_seconds: float, bound_seconds: float) -> float:
+    """The time limit the search's work budgets are sized from, seconds: the limit less the bound's work.
+
+    ``bound_seconds``: the nominal work the bounds counted (:func:`~rankmap.solver.bound.work.bound_work_meter`,
+    deterministic), so budgets stay a function of the input and the limit; at least
+    ``SEARCH_BUDGET_MIN_SHARE`` of the limit.
+    """
+    T = float(time_limit_seconds)
+    return max(T * SEARCH_BUDGET_MIN_SHARE, T - float(bound_seconds))
+
+
+def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, lbound: float):
     """Free mode on equal hosts: every launcher layout is a free layout, so the launcher-mode search
     and anytime phase run first (same budgets, so the same answer), then free layouts are searched
-    from all their candidates.  Returns (new candidates, orders reached, the free phase's problem:
-    its budget, from ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
+    from all their candidates.  ``bound`` and ``lbound``: the free and the launcher search's lower bounds.
+    Returns (new candidates, orders reached, the free phase's problem: its budget, from
+    ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
     # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
     free_first = _free_partitions(p)
     lp = p.with_options(replace(options, mode="launcher"))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
-    lbound = search_lower_bound(p.cluster, p.orders, p.traffic, p.exposure, "launcher", plain=bound)
     found, reached = _search(lp, candidates)
     found += anytime_search(p.cluster, candidates + found, p.surrogate, p.traffic, p.exposure, lp.options, True,
                             p.constraints, p.baseline_dev, p.deadline, p.score, lbound)
@@ -208,16 +232,18 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float):
     found += _free_grid_layouts(p)
     fp = p.with_options(replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE))
     # above 16 GPUs the other free proposals are the launcher ones
-    more, _r = _search(fp, candidates + found, proposals=p.world_size <= EXACT_MAX_DEVICES, bound=bound)
+    more, _r = _search(fp, candidates + found, proposals=p.world_size <= EXACT_MAX_DEVICES, bound=bound,
+                       faq_min_calls=0)
     return found + more, reached, fp
 
 
-def _search(p: Problem, initial: list[Candidate], proposals: bool = True, bound: float | None = None):
+def _search(p: Problem, initial: list[Candidate], proposals: bool = True, bound: float | None = None,
+            faq_min_calls: int = 1):
     """Candidates of the proposals of every order (without ``proposals``: the tree partition only), then :func:`refine`.
 
     ``initial``: the candidates so far (refine starts from them too); ``bound``: the searched
     space's lower bound (refine is skipped once a candidate meets it).  Returns
-    (new candidates, orders reached before the deadline).
+    (new candidates, orders reached before the deadline).  ``faq_min_calls``: :func:`refine`'s.
     """
     out: list[Candidate] = []
     reached = len(p.orders)
@@ -238,7 +264,7 @@ def _search(p: Problem, initial: list[Candidate], proposals: bool = True, bound:
                 out.append(cand)
         p.report("search", list(initial) + out)
     out += refine(p.cluster, list(initial) + out, p.surrogate, p.traffic, p.exposure, p.options, p.launcher,
-                  p.constraints, p.baseline_dev, p.deadline, p.score, bound)
+                  p.constraints, p.baseline_dev, p.deadline, p.score, bound, faq_min_calls)
     return out, reached
 
 

@@ -1,0 +1,54 @@
+"""The bound's work in nominal seconds: a deterministic count, so the search's budgets can leave room for it.
+
+The lower bound is always computed (DESIGN §5) and is not cut by the search's work budgets: at
+512 GPUs on fragmented racks its joint cut (:mod:`.gridcut`) takes about a second, a sixth of a
+6 s limit (issue 28.4).  :func:`bound_work_meter` counts that work while a solve computes its
+bounds: each dual of :mod:`.gridcut` charges per multiplier vector it evaluates, each case
+combination it builds; the counts depend on the input only, so the search budgets sized from
+``time limit − counted seconds`` (:mod:`rankmap.solver.search.solve`) keep the answer a function
+of the input and the limit, on an idle or a loaded machine.
+
+Calibration (the 512-GPU quality instances, idle 2-core machine, 2026-12-03): the joint cut of
+``nvl72-frag-512 tp4 pp8`` evaluated 5,588 multiplier rows (of 656 duals) and built 279 domains'
+combinations in 0.97 s of CPU (0.61 s in the duals, 0.28 s building combinations).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
+
+__all__ = ["BOUND_PART_SECONDS", "bound_work_meter", "charge"]
+
+#: Nominal seconds per evaluation of a dual's value (a batch of multiplier vectors, :mod:`.gridcut`).
+DUAL_VALUE_SECONDS = 1.2e-4
+#: Nominal seconds per domain whose case combinations are built (:func:`.gridcut.domain_combos`).
+DOMAIN_COMBOS_SECONDS = 1.1e-3
+#: Nominal seconds per part of a class (and per order, for a launcher order's terms) of
+#: :func:`.analytic.search_lower_bound` outside the joint cut: rates, rings, cuts per part.
+BOUND_PART_SECONDS = 1.5e-3
+
+_METER: ContextVar[list | None] = ContextVar("rankmap_bound_work", default=None)
+
+
+def charge(seconds: float) -> None:
+    """Add ``seconds`` of nominal work to the meter of the running :func:`bound_work_meter` (none: nothing)."""
+    box = _METER.get()
+    if box is not None:
+        box[0] += seconds
+
+
+@contextmanager
+def bound_work_meter() -> Iterator[Callable[[], float]]:
+    """Count the bound's nominal work (seconds) inside the ``with`` block of this thread / context.
+
+    Yields a function returning the seconds counted so far.  Meters do not nest: an inner one counts
+    its block only, and the outer one resumes after it.
+    """
+    box = [0.0]
+    token = _METER.set(box)
+    try:
+        yield lambda: box[0]
+    finally:
+        _METER.reset(token)
