@@ -30,6 +30,9 @@ def test_the_shares_leave_room_under_the_limit():
         refine.VIRTUAL_SHARE + refine.FAQ_SHARE + refine.POLISH_SHARE + refine.DESCENT_SHARE + anytime.ANYTIME_SHARE)
     assert free == pytest.approx(0.8151, abs=1e-3)
     assert free < 0.85  # was 1.24
+    assert solve_module.budget_shares("launcher") == pytest.approx(launcher)
+    assert solve_module.budget_shares("free") == pytest.approx(free)
+    assert solve_module.budget_shares("fixed") == 0.0
 
 
 def test_faq_starts_fit_their_share():
@@ -78,9 +81,16 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
     from rankmap.solver.bound.work import BOUND_PART_SECONDS, bound_work_meter
     from rankmap.solver.megatron.orders import candidate_orders
 
-    # the limit less the work, at least half of it
-    assert solve_module.search_budget_seconds(6.0, 1.93) == pytest.approx(4.07)
-    assert solve_module.search_budget_seconds(6.0, 5.0) == pytest.approx(3.0)
+    # the limit less the work beyond the room under 0.85 of it, at least half of it.  Free: room
+    # (0.85 - 0.8151) * 6 = 0.2094 s, so 1.93 s of bound work leaves 6 - 1.7206 = 4.2794 s
+    assert solve_module.budget_shares("free") == pytest.approx(0.8151, abs=1e-4)
+    assert solve_module.search_budget_seconds(6.0, 1.93, "free") == pytest.approx(
+        6.0 - (1.93 - (0.85 - solve_module.budget_shares("free")) * 6.0))
+    assert solve_module.search_budget_seconds(6.0, 1.93, "free") == pytest.approx(4.279, abs=1e-3)
+    # launcher: room (0.85 - 0.6233) * 6 = 1.36 s; 1.93 s leaves 6 - 0.57 = 5.43 s; 1 s leaves the whole limit
+    assert solve_module.search_budget_seconds(6.0, 1.93, "launcher") == pytest.approx(5.43, abs=1e-3)
+    assert solve_module.search_budget_seconds(6.0, 1.0, "launcher") == 6.0
+    assert solve_module.search_budget_seconds(6.0, 5.0, "free") == pytest.approx(3.0)
     assert solve_module.SEARCH_BUDGET_MIN_SHARE == 0.5
 
     cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
@@ -103,7 +113,10 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
         return real_refine(cluster, candidates, surrogate, traffic, exposure, options, *a, **k)
 
     monkeypatch.setattr(solve_module, "refine", spy)
-    r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=6.0),
+    r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=0.2),
               deadline=Deadline(1e9))
-    assert seen and seen[0] == pytest.approx(6.0 - works[0], rel=1e-12)
+    # a 0.2 s limit leaves (0.85 - 0.6233) * 0.2 = 0.045 s of room: the rest of the bound's work comes off
+    assert works[0] > 0.05
+    assert seen and seen[0] == pytest.approx(0.2 - (works[0] - (0.85 - solve_module.budget_shares("launcher")) * 0.2),
+                                             rel=1e-12)
     assert r.bound_seconds == pytest.approx(b, rel=1e-12)

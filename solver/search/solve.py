@@ -85,9 +85,12 @@ FREE_AFTER_LAUNCHER_SHARE = 0.12
 #: (Issue 28.4: the free phase's share was 0.25; free mode's budgets then added up to 1.24 of the limit;
 #: the partitions keep theirs: at 0.08 the 512-GPU pp-heavy fat tree lost its best partition, 27% dearer.)
 FREE_PARTITION_SHARE = 0.12
-#: The search's budgets are sized from the time limit less the bound's counted work, but from at least this
-#: share of it (:func:`search_budget_seconds`).
+#: The search's budgets are sized from the time limit less the bound's counted work beyond the room the
+#: mode's shares leave (:func:`search_budget_seconds`), but from at least this share of it.
 SEARCH_BUDGET_MIN_SHARE = 0.5
+#: What the search's budgets, the bound and the rest of a solve (cluster model, baseline, answer) may
+#: take together, as a share of the time limit, on an idle machine (issue 28.4: end before 0.9 of it).
+SOLVE_WORK_SHARE = 0.85
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
 FREE_GRID_SHARE = 0.03
@@ -174,7 +177,7 @@ def solve(
                 lbound = search_lower_bound(cluster, p.orders, traffic, p.exposure, "launcher", plain=bound)
     # the search's budgets leave room for the bound's (counted, deterministic) work (issue 28.4)
     p = p.with_options(replace(options, time_limit_seconds=search_budget_seconds(
-        options.time_limit_seconds, bound_work())))
+        options.time_limit_seconds, bound_work(), options.mode)))
     report("search", candidates)
 
     if options.mode == "fixed" or p.world_size <= EXHAUSTIVE_MAX_DEVICES:
@@ -201,15 +204,37 @@ def solve(
     return answer(p.with_options(options), candidates, bound, proved, reached, t0)
 
 
-def search_budget_seconds(time_limit_seconds: float, bound_seconds: float) -> float:
-    """The time limit the search's work budgets are sized from, seconds: the limit less the bound's work.
+def budget_shares(mode: str) -> float:
+    """The shares of the time limit the search's work budgets add up to in ``mode`` (nominal seconds per second).
 
+    Launcher (and mixed-host launcher) mode: CP-SAT, FAQ, polish, descent and the anytime phase;
+    free mode adds its tree partitions and a free phase of ``FREE_AFTER_LAUNCHER_SHARE`` of the limit
+    (digit orders, FAQ, polish, descent, anytime); fixed mode: none.
+    """
+    from .anytime import ANYTIME_SHARE
+    from .refine import DESCENT_SHARE, FAQ_SHARE, POLISH_SHARE, VIRTUAL_SHARE
+
+    launcher = CPSAT_SHARE + FAQ_SHARE + POLISH_SHARE + DESCENT_SHARE + ANYTIME_SHARE
+    if mode == "launcher":
+        return launcher
+    if mode == "free":
+        return launcher + FREE_PARTITION_SHARE + FREE_AFTER_LAUNCHER_SHARE * (
+            VIRTUAL_SHARE + FAQ_SHARE + POLISH_SHARE + DESCENT_SHARE + ANYTIME_SHARE)
+    return 0.0
+
+
+def search_budget_seconds(time_limit_seconds: float, bound_seconds: float, mode: str = "free") -> float:
+    """The time limit the search's work budgets are sized from, seconds.
+
+    The limit less the bound's work beyond the room the mode's shares leave under
+    ``SOLVE_WORK_SHARE`` of it (``SOLVE_WORK_SHARE − budget_shares(mode)``: 0.23 of the limit in
+    launcher mode, 0.035 in free mode), and at least ``SEARCH_BUDGET_MIN_SHARE`` of the limit.
     ``bound_seconds``: the nominal work the bounds counted (:func:`~rankmap.solver.bound.work.bound_work_meter`,
-    deterministic), so budgets stay a function of the input and the limit; at least
-    ``SEARCH_BUDGET_MIN_SHARE`` of the limit.
+    deterministic), so budgets stay a function of the input and the limit.
     """
     T = float(time_limit_seconds)
-    return max(T * SEARCH_BUDGET_MIN_SHARE, T - float(bound_seconds))
+    room = max(0.0, SOLVE_WORK_SHARE - budget_shares(mode)) * T
+    return max(T * SEARCH_BUDGET_MIN_SHARE, T - max(0.0, float(bound_seconds) - room))
 
 
 def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, lbound: float):
