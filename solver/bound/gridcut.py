@@ -135,7 +135,7 @@ def _inner_min(pieces, ylo: float, yhi: float, lw: np.ndarray) -> np.ndarray:
         if a > b:
             continue
         if beta > 0:
-            with np.errstate(divide="ignore"):
+            with np.errstate(divide="ignore", over="ignore"):
                 ystar = np.log(np.maximum(lw, 1e-300) / beta)
             y = np.clip(ystar, a, b)
             val = alpha + beta * np.exp(y) - lw * y
