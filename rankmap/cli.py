@@ -114,7 +114,7 @@ def float_arg(text: str) -> float:
     try:
         return strict_float(text, "value")
     except RankmapError:
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r} (ASCII digits only)") from None
+        raise argparse.ArgumentTypeError(f"expected a finite number (e.g. 1.5 or 4e9), got {text!r}") from None
 
 
 def _int_list(text: str) -> list[int]:
@@ -127,8 +127,10 @@ def _int_list(text: str) -> list[int]:
 def positive_int_arg(text: str) -> int:
     """argparse type: an integer >= 1 in ASCII digits."""
     value = _ascii_int(text)
-    if value is None or value < 1:
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r} (ASCII digits only)")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
 
 

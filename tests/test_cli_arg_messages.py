@@ -1,0 +1,25 @@
+"""Messages of the argparse number types: they name the value and say what is expected, truthfully
+(a float flag takes ``1e9``, so "ASCII digits only" is not its rule; ``0`` is ASCII digits)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli_helpers import bad_input
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "abc", "1_0"])
+def test_float_flag_message_names_the_value(capsys, cluster_file, value):
+    err = bad_input(capsys, "solve", cluster_file, "--tp", "2", "--time-limit", value)
+    assert err == (f"rankmap solve: error: argument --time-limit: expected a finite number (e.g. 1.5 or 4e9), "
+                   f"got {value!r}\n")
+
+
+def test_positive_int_flag_zero_is_out_of_range_not_non_ascii(capsys):
+    err = bad_input(capsys, "view", "result.json", "-o", "x.html", "--max-hosts", "0")
+    assert err == "rankmap view: error: argument --max-hosts: expected a positive integer, got 0\n"
+
+
+def test_positive_int_flag_non_digits_still_says_ascii(capsys):
+    err = bad_input(capsys, "view", "result.json", "-o", "x.html", "--max-hosts", "٨")
+    assert err == "rankmap view: error: argument --max-hosts: expected a positive integer, got '٨' (ASCII digits only)\n"
