@@ -336,6 +336,10 @@ def groups_table(cfg, max_rows: int = 32, max_groups: int = 32, placement=None, 
 
 
 def _cmd_groups(args: argparse.Namespace) -> int:
+    if args.compact and args.format == "table":
+        from rankmap.solver.errors import InvalidArgumentError
+
+        raise InvalidArgumentError("--compact shapes the JSON; it cannot be combined with --format table", "compact")
     cfg = config_from_args(args)
     if args.format == "table":
         out = groups_table(cfg)

@@ -23,3 +23,18 @@ def test_positive_int_flag_zero_is_out_of_range_not_non_ascii(capsys):
 def test_positive_int_flag_non_digits_still_says_ascii(capsys):
     err = bad_input(capsys, "view", "result.json", "-o", "x.html", "--max-hosts", "٨")
     assert err == "rankmap view: error: argument --max-hosts: expected a positive integer, got '٨' (ASCII digits only)\n"
+
+
+@pytest.mark.parametrize("order", [("--compact", "--format", "table"), ("--format", "table", "--compact")])
+def test_groups_compact_with_table_is_refused(capsys, order):
+    """``--compact`` shapes the JSON only: with ``--format table`` it used to be ignored silently (exit 0)."""
+    err = bad_input(capsys, "groups", "--world-size", "8", *order)
+    assert err == "rankmap: error: --compact shapes the JSON; it cannot be combined with --format table [compact]\n"
+
+
+def test_groups_compact_json_still_works(capsys):
+    from cli_helpers import run
+
+    code, out, err = run(capsys, "groups", "--world-size", "8", "--tp", "2", "--ep", "2", "--compact")
+    assert code == 0 and err == ""
+    assert out.startswith('{"order":"tp-cp-ep-dp-pp","world_size":8,')
