@@ -126,6 +126,21 @@ def _traffic_from_result(args: argparse.Namespace, result: dict, cfg, path: str)
     return None
 
 
+def _exposure_from_result(result: dict, path: str) -> dict[str, float]:
+    """The exposure x_c the result document was solved with (``cost.classes.CLASS.exposure``; the
+    classes at 1 left out), so that evaluating a solve result gives its ``total_seconds``; ``{}``
+    when the document has none."""
+    classes = (result.get("cost") or {}).get("classes") if isinstance(result.get("cost"), dict) else None
+    if not isinstance(classes, dict):
+        return {}
+    given = {c: d["exposure"] for c, d in classes.items() if isinstance(d, dict) and "exposure" in d
+             and d["exposure"] != 1}
+    try:
+        return exposure_from_value(given)
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{path}: cost.classes: {e.message}", e.field) from None
+
+
 def _nccl_from_result(args: argparse.Namespace, result: dict, path: str, given):
     """The result document's NCCL settings (``nccl``) when no NCCL flag is given, else ``given``."""
     from rankmap.solver.job.values import job_nccl
@@ -205,6 +220,8 @@ def evaluate_inputs(args: argparse.Namespace) -> EvaluateInputs:
                                        "--rankfile, --pod-map), not --assignment, which names the GPUs", "gpus_file")
         assignment, file_order, result = _read_assignment(path)
         nccl = _nccl_from_result(args, result, path, nccl)
+        if args.exposure is None:
+            exposure = _exposure_from_result(result, path)
         _sizes_from_result(args, result, path)
         ws = result.get("world_size")
         if args.world_size is None and isinstance(ws, int) and not isinstance(ws, bool) and ws == len(assignment):
