@@ -532,3 +532,29 @@ def test_bad_nccl_flags_are_one_line_exit_2(capsys, tmp_path, cluster_file, comm
 def test_bad_nccl_job_keys(capsys, tmp_path, cluster_file, line, needle):
     job = write_job(tmp_path, cluster_file, f"traffic: {{dp: 1e9}}\n{line}")
     bad_input(capsys, "solve", job, needle=needle)
+
+
+# ------------------------------------------------------------------ the graph's GPU name
+
+
+def test_a_misspelt_gpu_name_in_a_cluster_file_is_refused(capsys, tmp_path):
+    """A typo in ``graph.gpu`` used to drop NCCL's per-architecture constants silently (no NVLS:
+    the tp ring of an HGX host 37% slower, exit 0)."""
+    doc = graph_doc()
+    doc["graph"]["gpu"] = "h-100"
+    f = write_graph(tmp_path, doc, "typo.json")
+    err = bad_input(capsys, "solve", f, "--tp", "4", needle="graph attribute gpu: unknown GPU 'h-100'")
+    assert "h100" in err and "[gpu]" in err
+    doc["graph"]["gpu"] = 100
+    bad_input(capsys, "solve", write_graph(tmp_path, doc, "num.json"), "--tp", "4", needle="unknown GPU 100")
+    for ok in ("H100", " h200 ", "generic", ""):
+        doc["graph"]["gpu"] = ok
+        code, out, err = run(capsys, "solve", write_graph(tmp_path, doc, "ok.json"), "--tp", "4", "--time-limit", "2")
+        assert code == 0, err
+
+
+def test_known_gpu_names_are_the_generations():
+    from rankmap.solver.fabric.rates import known_gpu_names
+    from rankmap.solver.formats.generations import GENERATIONS
+
+    assert known_gpu_names() == sorted(GENERATIONS)

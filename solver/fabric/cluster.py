@@ -32,7 +32,7 @@ from .hostinfer import NOTE_KEY, infer_hosts
 from .links import Fabric
 from .rails import NcclTopology, nccl_topology
 from .measured_caps import measured_cap, measured_links
-from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
+from .rates import DEFAULT_NCCL, NcclModel, check_gpu_name, gpu_arch, link_efficiency
 
 __all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
 
@@ -339,6 +339,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     """
     graph = infer_hosts(simple_graph(graph))
     nccl = DEFAULT_NCCL if nccl is None else nccl
+    check_gpu_name(graph.graph.get("gpu"))
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
 

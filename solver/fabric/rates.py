@@ -104,6 +104,34 @@ class NcclModel:
 DEFAULT_NCCL = NcclModel()
 
 
+#: GPU names without an architecture constant of NCCL's here (PCIe-only Ada parts, the generic GPU):
+#: accepted in a graph's ``gpu`` attribute (``formats/generations.py`` lists them too; a test checks the two agree).
+_OTHER_GPU_NAMES = ("ada", "l40", "l40s", "l4", "rtx4090", "rtx6000ada", "sm89", "generic", "unknown")
+
+
+def known_gpu_names() -> list[str]:
+    """Every GPU name a graph's ``gpu`` attribute may hold (lower case, sorted)."""
+    return sorted(set(_ARCH) | set(_OTHER_GPU_NAMES))
+
+
+def check_gpu_name(name) -> None:
+    """Refuse a graph ``gpu`` attribute that names no known GPU (a typo would silently drop NCCL's
+    per-architecture constants: NVLS, NVLink efficiency).  None or ``""``: no GPU named, accepted.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the value and the known names.
+    """
+    from ..errors import InvalidArgumentError
+
+    if name is None or name == "":
+        return
+    if not isinstance(name, str) or name.strip().lower() not in set(_ARCH) | set(_OTHER_GPU_NAMES):
+        raise InvalidArgumentError(
+            f"graph attribute gpu: unknown GPU {name!r} (known: {', '.join(known_gpu_names())})", field="gpu")
+
+
 def gpu_arch(name) -> str | None:
     """GPU architecture family (``volta``, ``ampere``, ``hopper``, ``blackwell``) of a ``--gpu`` name, or None."""
     if not isinstance(name, str) or not name:
