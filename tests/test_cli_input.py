@@ -558,3 +558,12 @@ def test_known_gpu_names_are_the_generations():
     from rankmap.solver.formats.generations import GENERATIONS
 
     assert known_gpu_names() == sorted(GENERATIONS)
+
+
+def test_a_self_loop_link_is_refused(capsys, tmp_path):
+    doc = graph_doc()
+    gpu = next(n["id"] for n in doc["nodes"] if n.get("kind") == "gpu")
+    doc["edges"].append({"source": gpu, "target": gpu, "bandwidth": 100.0})
+    err = bad_input(capsys, "solve", write_graph(tmp_path, doc, "loop.json"), "--tp", "4",
+                    needle=f"link {gpu!r} -- {gpu!r} joins a node to itself")
+    assert "[links]" in err

@@ -53,7 +53,13 @@ def edge_bandwidth(u, v, data) -> float:
 
 def simple_graph(graph: nx.Graph) -> nx.Graph:
     """``graph`` as a simple undirected graph: a directed graph read as undirected, parallel edges of a
-    multigraph one link of the summed capacity (the widest latency kept)."""
+    multigraph one link of the summed capacity (the widest latency kept).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``graph`` is not a networkx graph, or has a self-loop (naming its node).
+    """
     if not isinstance(graph, nx.Graph):
         raise InvalidArgumentError(f"cluster must be a networkx graph, got {type(graph).__name__}", "cluster")
     if graph.is_multigraph():
@@ -70,6 +76,10 @@ def simple_graph(graph: nx.Graph) -> nx.Graph:
         graph = simple
     elif graph.is_directed():
         graph = nx.Graph(graph)
+    loop = next(nx.selfloop_edges(graph), None)
+    if loop is not None:
+        raise InvalidArgumentError(f"link {loop[0]!r} -- {loop[1]!r} joins a node to itself (a self-loop carries no "
+                                   "traffic between devices: remove it)", "links")
     return graph
 
 
