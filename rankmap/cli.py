@@ -89,8 +89,16 @@ def _int_arg(text: str) -> int:
     """argparse type: an integer in ASCII digits (sizes: the solver checks the range)."""
     value = _ascii_int(text)
     if value is None:
+        _negative(text, 0)
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r} (ASCII digits only)")
     return value
+
+
+def _negative(text: str, minimum: int) -> None:
+    """Raise the range error for a negative integer ``text`` below ``minimum`` (not the digits error)."""
+    value = _ascii_int(text, signed=True)
+    if value is not None and value < minimum:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
 
 
 def int_at_least(minimum: int):
@@ -99,6 +107,7 @@ def int_at_least(minimum: int):
     def parse(text: str) -> int:
         value = _ascii_int(text, signed=minimum < 0)
         if value is None:
+            _negative(text, minimum)
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r} (ASCII digits only)")
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
@@ -128,6 +137,7 @@ def positive_int_arg(text: str) -> int:
     """argparse type: an integer >= 1 in ASCII digits."""
     value = _ascii_int(text)
     if value is None:
+        _negative(text, 1)
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r} (ASCII digits only)")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")

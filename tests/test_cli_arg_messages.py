@@ -38,3 +38,11 @@ def test_groups_compact_json_still_works(capsys):
     code, out, err = run(capsys, "groups", "--world-size", "8", "--tp", "2", "--ep", "2", "--compact")
     assert code == 0 and err == ""
     assert out.startswith('{"order":"tp-cp-ep-dp-pp","world_size":8,')
+
+
+def test_a_negative_size_is_out_of_range_not_non_digits(capsys, cluster_file):
+    """``-2`` is an integer: the message says the range (sizes >= 0; positive flags >= 1)."""
+    err = bad_input(capsys, "solve", cluster_file, "--tp", "-2")
+    assert err == "rankmap solve: error: argument --tp: expected an integer >= 0, got -2\n"
+    err = bad_input(capsys, "view", "result.json", "-o", "x.html", "--max-hosts", "-3")
+    assert err == "rankmap view: error: argument --max-hosts: expected an integer >= 1, got -3\n"
