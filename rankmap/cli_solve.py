@@ -11,6 +11,7 @@ override the file; an unknown key is an error naming it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -110,12 +111,31 @@ def process_deadline(options, world_size: int):
                         - WRITE_SECONDS_PER_RANK * world_size))
 
 
+def check_output_dir(path: str | None) -> None:
+    """Refuse an output file whose directory does not exist or cannot be written (field ``output``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the path and the reason.
+    """
+    if not path:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InvalidArgumentError(f"cannot write {path!r}: directory {parent!r} does not exist", "output")
+    if not os.access(parent, os.W_OK):
+        raise InvalidArgumentError(f"cannot write {path!r}: directory {parent!r} is not writable", "output")
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
     check_emit(args)
     keep: dict = {}
     html_path = None
     if getattr(args, "emit", None) == "html":  # the picture (rankmap.layout_view), not a launch file
         html_path, args.emit, args.output = args.output, None, None
+    for path in (html_path, getattr(args, "output", None)):
+        check_output_dir(path)  # before the solve: a bad path is refused at once, not after the search
     result = solve_from_args(args, keep)
     fmt = args.format or JOB_DEFAULTS["format"]
     if fmt not in ("json", "table"):

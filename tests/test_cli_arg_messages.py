@@ -46,3 +46,17 @@ def test_a_negative_size_is_out_of_range_not_non_digits(capsys, cluster_file):
     assert err == "rankmap solve: error: argument --tp: expected an integer >= 0, got -2\n"
     err = bad_input(capsys, "view", "result.json", "-o", "x.html", "--max-hosts", "-3")
     assert err == "rankmap view: error: argument --max-hosts: expected an integer >= 1, got -3\n"
+
+
+def test_an_output_in_a_missing_directory_is_refused_before_the_solve(capsys, cluster_file, tmp_path, monkeypatch):
+    import rankmap.cli_solve as cli_solve
+
+    def no_solve(*a, **k):  # the refusal must come before the search
+        raise AssertionError("solved")
+
+    monkeypatch.setattr(cli_solve, "solve_from_args", no_solve)
+    missing = tmp_path / "no" / "such" / "x"
+    for emit in ("torchrun", "html"):
+        err = bad_input(capsys, "solve", cluster_file, "--tp", "2", "--emit", emit, "-o", str(missing))
+        assert err == (f"rankmap: error: cannot write {str(missing)!r}: directory {str(missing.parent)!r} "
+                       "does not exist [output]\n")
