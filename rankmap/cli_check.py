@@ -56,6 +56,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from rankmap.solver.allocation.check import check_allocation, parse_within
 
     requirements = parse_within(args.within)
+    if not args.time_limit > 0:  # refused with or without --no-best (the best layout's solve refused it only then)
+        from rankmap.solver.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"--time-limit must be a positive number, got {args.time_limit!r}", "time_limit")
     job = evaluate_inputs(args)
     if getattr(args, "server", None):
         from rankmap.client import RankmapClient

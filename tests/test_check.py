@@ -254,3 +254,11 @@ def test_evaluate_takes_the_world_size_of_a_partial_solve_result(capsys, tmp_pat
     assert json.loads(out2)["world_size"] == 16
     assert json.loads(out2)["cost"]["total_seconds"] == pytest.approx(json.loads(out)["cost"]["total_seconds"],
                                                                        rel=1e-12)
+
+
+@pytest.mark.parametrize("best", [[], ["--no-best"]])
+def test_check_time_limit_zero_is_refused_with_or_without_the_best_layout(capsys, tmp_path, best):
+    hf = _hostfile(tmp_path, ["r1t01", "r1t02", "r2t01", "r2t02"])
+    err = bad_input(capsys, "check", GB200, "--hostfile", hf, *MOE, "--time-limit", "0", *best,
+                    needle="--time-limit must be a positive number, got 0.0")
+    assert err.endswith("[time_limit]\n")
