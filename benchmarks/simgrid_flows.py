@@ -23,11 +23,12 @@ Flows of one group, its members in ascending global rank, payload S, n members:
 
   - one node: a ring over the members in rank order, fb per edge;
   - several nodes: the members grouped by node, nodes in order of first appearance (NCCL's
-    node order), members of a node in rank order; a ring inside each node's block of
-    k_h members carrying fb·(k_h−1)/k_h per edge (nothing for k_h = 1); c = the least
-    over the group's nodes of the number of distinct rails of its members there; node i's
-    j-th rail member (the first member on the j-th smallest rail; no rail sorts first)
-    sends fb/c to node i+1's j-th rail member, for j < c, the last node to the first.
+    node order), members of a node in rank order; c = the least over the group's nodes of
+    the number of distinct rails of its members there; c channels of fb/c, each a path
+    (not a ring) through every node's members, entering at the first member on its rail
+    (the j-th smallest; no rail sorts first) and leaving from its exit member
+    (:func:`_node_paths` says which, as NCCL's search picks it); the last member on rail j
+    of node i sends to the first member on rail j of node i+1, the last node to the first.
 
 * ``all_to_all``: S/n from every member to every other; ``p2p_chain``: S between
   consecutive members (rank order) each way, plus ``wrap``·S between the last and the
@@ -140,6 +141,52 @@ def _rail_sort(r):
     return -1 if r is None else r
 
 
+def _node_paths(blocks, rail_key, fb):
+    """NCCL's channels across nodes, pair by pair: ``(src, dst, fb/c)`` flows.
+
+    ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
+    key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
+    Channel t enters node i at slot t's first member and runs a path through all the node's
+    members to its exit: slots pair up in order (0-1, 2-3, ...) and channel t exits at the last
+    member of its partner's slot; an unpaired slot (c odd) exits at its own last member when it
+    has several, else the path ends at the member before the entry (cyclically) and hands back
+    to the entry.
+    Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
+    member sends to node i+1's slot t first member (the last node to the first).
+    """
+    slots = []
+    for members in blocks:
+        by = {}
+        for d in members:
+            by.setdefault(rail_key(d), []).append(d)
+        slots.append([by[r] for r in sorted(by)])
+    c = min(len(s) for s in slots)
+    out = []
+    for i, members in enumerate(blocks):
+        k = len(members)
+        used = slots[i][:c]
+        for t in range(c):
+            e = used[t][0]
+            back = False
+            if t ^ 1 < c:
+                x = used[t ^ 1][-1]
+            elif len(used[t]) > 1:
+                x = used[t][-1]
+            else:
+                x = members[(members.index(e) - 1) % k]
+                back = k > 1
+            pe = members.index(e)
+            path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
+            if x != e:
+                path.append(x)
+            out += [(a, b, fb / c) for a, b in zip(path, path[1:])]
+            if back:
+                out.append((x, e, fb / c))
+        nxt = slots[(i + 1) % len(blocks)]
+        out += [(used[t][-1], nxt[t][0], fb / c) for t in range(c)]
+    return out
+
+
 def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, rail_of: Mapping,
                 wrap: float = 0.0, pxn: bool = True) -> list[tuple[Any, Any, float]]:
     """GPU-level flows ``(src, dst, bytes)`` of one group as NCCL runs it (module doc).
@@ -170,23 +217,7 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
             blocks.setdefault(node_of[d], []).append(d)
         if len(blocks) == 1:
             return _ring(m, fb)
-        out = []
-        for members in blocks.values():
-            k = len(members)
-            if k > 1:
-                out += _ring(members, fb * (k - 1) / k)
-        by_rail = []  # per node: the first member on each distinct rail, rails ascending
-        for members in blocks.values():
-            first: dict = {}
-            for d in members:
-                first.setdefault(rail_of[d], d)
-            by_rail.append([first[r] for r in sorted(first, key=_rail_sort)])
-        c = min(len(x) for x in by_rail)
-        nn = len(by_rail)
-        for i in range(nn):
-            for j in range(c):
-                out.append((by_rail[i][j], by_rail[(i + 1) % nn][j], fb / c))
-        return out
+        return _node_paths(list(blocks.values()), lambda d: _rail_sort(rail_of[d]), fb)
 
     def send(a, b, nbytes):
         if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:

@@ -6,10 +6,10 @@ group, loads summed per directed link in a dict.  Tests compare rankmap's
 vectorised model and search against it.
 
 Collectives run as NCCL runs them (DESIGN §3): a group's hosts in first-appearance
-order; across hosts, rings of c channels (c = min over the hosts of the distinct NICs
-nearest the members), fb/c per channel from the member on the j-th rail of a host to
-the member on the j-th rail of the next, fb·(k_h−1)/k_h per edge of the ring inside a
-host of k_h members; all-to-all and pipeline sends relayed by PXN; NCCL's latency
+order; across hosts, c channels (c = min over the hosts of the distinct NICs
+nearest the members) of fb/c, each a path through a host's members from the first member
+on its rail to its exit member (:func:`_node_paths`), then from the last member on rail j
+of a host to the first member on rail j of the next; all-to-all and pipeline sends relayed by PXN; NCCL's latency
 added (the least over Simple/LL128/LL of latency + bandwidth time / efficiency).
 Only the ring algorithm: graphs that name a GPU generation (``graph['gpu']``, which
 enables NVLS/tree) and graphs with ``link`` attributes (calibrated rates) or
@@ -83,6 +83,52 @@ def nccl_latency_us(shape: str, protocol: str, n: int, nodes: int) -> float:
     if shape == "ar" and nodes > 1 and protocol == "simple":
         lat *= 1.4  # multi-node ring all-reduce, Simple: NCCL's plateau factor
     return lat
+
+
+def _node_paths(blocks, rail_key, fb):
+    """NCCL's channels across nodes, pair by pair: ``(src, dst, fb/c)`` flows.
+
+    ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
+    key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
+    Channel t enters node i at slot t's first member and runs a path through all the node's
+    members to its exit: slots pair up in order (0-1, 2-3, ...) and channel t exits at the last
+    member of its partner's slot; an unpaired slot (c odd) exits at its own last member when it
+    has several, else the path ends at the member before the entry (cyclically) and hands back
+    to the entry.
+    Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
+    member sends to node i+1's slot t first member (the last node to the first).
+    """
+    slots = []
+    for members in blocks:
+        by = {}
+        for d in members:
+            by.setdefault(rail_key(d), []).append(d)
+        slots.append([by[r] for r in sorted(by)])
+    c = min(len(s) for s in slots)
+    out = []
+    for i, members in enumerate(blocks):
+        k = len(members)
+        used = slots[i][:c]
+        for t in range(c):
+            e = used[t][0]
+            back = False
+            if t ^ 1 < c:
+                x = used[t ^ 1][-1]
+            elif len(used[t]) > 1:
+                x = used[t][-1]
+            else:
+                x = members[(members.index(e) - 1) % k]
+                back = k > 1
+            pe = members.index(e)
+            path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
+            if x != e:
+                path.append(x)
+            out += [(a, b, fb / c) for a, b in zip(path, path[1:])]
+            if back:
+                out.append((x, e, fb / c))
+        nxt = slots[(i + 1) % len(blocks)]
+        out += [(used[t][-1], nxt[t][0], fb / c) for t in range(c)]
+    return out
 
 
 class Reference:
@@ -177,21 +223,7 @@ class Reference:
             if len(nodes) == 1:
                 out += [(devs[i], devs[(i + 1) % n], fb) for i in range(n)]
                 continue
-            for nd in nodes:  # the ring inside each host
-                k = len(nd)
-                out += [(nd[i], nd[(i + 1) % k], fb * (k - 1) / k) for i in range(k)]
-
-            def on_rails(nd):  # the first member on each distinct rail, rails ascending
-                first = {}
-                for d in nd:
-                    first.setdefault(self.rail(d), d)
-                return [first[r] for r in sorted(first)]
-
-            rails = [on_rails(nd) for nd in nodes]
-            c = min(len(r) for r in rails)
-            for i in range(len(nodes)):
-                for j in range(c):
-                    out.append((rails[i][j], rails[(i + 1) % len(nodes)][j], fb / c))
+            out += _node_paths(nodes, self.rail, fb)
         return out, most
 
     def route(self, u, v):

@@ -14,9 +14,12 @@ members there (``src/init.cc:1439-1442`` takes the least over ranks; sub-communi
 see only their own GPUs, ``src/graph/topo.cc:1800``).  Nodes are ordered by first
 appearance in the group's rank list (``src/init.cc:1290-1301``); channel j crosses from
 node i to node i+1 between the members on the j-th rail of each (rings are kept
-rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes, and visits the
-node's members over NVLink: a node of k members moves (k−1)/k of the ring bytes per
-member inside it.  One node: the ring over the members in rank order.
+rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes.  Inside a node
+a channel is a *path*, not a closed ring (``search.cc``: ``NET n -> GPU a -> .. -> GPU x
+-> NET m``): it enters at the member beside its NIC, visits the other members and leaves
+from its exit member (a second member on the same NIC, else the member of the paired
+rail, :func:`_node_channels`), so every member sends each channel's bytes once, either to
+the next member or out to the network.  One node: the ring over the members in rank order.
 
 **All-to-all and send/recv** cross nodes through PXN (``NCCL_PXN_DISABLE=0``,
 ``NCCL_P2P_PXN_LEVEL=2``, ``src/graph/search.cc:1398-1477``): the bytes first cross NVLink
@@ -243,6 +246,131 @@ def _rail_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     return s_dev, t_dev, blk, grp, c
 
 
+def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: np.ndarray, channels_cap: int = 0):
+    """NCCL's per-channel paths through each node of groups spanning several nodes (vectorised, no pair loops).
+
+    Parameters
+    ----------
+    dev : numpy.ndarray of int, shape (g, k)
+        Members' devices in NCCL order (:func:`nccl_member_order`: each node's members contiguous).
+    block : numpy.ndarray of int, shape (g, k)
+        Node block (0, 1, …) of each member within its group (:func:`_blocks`).
+    nodes : numpy.ndarray of int, shape (g,)
+        Nodes per group (all > 1).
+    rail, channels_cap
+        As in :func:`ring_flows`.
+
+    Returns
+    -------
+    (i_src, i_dst, i_grp, x_src, x_dst, x_blk, x_grp, c)
+        Intra-node hops of every channel (shapes (F,)), the inter-node flows (exit member of
+        slot t on node b → entry member of slot t on node b+1, the last node to the first;
+        shapes (X,)), and the channels ``c`` per group, shape (g,).  Every flow carries 1/c
+        of the ring bytes.
+
+    Notes
+    -----
+    A node's *slots* are the distinct rails of the group's members there, ascending (no rail
+    first); slot t's entry member is its first member.  ``c`` = min over the group's nodes of
+    their slots (``src/init.cc:1439-1442``), capped by ``channels_cap``.  Channel t enters
+    at slot t's entry member and runs a path, not a closed ring, through all the node's
+    members (``src/graph/search.cc`` pattern ``NET n -> GPU a -> .. -> GPU x -> NET m``,
+    ``ncclTopoSearchRecGpu`` with ``backToNet = ngpus-1``; ``connect.cc`` ``ringRecv =
+    intra[0]``, ``ringSend = intra[localRanks-1]``).  Its exit, as NCCL's search finds it
+    (``NCCL_CROSS_NIC=2``, the default): used slots pair up in order (0↔1, 2↔3, …) and
+    channel t leaves from the last member of its partner's slot — odd channels enter on
+    the previous channel's exit NIC (``ncclTopoSearchRecNet``, ``search.cc:740``) and
+    ``ncclTopoPostset`` (``connect.cc:401-411``) swaps channels c↔c^1 on odd nodes, so one
+    node's exit NIC meets the next node's entry NIC on the same rail (nccl#1189, 2 GPUs on
+    2 NICs: ``NET/3 GPU/0 GPU/1 NET/2`` and ``NET/2 GPU/1 GPU/0 NET/3``).  An unpaired
+    slot (c odd) keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
+    at the slot's last member when the NIC is shared (PIX), else at the member before the
+    entry in the node's order, which hands the bytes back to the entry member (the PXN
+    return to the channel's NIC, ``paths.cc``).  Between entry and exit the path visits the
+    other members in the node's cyclic order from the entry.  So slot t's last member sends
+    the channel leaving on rail t, and every member sends and receives each channel once.
+    NCCL's search may keep a same-NIC (``crossNic`` 0) solution where it fits the speed
+    equally; that moves a channel between PCIe links of a host, not between NICs.
+    """
+    g, k = dev.shape
+    r = rail[dev].ravel()
+    r = np.where(r < 0, -1, r) + 1
+    rows = np.repeat(np.arange(g), k)
+    pos = np.tile(np.arange(k), g)
+    B = rows * k + block.ravel()  # block id
+    order = np.lexsort((pos, r, B))  # members by block, rail, position
+    Bo, ro = B[order], r[order]
+    run_start = np.ones(order.size, dtype=bool)
+    run_start[1:] = (Bo[1:] != Bo[:-1]) | (ro[1:] != ro[:-1])
+    run_id = np.cumsum(run_start) - 1
+    nrun = int(run_id[-1]) + 1 if order.size else 0
+    first_i = np.flatnonzero(run_start)
+    last_i = np.append(first_i[1:], order.size) - 1
+    run_B = Bo[first_i]
+    run_first = order[first_i]  # flat member index of the slot's entry member
+    run_last = order[last_i]  # of its last member
+    run_cnt = last_i - first_i + 1
+    bstart = np.ones(nrun, dtype=bool)
+    bstart[1:] = run_B[1:] != run_B[:-1]
+    ridx = np.arange(nrun)
+    slot = ridx - np.maximum.accumulate(np.where(bstart, ridx, 0))
+    nslots = np.bincount(run_B, minlength=g * k)
+    run_grp = run_B // k
+    c = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(c, run_grp, nslots[run_B])
+    if channels_cap > 0:
+        c = np.minimum(c, channels_cap)
+    use = slot < c[run_grp]
+    # used slots paired in order (0-1, 2-3, ...); runs of a block are consecutive by slot
+    paired = use & ((slot ^ 1) < c[run_grp])
+    partner_run = np.where(paired, ridx + (slot ^ 1) - slot, -1)
+    # block geometry of each member (flat index): start position and size
+    bsize = np.bincount(B, minlength=g * k)
+    bst = np.full(g * k, k, dtype=np.int64)
+    np.minimum.at(bst, B, pos)
+    # channels: one per used slot
+    ch = np.flatnonzero(use)
+    E = run_first[ch]
+    kb = bsize[run_B[ch]]
+    st = bst[run_B[ch]]
+    pe = pos[E] - st
+    X = np.where(run_cnt[ch] >= 2, run_last[ch], -1)
+    X = np.where(paired[ch], run_last[np.maximum(partner_run[ch], 0)], X)
+    left = X < 0  # unpaired single slot: the path ends before the entry, then hands back to it
+    X = np.where(left, rows[E] * k + st + (pe - 1) % kb, X)
+    # every member of the channel's block, with its place on the path
+    nch = ch.size
+    rep = np.repeat(np.arange(nch), kb)
+    off = np.arange(rep.size) - np.repeat(np.cumsum(kb) - kb, kb)
+    mem = rows[E][rep] * k + st[rep] + off  # flat member index
+    d = (off - pe[rep]) % kb[rep]  # cyclic distance from the entry
+    dX = (pos[X] - st - pe) % kb
+    place = np.where(d == 0, 0, np.where(mem == X[rep], kb[rep] - 1, d - (d > dX[rep])))
+    o2 = np.lexsort((place, rep))
+    mem_o, rep_o = mem[o2], rep[o2]
+    nxt_same = np.zeros(mem_o.size, dtype=bool)
+    nxt_same[:-1] = rep_o[1:] == rep_o[:-1]
+    hop = np.flatnonzero(nxt_same)
+    flat = dev.ravel()
+    i_src, i_dst = flat[mem_o[hop]], flat[mem_o[hop + 1]]
+    i_grp = rows[mem_o[hop]]
+    back = np.flatnonzero(left & (kb > 1))
+    if back.size:
+        i_src = np.concatenate([i_src, flat[X[back]]])
+        i_dst = np.concatenate([i_dst, flat[E[back]]])
+        i_grp = np.concatenate([i_grp, rows[E[back]]])
+    # inter-node flows: slot t's last member on block b -> slot t's entry member on block b+1
+    u = np.flatnonzero(use)
+    grp_u = run_grp[u]
+    blk_u = run_B[u] % k
+    s_key = run_B[u] * k + slot[u]
+    t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + slot[u]
+    so = np.argsort(s_key, kind="stable")
+    x_src = flat[run_last[u]]
+    x_dst = flat[run_first[u][so][np.searchsorted(s_key[so], t_key)]]
+    return i_src, i_dst, i_grp, x_src, x_dst, blk_u, grp_u, c
+
+
 def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0,
                return_rows: bool = False):
     """Flows of a ring collective as NCCL runs it: ``(src, dst, bytes, channels per group)``.
@@ -263,27 +391,32 @@ def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float
     Returns
     -------
     (src, dst, nbytes, channels[, rows]) : numpy.ndarray, shapes (F,), (F,), (F,), (g,)[, (F,)]
-        One node: the ring over the members, ``fb`` per edge.  Several nodes: a ring over
-        each node's block of k_h members carrying ``fb·(k_h−1)/k_h`` per edge, and
-        ``c`` rail-aligned flows of ``fb/c`` from each node to the next (the last to the
-        first), ``c`` = min over the nodes of the distinct rails of the group's members.
+        One node: the ring over the members, ``fb`` per edge.  Several nodes: ``c``
+        channels of ``fb/c`` (``c`` = min over the nodes of the distinct rails of the
+        group's members), each a path through every node's members from the member on its
+        rail to its exit member, then rail-aligned to the next node (the last to the first);
+        :func:`_node_channels` says which members NCCL's search makes entry and exit.
+        Flows: ``c·k`` per group (``c·(k_h−1)`` hops inside nodes, ``c`` per node
+        boundary), computed with array operations only.
     """
     dev = nccl_member_order(np.asarray(dev, dtype=np.int64), node_of)
     g, k = dev.shape
     rows, pos, block, ksz, st, nodes = _blocks(dev, node_of)
-    nxt = np.where(pos + 1 < st + ksz, pos + 1, st)
-    src = dev.ravel()
-    dst = dev[rows, nxt]
-    single = nodes[rows] == 1
-    nb = np.where(single, float(fb), float(fb) * (ksz - 1) / np.maximum(ksz, 1))
     chans = np.ones(g, dtype=np.int64)
+    single = np.flatnonzero(nodes == 1)
+    one = nodes[rows] == 1
+    nxt = np.where(pos + 1 < st + ksz, pos + 1, st)
+    src, dst, r1 = dev.ravel()[one], dev[rows, nxt][one], rows[one]
+    nb = np.full(src.size, float(fb))
     multi = np.flatnonzero(nodes > 1)
-    if multi.size == 0:
-        return (src, dst, nb, chans, rows) if return_rows else (src, dst, nb, chans)
-    s_dev, t_dev, _blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
+    if multi.size == 0 or single.size == g:
+        return (src, dst, nb, chans, r1) if return_rows else (src, dst, nb, chans)
+    i_src, i_dst, i_grp, x_src, x_dst, _blk, x_grp, c = _node_channels(dev[multi], block[multi], nodes[multi], rail,
+                                                                         channels_cap)
     chans[multi] = c
-    out = (np.concatenate([src, s_dev]), np.concatenate([dst, t_dev]), np.concatenate([nb, float(fb) / c[grp]]), chans)
-    return (*out, np.concatenate([rows, multi[grp]])) if return_rows else out
+    out = (np.concatenate([src, i_src, x_src]), np.concatenate([dst, i_dst, x_dst]),
+           np.concatenate([nb, float(fb) / c[i_grp], float(fb) / c[x_grp]]), chans)
+    return (*out, np.concatenate([r1, multi[i_grp], multi[x_grp]])) if return_rows else out
 
 
 def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: float, channels_cap: int = 0,

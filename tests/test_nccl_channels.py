@@ -1,0 +1,109 @@
+"""NCCL's channels across hosts as paths through each host (issue 25 item 1), on hand-derived cases.
+
+NCCL's inter-node ring for channel c is ``NET n -> GPU a -> .. -> GPU x -> NET m`` on every
+node (``src/graph/search.cc``, ``ncclTopoSearchRecGpu`` with ``backToNet = ngpus-1``;
+``connect.cc``: ``ringRecv = intra[0]``, ``ringSend = intra[localRanks-1]``): a path, not a
+closed ring, so every member sends each channel's bytes once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from rankmap.solver import NcclModel, cluster_from_graph, parallel_config
+from rankmap.solver.cost.nccl import ring_flows
+from rankmap.solver.cost.timemodel import layout_cost
+
+from reference_model import Reference
+
+BANDWIDTH_ONLY = NcclModel(latency=False)
+
+
+def _flows(node_of, rail, members, fb):
+    src, dst, nb, ch = ring_flows(np.asarray([members]), np.asarray(node_of), np.asarray(rail), fb)
+    return Counter(zip(src.tolist(), dst.tolist(), nb.tolist())), int(ch[0])
+
+
+def test_two_gpus_on_two_nics_alternate_their_nics_as_in_nccl_1189():
+    # 2 nodes x 2 GPUs, each GPU its own NIC: nccl#1189 logs "NET/3 GPU/0 GPU/1 NET/2" and
+    # "NET/2 GPU/1 GPU/0 NET/3": channel 0 enters at GPU 0 and leaves from GPU 1, channel 1 the reverse
+    flows, c = _flows([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 2, 3], 8.0)
+    assert c == 2
+    assert flows == Counter({(0, 1, 4.0): 1, (1, 0, 4.0): 1, (2, 3, 4.0): 1, (3, 2, 4.0): 1,  # inside the nodes
+                             (0, 2, 4.0): 1, (1, 3, 4.0): 1, (2, 0, 4.0): 1, (3, 1, 4.0): 1})  # rail 0, rail 1
+
+
+def test_one_nic_shared_by_a_host_is_entered_and_left_by_different_gpus():
+    # 2 nodes x 4 GPUs behind one NIC each: one channel NIC -> 0 -> 1 -> 2 -> 3 -> NIC (PIX in and out), fb per hop
+    flows, c = _flows([0] * 4 + [1] * 4, [0] * 8, list(range(8)), 6.0)
+    assert c == 1
+    assert flows == Counter({(i, i + 1, 6.0): 1 for i in range(7)} | {(7, 0, 6.0): 1})
+
+
+def test_two_nics_each_shared_by_two_gpus():
+    # rails 0, 0, 1, 1 per node: channel 0 enters at GPU 0 and leaves from the last GPU of rail 1 (3),
+    # channel 1 enters at GPU 2 and leaves from the last GPU of rail 0 (1); rail r's last GPU sends on rail r
+    flows, c = _flows([0] * 4 + [1] * 4, [0, 0, 1, 1] * 2, list(range(8)), 8.0)
+    assert c == 2
+    host0 = [(0, 1), (1, 2), (2, 3), (2, 3), (3, 0), (0, 1)]  # 0-1-2-3 and 2-3-0-1
+    host1 = [(a + 4, b + 4) for a, b in host0]
+    assert flows == Counter([(a, b, 4.0) for a, b in host0 + host1 + [(1, 4), (3, 6), (5, 0), (7, 2)]])
+
+
+def test_odd_channel_count_keeps_its_nic_through_a_pxn_return():
+    # 3 GPUs on 3 NICs per node: channels 0 and 1 pair their NICs; channel 2 keeps NIC 2: its path
+    # 2 -> 0 -> 1 ends before the entry, and GPU 1 hands the bytes back to GPU 2 (PXN to NIC 2)
+    flows, c = _flows([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2], list(range(6)), 6.0)
+    assert c == 3
+    host0 = [(0, 2), (2, 1), (1, 2), (2, 0), (2, 0), (0, 1), (1, 2)]
+    host1 = [(a + 3, b + 3) for a, b in host0]
+    assert flows == Counter([(a, b, 2.0) for a, b in host0 + host1 + [(0, 3), (1, 4), (2, 5), (3, 0), (4, 1), (5, 2)]])
+    # every GPU sends and receives each channel once over NVLink-or-NIC: 3 x 2 = 6, plus the return hop on GPU 1/2
+    tx = Counter()
+    for (a, _b, nb), m in flows.items():
+        tx[a] += nb * m
+    assert [tx[i] for i in range(3)] == [6.0, 6.0, 8.0]
+
+
+def shared_nic_pairs() -> nx.Graph:
+    """2 hosts of 4 GPUs on a 40 GB/s NVSwitch port each; two PCIe switches per host, each with 2 GPUs
+    (32 GB/s) and one 50 GB/s NIC to the leaf: every NIC is shared by two GPUs."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        nvs = f"h{h}/nvswitch"
+        g.add_node(nvs, kind="nvswitch")
+        for s in range(2):
+            sw, nic = f"h{h}/sw{s}", f"h{h}/nic{s}"
+            g.add_node(sw, kind="pcie_switch", host=f"h{h}")
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=s)
+            g.add_edge(sw, nic, bandwidth=50.0)
+            g.add_edge(nic, "leaf", bandwidth=50.0)
+            for i in range(2):
+                gpu = f"h{h}/gpu{2 * s + i}"
+                g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=2 * s + i)
+                g.add_edge(gpu, sw, bandwidth=32.0)
+                g.add_edge(gpu, nvs, bandwidth=40.0)
+    return g
+
+
+def test_shared_nics_path_loads_the_gpus_that_never_exit():
+    g = shared_nic_pairs()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    cfg = parallel_config(8, tp=8)
+    cost = layout_cost(cl, cfg, np.arange(8), {"tp": 1e9})
+    # fb = 2·7/8 GB over 2 channels (2 NICs per host) of fb/2: channel 0 runs 0-1-2-3 and leaves from GPU 3
+    # (NIC 1), channel 1 runs 2-3-0-1 and leaves from GPU 1 (NIC 0).  GPUs 0 and 2 send both channels over
+    # NVLink: fb on a 40 GB/s port = 43.75 ms (the closed ring spread 3/4 fb on every port: 32.8 ms);
+    # GPUs 1 and 3 send fb/2 over NVLink and fb/2 over PCIe (27.3 ms), each NIC fb/2 (17.5 ms)
+    fb = 2 * 7 / 8 * 1e9
+    assert cost.by_class["tp"] == pytest.approx(fb / 40e9, rel=1e-12)
+    assert cost.classes["tp"].channels == 2
+    b = cost.classes["tp"].bottleneck
+    assert b.kind == "link" and b.capacity_gbps == 40.0 and b.load_bytes == pytest.approx(fb) and b.flows == 2
+    ref = Reference(g, latency=False).cost(cfg, {"tp": 1e9}, [cl.devices[i] for i in range(8)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
