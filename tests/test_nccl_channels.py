@@ -107,3 +107,29 @@ def test_shared_nics_path_loads_the_gpus_that_never_exit():
     assert b.kind == "link" and b.capacity_gbps == 40.0 and b.load_bytes == pytest.approx(fb) and b.flows == 2
     ref = Reference(g, latency=False).cost(cfg, {"tp": 1e9}, [cl.devices[i] for i in range(8)])
     assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def test_p2p_channels_per_peer_follow_ncclTopoGetNchannels():
+    from rankmap.solver.cost.nccl import p2p_channels_per_peer
+
+    # across nodes: max(local NICs, ceil(NIC GB/s / 14)) -> 400G (48 GB/s) 4, 200G (24) 2, 100G (12) 1
+    assert p2p_channels_per_peer(2, 16, 48.0, 1, 370.8, "hopper") == 4
+    assert p2p_channels_per_peer(2, 16, 24.0, 1, 240.0, "ampere") == 2
+    assert p2p_channels_per_peer(2, 16, 12.0, 1, 0.0, None) == 1
+    assert p2p_channels_per_peer(2, 16, 12.0, 2, 0.0, None) == 2  # two NICs on the GPU: one channel each
+    # every peer in one round of 32 channels: 128 ranks need ceil(128/8) = 16 batches -> 4 halved to 2
+    assert p2p_channels_per_peer(16, 128, 48.0, 1, 370.8, "hopper") == 2
+    # inside an 8xH100 node: 2 x 18 NVLinks = 36 -> pow2 64, capped at the 32 p2p channels; PCIe only: 2
+    assert p2p_channels_per_peer(1, 8, 48.0, 1, 18 * 20.6, "hopper") == 32
+    assert p2p_channels_per_peer(1, 4, 48.0, 1, 0.0, "hopper") == 2
+    assert p2p_channels_per_peer(1, 1, 48.0, 1, 0.0, "hopper") == 0
+
+
+def test_all_to_all_reports_nccl_p2p_channels():
+    from rankmap.solver import fat_tree_cluster
+
+    g = fat_tree_cluster(2, 8, nic_bandwidth_gbps=50.0)
+    g.graph["gpu"] = "h100"
+    cl = cluster_from_graph(g)
+    cost = layout_cost(cl, parallel_config(16, ep=16, etp=1, tp=1), np.arange(16), {"ep": 1e9})
+    assert cost.classes["ep"].algorithm == "p2p" and cost.classes["ep"].channels == 4

@@ -22,7 +22,8 @@ from ..fabric.rates import DEFAULT_NCCL
 from ..traffic import Collective, subgroups
 from ..results import Bottleneck
 from .nccl import (ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, _blocks, chain_flows, latency_seconds,
-                   nccl_member_order, nvls_bus_gbps, nvlstree_bus_gbps, pxn_relay, ring_flows, tree_bus_gbps)
+                   nccl_member_order, nvls_bus_gbps, nvlstree_bus_gbps, p2p_channels_per_peer, pxn_relay, ring_flows,
+                   tree_bus_gbps)
 
 __all__ = ["PartTimes", "part_times", "flow_bytes", "collective_steps", "A2A_BATCH"]
 
@@ -77,7 +78,8 @@ class PartTimes:
     algorithm : list of str, length L
         ``ring``, ``tree``, ``nvls``, ``nvlstree`` or ``p2p``.
     channels : numpy.ndarray of int, shape (L,)
-        NCCL channels across nodes (1 inside a node; NVLS: its heads).
+        NCCL channels across nodes (1 inside a node; NVLS: its heads; all-to-all and send/recv:
+        NCCL's p2p channels per peer, :func:`~rankmap.solver.cost.nccl.p2p_channels_per_peer`).
     bottleneck : list of Bottleneck or None
         Per layout, when the timer reports them (the fabric's timer does).
     """
@@ -185,6 +187,7 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
         arch = None
     else:
         node_of, rail, nic, nvl, arch = topo.node_of, topo.rail, topo.nic_gbps, topo.nvlink_gbps, topo.arch
+        nics = np.where(nic > 0, 1, 0)  # NICs local to each GPU
     ordered = nccl_member_order(dev, node_of)
     nodes_row = 1 + (node_of[ordered][:, 1:] != node_of[ordered][:, :-1]).sum(axis=1)
     nodes = nodes_row.reshape(L, g).max(axis=1)
@@ -210,7 +213,15 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
 
         t_bw, glat, bott = timer(batches(), record)
         t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency)
-        return PartTimes(t + glat * steps, lat + glat * steps, ["p2p"] * L, np.ones(L, dtype=np.int64), bott)
+        if topo is None:
+            chans = np.ones(L, dtype=np.int64)
+        else:  # NCCL's p2p channels per peer (reported; the rates are the routes')
+            nic_min = nic[dev].reshape(L, g * k).min(axis=1)
+            nvl_min = nvl[dev].reshape(L, g * k).min(axis=1)
+            nics_min = nics[dev].reshape(L, g * k).min(axis=1)
+            chans = _vec(lambda nn, ni, nc, nv: p2p_channels_per_peer(int(nn), k, ni, int(nc), nv, arch),
+                         nodes, nic_min, nics_min, nvl_min).astype(np.int64)
+        return PartTimes(t + glat * steps, lat + glat * steps, ["p2p"] * L, chans, bott)
     want = model.algorithm
     src, dst, nb, ch, rows = ring_flows(dev, node_of, rail, fb, return_rows=True)
     t_bw, glat, bott = timer([(src, dst, nb, seg(rows))], record and want in ("auto", "ring"))

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 __all__ = [
+    "p2p_channels_per_peer",
     "nvls_bus_gbps",
     "nvlstree_bus_gbps",
     "tree_bus_gbps",
@@ -78,6 +79,62 @@ RING_PLATEAU = 1.4
 #: Protocols each algorithm runs (NVLS and NVLSTree: Simple only).
 ALGO_PROTOCOLS = {"ring": ("simple", "ll128", "ll"), "tree": ("simple", "ll128", "ll"),
                   "nvls": ("simple",), "nvlstree": ("simple",)}
+
+#: NCCL's GB/s per NVLink (``ncclTopoNVLinkBw``, ``src/graph/topo.h:19-24``: SM80 20.0, SM90 20.6, SM100 40.1).
+NVLINK_LINK_GBPS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+#: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s (``src/graph/paths.cc:918``).
+P2P_PER_CHANNEL_NET_GBPS = 14.0
+#: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (``src/include/device.h:391``).
+P2P_PER_BATCH = 8
+#: p2p channels NCCL opens (``comm->p2pnChannels`` = pow2Up of the ring channels, capped at
+#: ``MAXCHANNELS`` 64): NCCL logs 32 on 8xH100/A100 hosts (24-32 ring channels after
+#: ``connect.cc``'s duplication); rankmap does not model the ring channel duplication, so this
+#: constant stands for it.
+P2P_NCHANNELS = 32
+
+
+def _pow2up(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def p2p_channels_per_peer(nodes: int, n: int, nic_gbps: float, nics: int, nvlink_gbps: float,
+                          arch: str | None) -> int:
+    """NCCL's p2p channels per peer (``comm->p2pnChannelsPerPeer``) of a send/recv or all-to-all group.
+
+    ``ncclTopoGetNchannels`` (``src/graph/paths.cc:920-955``) per peer: across the network
+    ``max(local NICs, ceil(NIC GB/s / 14))`` (400G: 4, 200G: 2, 100G: 1); over NVLink
+    ``2·max(1, NVLink GB/s / per-link GB/s)`` (8xH100 on NVSwitches: 2·18 = 36); over PCIe 2.
+    The least over the peers, rounded up to a power of two and capped at :data:`P2P_NCHANNELS`
+    (``ncclTopoComputeP2pChannels``, ``paths.cc:975-1004``); across nodes halved while
+    ``perPeer · ceil(n / 8) > P2P_NCHANNELS`` (every peer in one round).  Only reported: the
+    model's rates are the routes' (each pair's flow at its route's rate).
+
+    Parameters
+    ----------
+    nodes, n : int
+        NCCL nodes the group spans, its members.
+    nic_gbps : float
+        Least NIC rate of the members, GB/s (0: none).
+    nics : int
+        Least number of NICs local to a member (≥ 1 when ``nic_gbps`` > 0).
+    nvlink_gbps : float
+        Least NVSwitch rate of the members, GB/s (0: none, PCIe).
+    arch : str or None
+        GPU generation, for NCCL's per-link NVLink rate.
+    """
+    if n <= 1:
+        return 0
+    if nodes > 1:
+        per = max(int(nics), math.ceil(nic_gbps / P2P_PER_CHANNEL_NET_GBPS - 1e-9)) if nic_gbps > 0 else 2
+    else:
+        link = NVLINK_LINK_GBPS.get(arch or "", 20.0)
+        per = 2 * max(1, int(nvlink_gbps / link + 1e-9)) if nvlink_gbps > 0 else 2
+    per = min(_pow2up(max(per, 1)), P2P_NCHANNELS)
+    if nodes > 1:
+        while per * -(-n // P2P_PER_BATCH) > P2P_NCHANNELS and per > 1:
+            per //= 2
+    return per
+
 
 def nvls_bus_gbps(k: int, nvlink_gbps: float, arch: str | None) -> float:
     """NVLS all-reduce bus bandwidth of ``k`` GPUs on one NVSwitch node, GB/s (0 when NVLS cannot run).
