@@ -71,6 +71,12 @@ def _nic_index(data: Mapping) -> int:
     return _NO_INDEX
 
 
+class RailMap(dict):
+    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending."""
+
+    all: dict = {}
+
+
 def nccl_view(graph) -> tuple[dict, dict]:
     """``(node_of, rail_of)``: each GPU's NCCL node and rail (the module doc says how).
 
@@ -78,11 +84,13 @@ def nccl_view(graph) -> tuple[dict, dict]:
     -------
     node_of : dict GPU -> hashable
         ``("domain", name)`` or ``("host", name)``.
-    rail_of : dict GPU -> int or None
+    rail_of : RailMap, GPU -> int or None
+        With ``.all``: every NIC at the nearest distance per GPU (ring channels start at each).
     """
     nodes = graph.nodes
     node_of: dict[Any, Any] = {}
     nic_of: dict[Any, Any] = {}
+    all_of: dict[Any, list] = {}
     for gpu, data in nodes(data=True):
         if data.get("kind", "gpu") != "gpu":
             continue
@@ -105,6 +113,7 @@ def nccl_view(graph) -> tuple[dict, dict]:
                         nxt.append(y)
             if found:
                 best = min(found, key=lambda y: (_nic_index(nodes[y]), str(y)))
+                all_of[gpu] = found
                 break
             frontier = nxt
         nic_of[gpu] = best
@@ -112,13 +121,16 @@ def nccl_view(graph) -> tuple[dict, dict]:
     nics_of_node: dict[Any, set] = {}
     for gpu, nic in nic_of.items():
         if nic is not None:
-            nics_of_node.setdefault(node_of[gpu], set()).add(nic)
+            nics_of_node.setdefault(node_of[gpu], set()).update(all_of[gpu])
     number: dict[tuple, int] = {}
     for nd, nics in nics_of_node.items():
         ordered = sorted(nics, key=lambda y: (str(nodes[y].get("host", "")), _nic_index(nodes[y]), str(y)))
         for j, nic in enumerate(ordered):
             number[(nd, nic)] = j
     rail_of = {gpu: (None if nic is None else number[(node_of[gpu], nic)]) for gpu, nic in nic_of.items()}
+    # every NIC at the nearest distance (a GPU with two PIX NICs is on both rails), for the ring channels
+    rail_of = RailMap(rail_of)
+    rail_of.all = {gpu: tuple(sorted(number[(node_of[gpu], y)] for y in all_of[gpu])) for gpu in all_of}
     return node_of, rail_of
 
 
@@ -150,7 +162,8 @@ def _node_paths(blocks, rail_key, fb):
     members to its exit: slots pair up in order (0-1, 2-3, ...) and channel t exits at the last
     member of its partner's slot; an unpaired slot (c odd) exits at its own last member when it
     has several, else the path ends at the member before the entry (cyclically) and hands back
-    to the entry.
+    to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
+    ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
     Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
     member sends to node i+1's slot t first member (the last node to the first).
     """
@@ -158,7 +171,9 @@ def _node_paths(blocks, rail_key, fb):
     for members in blocks:
         by = {}
         for d in members:
-            by.setdefault(rail_key(d), []).append(d)
+            keys = rail_key(d)
+            for key in (keys if isinstance(keys, tuple) else (keys,)):
+                by.setdefault(key, []).append(d)
         slots.append([by[r] for r in sorted(by)])
     c = min(len(s) for s in slots)
     out = []
@@ -175,6 +190,9 @@ def _node_paths(blocks, rail_key, fb):
             else:
                 x = members[(members.index(e) - 1) % k]
                 back = k > 1
+            if x == e and k > 1:  # the exit NIC is beside the entry member (a member near two NICs)
+                x = members[(members.index(e) - 1) % k]
+                back = True
             pe = members.index(e)
             path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
             if x != e:
@@ -217,7 +235,9 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
             blocks.setdefault(node_of[d], []).append(d)
         if len(blocks) == 1:
             return _ring(m, fb)
-        return _node_paths(list(blocks.values()), lambda d: _rail_sort(rail_of[d]), fb)
+        every = getattr(rail_of, "all", {})
+        return _node_paths(list(blocks.values()),
+                           lambda d: tuple(_rail_sort(r) for r in every.get(d, (rail_of[d],))), fb)
 
     def send(a, b, nbytes):
         if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:

@@ -94,7 +94,8 @@ def _node_paths(blocks, rail_key, fb):
     members to its exit: slots pair up in order (0-1, 2-3, ...) and channel t exits at the last
     member of its partner's slot; an unpaired slot (c odd) exits at its own last member when it
     has several, else the path ends at the member before the entry (cyclically) and hands back
-    to the entry.
+    to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
+    ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
     Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
     member sends to node i+1's slot t first member (the last node to the first).
     """
@@ -102,7 +103,9 @@ def _node_paths(blocks, rail_key, fb):
     for members in blocks:
         by = {}
         for d in members:
-            by.setdefault(rail_key(d), []).append(d)
+            keys = rail_key(d)
+            for key in (keys if isinstance(keys, tuple) else (keys,)):
+                by.setdefault(key, []).append(d)
         slots.append([by[r] for r in sorted(by)])
     c = min(len(s) for s in slots)
     out = []
@@ -119,6 +122,9 @@ def _node_paths(blocks, rail_key, fb):
             else:
                 x = members[(members.index(e) - 1) % k]
                 back = k > 1
+            if x == e and k > 1:  # the exit NIC is beside the entry member (a member near two NICs)
+                x = members[(members.index(e) - 1) % k]
+                back = True
             pe = members.index(e)
             path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
             if x != e:
@@ -176,15 +182,46 @@ class Reference:
             frontier = nxt
         return None
 
+    def all_nics(self, d):
+        """Every NIC at the nearest NIC's distance from GPU ``d`` (a GPU with two PIX NICs has both)."""
+        g = self.g
+        host = g.nodes[d].get("host")
+        frontier, seen = [d], {d}
+        for _ in range(3):
+            found, nxt = [], []
+            for x in frontier:
+                for y in g[x]:
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    kind = g.nodes[y].get("kind", "gpu")
+                    if kind == "nic":
+                        found.append(y)
+                    elif kind in ("pcie_switch", "cpu") and g.nodes[y].get("host") in (None, host):
+                        nxt.append(y)
+            if found:
+                return found
+            frontier = nxt
+        return []
+
+    def _numbers(self, d):
+        g = self.g
+        gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
+        nics = sorted({y for x in gpus for y in self.all_nics(x)},
+                      key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
+        return {y: j for j, y in enumerate(nics)}
+
+    def rails(self, d):
+        """Rails of every NIC nearest GPU ``d``, ascending; ``(-1,)`` for none."""
+        num = self._numbers(d)
+        return tuple(sorted(num[y] for y in self.all_nics(d))) or (-1,)
+
     def rail(self, d):
         """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (by host, nic_index, name); -1 none."""
         if d not in self._rail:
             g = self.g
-            gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
-            nics = sorted({self.nic(x) for x in gpus} - {None},
-                          key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
             mine = self.nic(d)
-            self._rail[d] = nics.index(mine) if mine is not None else -1
+            self._rail[d] = self._numbers(d)[mine] if mine is not None else -1
         return self._rail[d]
 
     def nccl_flows(self, cfg, cls, payload, device_of_rank):
@@ -223,7 +260,7 @@ class Reference:
             if len(nodes) == 1:
                 out += [(devs[i], devs[(i + 1) % n], fb) for i in range(n)]
                 continue
-            out += _node_paths(nodes, self.rail, fb)
+            out += _node_paths(nodes, self.rails, fb)
         return out, most
 
     def route(self, u, v):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rankmap.solver import NcclModel, cluster_from_graph, parallel_config
-from rankmap.solver.cost.nccl import ring_flows
+from rankmap.solver.cost.ncclflows import ring_flows
 from rankmap.solver.cost.timemodel import layout_cost
 
 from reference_model import Reference
@@ -133,3 +133,68 @@ def test_all_to_all_reports_nccl_p2p_channels():
     cl = cluster_from_graph(g)
     cost = layout_cost(cl, parallel_config(16, ep=16, etp=1, tp=1), np.arange(16), {"ep": 1e9})
     assert cost.classes["ep"].algorithm == "p2p" and cost.classes["ep"].channels == 4
+
+
+def two_nic_gpu_and_pair() -> nx.Graph:
+    """h0: one GPU with two 50 GB/s NICs of its own (both PIX); h1: two GPUs on a 100 GB/s NVSwitch, one NIC each."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    g.add_node("h0/gpu0", kind="gpu", host="h0", local_index=0)
+    for j in range(2):
+        g.add_node(f"h0/nic{j}", kind="nic", host="h0", nic_index=j)
+        g.add_edge("h0/gpu0", f"h0/nic{j}", bandwidth=50.0)
+        g.add_edge(f"h0/nic{j}", "leaf", bandwidth=50.0)
+    g.add_node("h1/nvs", kind="nvswitch")
+    for i in range(2):
+        gpu = f"h1/gpu{i}"
+        g.add_node(gpu, kind="gpu", host="h1", local_index=i)
+        g.add_edge(gpu, "h1/nvs", bandwidth=100.0)
+        g.add_node(f"h1/nic{i}", kind="nic", host="h1", nic_index=i)
+        g.add_edge(gpu, f"h1/nic{i}", bandwidth=50.0)
+        g.add_edge(f"h1/nic{i}", "leaf", bandwidth=50.0)
+    return g
+
+
+def test_a_gpu_with_two_nics_runs_a_channel_on_each():
+    # NCCL lists every NIC local to the GPU (ncclTopoSelectNets) and starts a ring channel at each whose bandwidth
+    # remains (ncclTopoSearchRecNet): h0's one GPU gives 2 channels, so h1 uses both its NICs.  dp3 all-gather of
+    # S = 3 GB: fb = 2/3·S = 2 GB, 2 channels of 1 GB: each NIC sends and receives 1 GB: 1 GB / 50 GB/s = 20 ms
+    # (one rail per GPU gave 1 channel: h1's first NIC carried fb both ways, 40 ms)
+    g = two_nic_gpu_and_pair()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == [[0, 1], [0, -1], [1, -1]]
+    cfg = parallel_config(3)
+    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
+    assert cost.classes["dp"].channels == 2
+    assert cost.by_class["dp"] == pytest.approx(1e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    # pipeline sends across the hosts: p2p channels per peer max(2 NICs... least over members: 1 NIC, ceil(50/14) = 4)
+    pp = layout_cost(cl, parallel_config(3, pp=3), np.arange(3), {"pp": 1e9})
+    assert pp.classes["pp"].channels == 4
+
+
+def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path):
+    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each
+    # have 3 PIX NICs, the others one: 12 rails per host.  dp2 of GPU0 on two hosts runs 3 channels (one per NIC);
+    # a full-host ring 12 (every NIC near a member); pipeline peers max(3 NICs, ceil(48/14) = 4) = 4
+    import json
+
+    from cli_helpers import run
+    from format_helpers import HOPPER
+    from rankmap.solver.formats import load_graph
+
+    out = tmp_path / "c.json"
+    code, _o, err = run(capsys, "cluster", "--host-topology", str(HOPPER), "--gpu", "h100", "--nodelist", "n[1-2]",
+                        "-o", str(out))
+    assert code == 0, err
+    cl = cluster_from_graph(load_graph(str(out)))
+    rails = cl.nccl_topology.rails()
+    assert (rails >= 0).sum(axis=1).tolist() == [3, 1, 1, 1, 3, 1, 1, 1] * 2
+    assert rails[0].tolist() == [0, 1, 2] and rails[4].tolist() == [6, 7, 8]
+    dev = np.array([cl.devices.index(f"n{h}/gpu{i}") for h in (1, 2) for i in range(8)])
+    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 1e9})
+    assert one.classes["dp"].channels == 3
+    full = layout_cost(cl, parallel_config(16), dev, {"dp": 1e9})
+    assert full.classes["dp"].channels == 12
+    json.loads(out.read_text())

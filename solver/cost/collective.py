@@ -21,9 +21,9 @@ from ..fabric.cluster import Cluster
 from ..fabric.rates import DEFAULT_NCCL
 from ..traffic import Collective, subgroups
 from ..results import Bottleneck
-from .nccl import (ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, _blocks, chain_flows, latency_seconds,
-                   nccl_member_order, nvls_bus_gbps, nvlstree_bus_gbps, p2p_channels_per_peer, pxn_relay, ring_flows,
-                   tree_bus_gbps)
+from .nccl import ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, latency_seconds, nvls_bus_gbps, nvlstree_bus_gbps, \
+    p2p_channels_per_peer, tree_bus_gbps
+from .ncclflows import _blocks, chain_flows, nccl_member_order, pxn_relay, ring_flows
 
 __all__ = ["PartTimes", "part_times", "flow_bytes", "collective_steps", "A2A_BATCH"]
 
@@ -183,11 +183,12 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
     if topo is None:  # a Cluster built by hand, not by cluster_from_graph: hosts as nodes, no rails
         node_of = np.asarray(cluster.host_of)
         rail = np.full(node_of.size, -1, dtype=np.int64)
+        rails = rail
         nic = nvl = np.zeros(node_of.size)
         arch = None
     else:
         node_of, rail, nic, nvl, arch = topo.node_of, topo.rail, topo.nic_gbps, topo.nvlink_gbps, topo.arch
-        nics = np.where(nic > 0, 1, 0)  # NICs local to each GPU
+        rails, nics = topo.rails(), topo.nic_count()  # every NIC nearest each GPU
     ordered = nccl_member_order(dev, node_of)
     nodes_row = 1 + (node_of[ordered][:, 1:] != node_of[ordered][:, :-1]).sum(axis=1)
     nodes = nodes_row.reshape(L, g).max(axis=1)
@@ -223,7 +224,7 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
                          nodes, nic_min, nics_min, nvl_min).astype(np.int64)
         return PartTimes(t + glat * steps, lat + glat * steps, ["p2p"] * L, chans, bott)
     want = model.algorithm
-    src, dst, nb, ch, rows = ring_flows(dev, node_of, rail, fb, return_rows=True)
+    src, dst, nb, ch, rows = ring_flows(dev, node_of, rails, fb, return_rows=True)
     t_bw, glat, bott = timer([(src, dst, nb, seg(rows))], record and want in ("auto", "ring"))
     t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency)
     chans = ch.reshape(L, g).max(axis=1)
