@@ -22,7 +22,7 @@ from ..fabric.rates import DEFAULT_NCCL
 from ..traffic import Collective, subgroups
 from ..results import Bottleneck
 from .nccl import ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, latency_seconds, nvls_bus_gbps, nvlstree_bus_gbps, \
-    p2p_channels_per_peer, tree_bus_gbps
+    p2p_channels_per_peer, ring_protocol_caps, tree_bus_gbps
 from .ncclflows import _blocks, chain_flows, nccl_member_order, pxn_relay, ring_flows
 
 __all__ = ["PartTimes", "part_times", "flow_bytes", "collective_steps", "A2A_BATCH"]
@@ -110,8 +110,11 @@ def _p2p_batches(kind: str, dev: np.ndarray, fb: float, wrap_bytes: float) -> It
             yield dev.ravel(), np.roll(dev, -k, axis=1).ravel(), fb, np.repeat(rows, n)
 
 
-def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.ndarray, latency: bool):
-    """(seconds, latency seconds) per layout: least over the algorithm's protocols of latency + time / efficiency."""
+def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.ndarray, latency: bool,
+                   bus_bytes: float = 0.0, caps: dict | None = None):
+    """(seconds, latency seconds) per layout: least over the algorithm's protocols of latency + time / efficiency,
+    the protocol's time no less than ``bus_bytes`` at its bus-bandwidth cap (``caps``: protocol -> GB/s (L,),
+    :func:`~rankmap.solver.cost.nccl.ring_protocol_caps`)."""
     if not latency:
         return t_bw, np.zeros_like(t_bw)
     best_t = np.full(t_bw.shape, np.inf)
@@ -121,7 +124,10 @@ def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.nda
         if proto not in ALGO_PROTOCOLS[algo]:
             continue
         lat = np.array([latency_seconds(algo, proto, kind, k, int(u)) for u in uniq])[inv]
-        t = lat + t_bw / eff
+        bw_t = t_bw / eff
+        if caps is not None and proto in caps:
+            bw_t = np.maximum(bw_t, bus_bytes / (caps[proto] * 1e9))
+        t = lat + bw_t
         better = t < best_t
         best_t = np.where(better, t, best_t)
         best_l = np.where(better, lat, best_l)
@@ -226,8 +232,9 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
     want = model.algorithm
     src, dst, nb, ch, rows = ring_flows(dev, node_of, rails, fb, return_rows=True)
     t_bw, glat, bott = timer([(src, dst, nb, seg(rows))], record and want in ("auto", "ring"))
-    t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency)
     chans = ch.reshape(L, g).max(axis=1)
+    caps = ring_protocol_caps(arch, nodes, ch.reshape(L, g).min(axis=1)) if kind != "ring_p2p" else None
+    t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency, fb, caps)
     ring = PartTimes(t + glat * steps, lat + glat * steps, ["ring"] * L, chans, bott)
     if kind != "all_reduce" or topo is None or arch is None:
         return ring

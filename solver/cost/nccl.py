@@ -43,6 +43,7 @@ import numpy as np
 
 __all__ = [
     "p2p_channels_per_peer",
+    "ring_protocol_caps",
     "nvls_bus_gbps",
     "nvlstree_bus_gbps",
     "tree_bus_gbps",
@@ -75,6 +76,41 @@ NVLINK_LAT_US = {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0), "nvls": (0.0
                  "nvlstree": (0.0, 0.0, 25.0)}
 NET_LAT_US = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0.0, 0.0, 18.0),
               "nvlstree": (0.0, 0.0, 20.9)}
+#: Ring LL128 per-channel cap, GB/s (``perChMaxRingLL128Bws``, ``tuning.cc:184-190``; the same for 1, 2 and
+#: more nodes): ``busBw = min(0.92·busBw, nChannels·cap)`` (``tuning.cc:328-329``).
+LL128_CH_MAX = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 40.0}
+#: Ring LL bus bandwidth cap, GB/s (``llMaxBws``, ``tuning.cc:177-183``): one node by GPU generation;
+#: across nodes by CPU (Intel rows: 2 nodes 39.0, more 20.4): ``busBw = min(llMaxBw, 0.5·busBw)`` (``tuning.cc:327``).
+LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_NODES = (39.0, 20.4)
+
+
+def ring_protocol_caps(arch: str | None, nodes: np.ndarray, channels: np.ndarray) -> dict | None:
+    """NCCL's bus-bandwidth caps of ring LL and LL128, GB/s per layout (``tuning.cc:327-329``), or None.
+
+    Parameters
+    ----------
+    arch : str or None
+        GPU generation; None (a graph that names none): no caps.
+    nodes, channels : numpy.ndarray of int, shape (L,)
+        Nodes the groups span and their channels across nodes.
+
+    Returns
+    -------
+    dict protocol -> numpy.ndarray of float, shape (L,)
+        ``ll``: ``llMaxBw`` (one node by generation: H100 141; across nodes 39.0 on 2, 20.4 on more);
+        ``ll128``: ``channels · perChMaxRingLL128Bw`` across nodes (H100 36.7 per channel against the
+        NIC's 48: LL128 reaches 0.76 of Simple there); inside a node no LL128 cap (NCCL's intra-node
+        rings run 12-24 channels of ≤ 30 GB/s, under it; rankmap does not count them).
+    """
+    if arch not in LL128_CH_MAX:
+        return None
+    nodes = np.asarray(nodes)
+    ll = np.where(nodes <= 1, LL_MAX_ONE_NODE[arch], np.where(nodes == 2, LL_MAX_NODES[0], LL_MAX_NODES[1]))
+    ll128 = np.where(nodes <= 1, np.inf, np.asarray(channels, dtype=float) * LL128_CH_MAX[arch])
+    return {"ll": ll.astype(float), "ll128": ll128}
+
+
 #: Multi-node ring all-reduce, Simple: latency x1.4, "plateau effect of ring" (``tuning.cc:647-650``).
 RING_PLATEAU = 1.4
 #: Protocols each algorithm runs (NVLS and NVLSTree: Simple only).
