@@ -1,8 +1,8 @@
 """What NCCL's channels and algorithms let a part save, as factors the bound terms must allow (DESIGN §3, §5).
 
 The time model (:mod:`rankmap.solver.cost.nccl`) runs a ring collective that spans NCCL
-nodes as ``c`` channels of ``fb/c`` bytes between nodes, visits each node's k_h members
-with ``fb·(k_h−1)/k_h`` per edge, and runs all-reduce as the fastest of ring, tree, NVLS
+nodes as ``c`` channels of ``fb/c`` bytes, each a path through a node's k_h members in hops
+of ``fb/c`` (every member sends each channel once) and on to the next node, and runs all-reduce as the fastest of ring, tree, NVLS
 and NVLSTree, whose inter-node flows carry S (not ``fb = 2(k−1)/k·S``).  A term of the
 bound that assumed one ring of ``fb`` per edge stays a lower bound once
 
@@ -13,7 +13,8 @@ bound that assumed one ring of ``fb`` per edge stays a lower bound once
 * bytes crossing a domain boundary finer than an NCCL node are counted at ``fb/2``
   (``fb`` for groups of two): a group on one node crosses with a ring edge of ``fb``; a
   group over several nodes either has a node block of ``k_h ≥ 2`` members cut by the
-  domain (its ring edge carries ``fb·(k_h−1)/k_h ≥ fb/2``) or the domain holds a whole
+  domain (each of its ``c`` channel paths visits both sides and leaves the domain once,
+  from inside the block or out of the node: ``fb ≥ fb/2``) or the domain holds a whole
   block, whose ``c`` channels of ``fb/c`` all leave it (``fb``); a group of two over two
   nodes has blocks of one member and one channel (``fb``);
 * all-reduce's cut and crossing terms use S (every touched domain still sends S out
