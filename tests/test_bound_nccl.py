@@ -237,3 +237,35 @@ def test_builders_name_the_gpu_generation():
     assert cluster_from_graph(nvl72_cluster(1, 2, gpu="gb200")).nccl_topology.arch == "blackwell"
     with pytest.raises(InvalidArgumentError, match="'h1000'"):
         fat_tree_cluster(1, 8, gpu="h1000")
+
+
+def test_channel_paths_over_direct_gpu_links_keep_the_bound_below_the_model():
+    """2 hosts x 4 GPUs joined pairwise by direct 50 GB/s links, each GPU its own 25 GB/s NIC; dp8 all-gather,
+    S = 1 GB, fb = 7/8 GB, latency off.  4 channels of fb/4; each channel's path through a host takes 3 of the
+    direct links with fb/4, and no GPU pair carries more than 2 channels (fb/2 / 50 GB/s): the time is a NIC
+    flow's fb/4 / 25 GB/s = fb / 100 GB/s.  The closed-ring floor fb·(c−1)/c on one intra-host edge at the
+    best ring's 50 GB/s (min over c of max(fb/(25c), fb(c−1)/(50c)) = fb / 75 GB/s) would exceed it; the bound
+    is the crossing flow's fb/(4 · 25 GB/s), met exactly."""
+    import networkx as nx
+
+    from rankmap.solver.fabric.rates import NcclModel
+
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        gpus = [f"h{h}/gpu{i}" for i in range(4)]
+        for i, x in enumerate(gpus):
+            g.add_node(x, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(f"h{h}/nic{i}", kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(x, f"h{h}/nic{i}", bandwidth=25.0)
+            g.add_edge(f"h{h}/nic{i}", "leaf", bandwidth=25.0)
+        for a in range(4):
+            for b in range(a + 1, 4):
+                g.add_edge(gpus[a], gpus[b], bandwidth=50.0)
+    cl = cluster_from_graph(g, nccl=NcclModel(latency=False))
+    cfg = parallel_config(8)
+    fb = 7 / 8 * 1e9
+    cost = layout_cost(cl, cfg, np.arange(8), {"dp": 1e9})
+    assert cost.classes["dp"].channels == 4
+    assert cost.total_seconds == pytest.approx(fb / 100e9, rel=1e-12)
+    assert lower_bound(cl, cfg, {"dp": 1e9}) == pytest.approx(fb / 100e9, rel=1e-12)
