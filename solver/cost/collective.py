@@ -251,7 +251,7 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
         cands.append((t, lat, "nvls", np.full(L, min(k, NVLS_MAX_HEADS)), bb))
     multi = nodes_row.reshape(L, g).min(axis=1) > 1
     if want in ("auto", "nvlstree", "tree") and multi.any():
-        s2, d2, b2, ch2, rows2 = chain_flows(dev, node_of, rail, S, return_rows=True)
+        s2, d2, b2, ch2, rows2 = chain_flows(dev, node_of, rails, S, return_rows=True)
         t_net, _glat2, bott2 = timer([(s2, d2, b2, seg(rows2))], False)
         c_min = ch2.reshape(L, g).min(axis=1)
         nic_min = nic[dev].reshape(L, g * k).min(axis=1)

@@ -249,5 +249,5 @@ def latency_seconds(algorithm: str, protocol: str, kind: str, n: int, nodes: int
 
 
 # the flows live in .ncclflows; re-exported here for the modules that import them from .nccl
-from .ncclflows import (_blocks, _node_channels, _rail_channels, chain_flows, nccl_member_order,  # noqa: E402,F401
-                        pxn_relay, ring_flows)
+from .ncclflows import (_blocks, _node_channels, chain_flows, nccl_member_order, pxn_relay,  # noqa: E402,F401
+                        ring_flows)

@@ -65,43 +65,8 @@ def _blocks(dev: np.ndarray, node_of: np.ndarray):
     return rows, pos, block, size[bflat], start[bflat], nodes
 
 
-def _rail_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: np.ndarray, channels_cap: int = 0):
-    """Rail-aligned channel endpoints of groups spanning several nodes.
-
-    Returns ``(src, dst, blk, grp, c)``: for every group ``grp`` (row of ``dev``), block (node)
-    ``blk`` and channel j < c[grp], the member on the j-th rail of that node (``src``) and of
-    the next node (``dst``; the last node's next is the first); ``c`` (per group) = min over
-    the group's nodes of their distinct rails.
-    """
-    g, k = dev.shape
-    r = rail[dev].ravel()
-    r = np.where(r < 0, -1, r)
-    R = int(rail.max(initial=0)) + 2
-    rr = np.repeat(np.arange(g), k)
-    key = (rr * k + block.ravel()) * R + (r + 1)
-    uk, first = np.unique(key, return_index=True)
-    rep_dev = dev.ravel()[first]
-    rb = uk // R  # group * k + block
-    bstart = np.ones(uk.size, dtype=bool)
-    bstart[1:] = rb[1:] != rb[:-1]
-    idx = np.arange(uk.size)
-    jpos = idx - np.maximum.accumulate(np.where(bstart, idx, 0))
-    nrails = np.bincount(rb, minlength=g * k)
-    grp, blk = rb // k, rb % k
-    c = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(c, grp, nrails[rb])
-    if channels_cap > 0:
-        c = np.minimum(c, channels_cap)
-    keep = jpos < c[grp]
-    s_key = rb[keep] * k + jpos[keep]
-    s_dev, grp, blk, jp = rep_dev[keep], grp[keep], blk[keep], jpos[keep]
-    t_key = (grp * k + (blk + 1) % nodes[grp]) * k + jp
-    order = np.argsort(s_key, kind="stable")
-    t_dev = s_dev[order][np.searchsorted(s_key[order], t_key)]
-    return s_dev, t_dev, blk, grp, c
-
-
-def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: np.ndarray, channels_cap: int = 0):
+def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: np.ndarray, channels_cap: int = 0,
+                   paths: bool = True):
     """NCCL's per-channel paths through each node of groups spanning several nodes (vectorised, no pair loops).
 
     Parameters
@@ -117,6 +82,10 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
         -1 padded): a member near several NICs is a slot's member on each of their rails.
     channels_cap : int
         As in :func:`ring_flows`.
+    paths : bool
+        False: no paths inside nodes (empty intra-node hops) and the inter-node flows from each
+        slot's *first* member: a tree channel enters and leaves a node on one NIC at one GPU
+        (``ncclTopoSearchCheckNet``: "Trees are symmetric").
 
     Returns
     -------
@@ -190,6 +159,16 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     # used slots paired in order (0-1, 2-3, ...); runs of a block are consecutive by slot
     paired = use & ((slot ^ 1) < c[run_grp])
     partner_run = np.where(paired, ridx + (slot ^ 1) - slot, -1)
+    flat = dev.ravel()
+    if not paths:
+        u = np.flatnonzero(use)
+        grp_u, blk_u = run_grp[u], run_B[u] % k
+        s_key = run_B[u] * k + slot[u]
+        t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + slot[u]
+        so = np.argsort(s_key, kind="stable")
+        empty = np.zeros(0, dtype=np.int64)
+        return (empty, empty, empty, flat[run_first[u]], flat[run_first[u][so][np.searchsorted(s_key[so], t_key)]],
+                blk_u, grp_u, c)
     # block geometry of each member (flat index): start position and size
     bsize = np.bincount(B, minlength=g * k)
     bst = np.full(g * k, k, dtype=np.int64)
@@ -299,8 +278,10 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
     The nodes, in first-appearance order, form a chain; each neighbouring pair exchanges
     ``nbytes`` both ways (partial sums up, results down: per NIC the bytes of a tree of
     depth log₂N, whose inner nodes also send and receive both ways), over ``c``
-    rail-aligned channels of ``nbytes/c``.  Groups on one node have no flows (channels 1).
-    With ``return_rows`` also the group (row of ``dev``) of each flow.
+    rail-aligned channels of ``nbytes/c`` (``c`` as for rings, a GPU near several NICs on
+    each of their rails), each between the first members on its rail of the two nodes.
+    Groups on one node have no flows (channels 1).  With ``return_rows`` also the group (row
+    of ``dev``) of each flow.
     """
     dev = nccl_member_order(np.asarray(dev, dtype=np.int64), node_of)
     g, k = dev.shape
@@ -310,7 +291,8 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
     empty = np.zeros(0, dtype=np.int64)
     if multi.size == 0:
         return (empty, empty, np.zeros(0), chans, empty) if return_rows else (empty, empty, np.zeros(0), chans)
-    s_dev, t_dev, blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
+    _i, _j, _g, s_dev, t_dev, blk, grp, c = _node_channels(dev[multi], block[multi], nodes[multi], rail,
+                                                           channels_cap, paths=False)
     chans[multi] = c
     keep = blk < nodes[multi][grp] - 1  # no closing edge
     s_dev, t_dev, b, r = s_dev[keep], t_dev[keep], float(nbytes) / c[grp[keep]], multi[grp[keep]]
