@@ -91,13 +91,14 @@ def _node_paths(blocks, rail_key, fb):
     ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
     key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
     Channel t enters node i at slot t's first member and runs a path through all the node's
-    members to its exit: slots pair up in order (0-1, 2-3, ...) and channel t exits at the last
-    member of its partner's slot; an unpaired slot (c odd) exits at its own last member when it
+    members to its exit: the node's slots pair up in order (0-1, 2-3, ...; its own count, which may
+    exceed c) and channel t exits at the last member of its partner's slot, then enters the next
+    node at the partner's slot (or at slot t when the partner is beyond c); an unpaired slot exits at its own last member when it
     has several, else the path ends at the member before the entry (cyclically) and hands back
     to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
     ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
     Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
-    member sends to node i+1's slot t first member (the last node to the first).
+    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
     """
     slots = []
     for members in blocks:
@@ -115,8 +116,8 @@ def _node_paths(blocks, rail_key, fb):
         for t in range(c):
             e = used[t][0]
             back = False
-            if t ^ 1 < c:
-                x = used[t ^ 1][-1]
+            if t ^ 1 < len(slots[i]):  # the node pairs its own slots
+                x = slots[i][t ^ 1][-1]
             elif len(used[t]) > 1:
                 x = used[t][-1]
             else:
@@ -133,7 +134,9 @@ def _node_paths(blocks, rail_key, fb):
             if back:
                 out.append((x, e, fb / c))
         nxt = slots[(i + 1) % len(blocks)]
-        out += [(used[t][-1], nxt[t][0], fb / c) for t in range(c)]
+        for t in range(c):
+            xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
+            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
     return out
 
 

@@ -198,3 +198,18 @@ def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path)
     full = layout_cost(cl, parallel_config(16), dev, {"dp": 1e9})
     assert full.classes["dp"].channels == 12
     json.loads(out.read_text())
+
+
+def test_hosts_without_nics_run_one_channel_through_every_member():
+    # GPUs wired straight to the network (no NIC nodes: no rails) form one slot per host: one channel entering at
+    # the first member and leaving from the last, the host's members in between (fb per hop)
+    flows, c = _flows([0] * 3 + [1] * 3, [-1] * 6, list(range(6)), 3.0)
+    assert c == 1
+    assert flows == Counter({(0, 1, 3.0): 1, (1, 2, 3.0): 1, (2, 3, 3.0): 1, (3, 4, 3.0): 1, (4, 5, 3.0): 1,
+                             (5, 0, 3.0): 1})
+    # one host with NICs, one without: the host without rails caps the channels at 1
+    flows, c = _flows([0, 0, 1, 1], [0, 1, -1, -1], [0, 1, 2, 3], 4.0)
+    assert c == 1
+    # host 0's own search pairs its 2 NICs (NET0 -> GPU 0 -> GPU 1 -> NET1) before the comm keeps 1 channel
+    # (init.cc takes the least): the channel leaves host 0 from GPU 1 on NIC 1 and crosses to host 1's entry
+    assert flows == Counter({(0, 1, 4.0): 1, (1, 2, 4.0): 1, (2, 3, 4.0): 1, (3, 0, 4.0): 1})

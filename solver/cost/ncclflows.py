@@ -104,13 +104,15 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     members (``src/graph/search.cc`` pattern ``NET n -> GPU a -> .. -> GPU x -> NET m``,
     ``ncclTopoSearchRecGpu`` with ``backToNet = ngpus-1``; ``connect.cc`` ``ringRecv =
     intra[0]``, ``ringSend = intra[localRanks-1]``).  Its exit, as NCCL's search finds it
-    (``NCCL_CROSS_NIC=2``, the default): used slots pair up in order (0↔1, 2↔3, …) and
-    channel t leaves from the last member of its partner's slot — odd channels enter on
+    (``NCCL_CROSS_NIC=2``, the default): the node's slots pair up in order (0↔1, 2↔3, …, by
+    the node's own slot count, as its own search pairs them before ``init.cc`` takes the
+    least channel count) and channel t leaves from the last member of its partner's slot — odd channels enter on
     the previous channel's exit NIC (``ncclTopoSearchRecNet``, ``search.cc:740``) and
     ``ncclTopoPostset`` (``connect.cc:401-411``) swaps channels c↔c^1 on odd nodes, so one
     node's exit NIC meets the next node's entry NIC on the same rail (nccl#1189, 2 GPUs on
-    2 NICs: ``NET/3 GPU/0 GPU/1 NET/2`` and ``NET/2 GPU/1 GPU/0 NET/3``).  An unpaired
-    slot (c odd) keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
+    2 NICs: ``NET/3 GPU/0 GPU/1 NET/2`` and ``NET/2 GPU/1 GPU/0 NET/3``); a partner slot
+    beyond ``c`` is a NIC the next node's channels do not enter, and the channel crosses
+    rails to the next node's slot t.  The node's last slot when it has an odd count keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
     at the slot's last member when the NIC is shared (PIX), else at the member before the
     entry in the node's order, which hands the bytes back to the entry member (the PXN
     return to the channel's NIC, ``paths.cc``); so does a channel whose exit NIC is beside its
@@ -156,8 +158,9 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     if channels_cap > 0:
         c = np.minimum(c, channels_cap)
     use = slot < c[run_grp]
-    # used slots paired in order (0-1, 2-3, ...); runs of a block are consecutive by slot
-    paired = use & ((slot ^ 1) < c[run_grp])
+    # slots paired in order (0-1, 2-3, ...) as the node's own search pairs its NICs (its own slot count, which
+    # may exceed c); runs of a block are consecutive by slot
+    paired = use & ((slot ^ 1) < nslots[run_B])
     partner_run = np.where(paired, ridx + (slot ^ 1) - slot, -1)
     flat = dev.ravel()
     if not paths:
@@ -206,14 +209,18 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
         i_src = np.concatenate([i_src, flat[X[back]]])
         i_dst = np.concatenate([i_dst, flat[E[back]]])
         i_grp = np.concatenate([i_grp, rows[E[back]]])
-    # inter-node flows: slot t's last member on block b -> slot t's entry member on block b+1
+    # inter-node flows, one per channel t: from the last member of its exit slot x on block b to the first
+    # member of slot x on block b+1 (rail-aligned), or of slot t when x >= c (the partner NIC is one the
+    # next node's channels do not enter: the channel crosses rails, as NCCL's would)
     u = np.flatnonzero(use)
     grp_u = run_grp[u]
     blk_u = run_B[u] % k
+    xr = np.where(paired[u], partner_run[u], u)
+    y = np.where(slot[xr] < c[grp_u], slot[xr], slot[u])
     s_key = run_B[u] * k + slot[u]
-    t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + slot[u]
+    t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + y
     so = np.argsort(s_key, kind="stable")
-    x_src = flat[run_last[u]]
+    x_src = flat[run_last[xr]]
     x_dst = flat[run_first[u][so][np.searchsorted(s_key[so], t_key)]]
     return i_src, i_dst, i_grp, x_src, x_dst, blk_u, grp_u, c
 
