@@ -23,11 +23,12 @@ Flows of one group, its members in ascending global rank, payload S, n members:
 
   - one node: a ring over the members in rank order, fb per edge;
   - several nodes: the members grouped by node, nodes in order of first appearance (NCCL's
-    node order), members of a node in rank order; a ring inside each node's block of
-    k_h members carrying fb·(k_h−1)/k_h per edge (nothing for k_h = 1); c = the least
-    over the group's nodes of the number of distinct rails of its members there; node i's
-    j-th rail member (the first member on the j-th smallest rail; no rail sorts first)
-    sends fb/c to node i+1's j-th rail member, for j < c, the last node to the first.
+    node order), members of a node in rank order; c = the least over the group's nodes of
+    the number of distinct rails of its members there; c channels of fb/c, each a path
+    (not a ring) through every node's members, entering at the first member on its rail
+    (the j-th smallest; no rail sorts first) and leaving from its exit member
+    (:func:`_node_paths` says which, as NCCL's search picks it); the last member on rail j
+    of node i sends to the first member on rail j of node i+1, the last node to the first.
 
 * ``all_to_all``: S/n from every member to every other; ``p2p_chain``: S between
   consecutive members (rank order) each way, plus ``wrap``·S between the last and the
@@ -70,6 +71,12 @@ def _nic_index(data: Mapping) -> int:
     return _NO_INDEX
 
 
+class RailMap(dict):
+    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending."""
+
+    all: dict = {}
+
+
 def nccl_view(graph) -> tuple[dict, dict]:
     """``(node_of, rail_of)``: each GPU's NCCL node and rail (the module doc says how).
 
@@ -77,11 +84,13 @@ def nccl_view(graph) -> tuple[dict, dict]:
     -------
     node_of : dict GPU -> hashable
         ``("domain", name)`` or ``("host", name)``.
-    rail_of : dict GPU -> int or None
+    rail_of : RailMap, GPU -> int or None
+        With ``.all``: every NIC at the nearest distance per GPU (ring channels start at each).
     """
     nodes = graph.nodes
     node_of: dict[Any, Any] = {}
     nic_of: dict[Any, Any] = {}
+    all_of: dict[Any, list] = {}
     for gpu, data in nodes(data=True):
         if data.get("kind", "gpu") != "gpu":
             continue
@@ -104,6 +113,7 @@ def nccl_view(graph) -> tuple[dict, dict]:
                         nxt.append(y)
             if found:
                 best = min(found, key=lambda y: (_nic_index(nodes[y]), str(y)))
+                all_of[gpu] = found
                 break
             frontier = nxt
         nic_of[gpu] = best
@@ -111,13 +121,16 @@ def nccl_view(graph) -> tuple[dict, dict]:
     nics_of_node: dict[Any, set] = {}
     for gpu, nic in nic_of.items():
         if nic is not None:
-            nics_of_node.setdefault(node_of[gpu], set()).add(nic)
+            nics_of_node.setdefault(node_of[gpu], set()).update(all_of[gpu])
     number: dict[tuple, int] = {}
     for nd, nics in nics_of_node.items():
         ordered = sorted(nics, key=lambda y: (str(nodes[y].get("host", "")), _nic_index(nodes[y]), str(y)))
         for j, nic in enumerate(ordered):
             number[(nd, nic)] = j
     rail_of = {gpu: (None if nic is None else number[(node_of[gpu], nic)]) for gpu, nic in nic_of.items()}
+    # every NIC at the nearest distance (a GPU with two PIX NICs is on both rails), for the ring channels
+    rail_of = RailMap(rail_of)
+    rail_of.all = {gpu: tuple(sorted(number[(node_of[gpu], y)] for y in all_of[gpu])) for gpu in all_of}
     return node_of, rail_of
 
 
@@ -138,6 +151,61 @@ def _ring_bytes(kind: str, n: int, payload: float) -> float:
 
 def _rail_sort(r):
     return -1 if r is None else r
+
+
+def _node_paths(blocks, rail_key, fb):
+    """NCCL's channels across nodes, pair by pair: ``(src, dst, fb/c)`` flows.
+
+    ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
+    key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
+    Channel t enters node i at slot t's first member and runs a path through all the node's
+    members to its exit: the node's slots pair up in order (0-1, 2-3, ...; its own count, which may
+    exceed c) and channel t exits at the last member of its partner's slot, then enters the next
+    node at the partner's slot (or at slot t when the partner is beyond c); an unpaired slot exits at its own last member when it
+    has several, else the path ends at the member before the entry (cyclically) and hands back
+    to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
+    ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
+    Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
+    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
+    """
+    slots = []
+    for members in blocks:
+        by = {}
+        for d in members:
+            keys = rail_key(d)
+            for key in (keys if isinstance(keys, tuple) else (keys,)):
+                by.setdefault(key, []).append(d)
+        slots.append([by[r] for r in sorted(by)])
+    c = min(len(s) for s in slots)
+    out = []
+    for i, members in enumerate(blocks):
+        k = len(members)
+        used = slots[i][:c]
+        for t in range(c):
+            e = used[t][0]
+            back = False
+            if t ^ 1 < len(slots[i]):  # the node pairs its own slots
+                x = slots[i][t ^ 1][-1]
+            elif len(used[t]) > 1:
+                x = used[t][-1]
+            else:
+                x = members[(members.index(e) - 1) % k]
+                back = k > 1
+            if x == e and k > 1:  # the exit NIC is beside the entry member (a member near two NICs)
+                x = members[(members.index(e) - 1) % k]
+                back = True
+            pe = members.index(e)
+            path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
+            if x != e:
+                path.append(x)
+            out += [(a, b, fb / c) for a, b in zip(path, path[1:])]
+            if back:
+                out.append((x, e, fb / c))
+        nxt = slots[(i + 1) % len(blocks)]
+        for t in range(c):
+            xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
+            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
+    return out
 
 
 def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, rail_of: Mapping,
@@ -170,23 +238,9 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
             blocks.setdefault(node_of[d], []).append(d)
         if len(blocks) == 1:
             return _ring(m, fb)
-        out = []
-        for members in blocks.values():
-            k = len(members)
-            if k > 1:
-                out += _ring(members, fb * (k - 1) / k)
-        by_rail = []  # per node: the first member on each distinct rail, rails ascending
-        for members in blocks.values():
-            first: dict = {}
-            for d in members:
-                first.setdefault(rail_of[d], d)
-            by_rail.append([first[r] for r in sorted(first, key=_rail_sort)])
-        c = min(len(x) for x in by_rail)
-        nn = len(by_rail)
-        for i in range(nn):
-            for j in range(c):
-                out.append((by_rail[i][j], by_rail[(i + 1) % nn][j], fb / c))
-        return out
+        every = getattr(rail_of, "all", {})
+        return _node_paths(list(blocks.values()),
+                           lambda d: tuple(_rail_sort(r) for r in every.get(d, (rail_of[d],))), fb)
 
     def send(a, b, nbytes):
         if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:

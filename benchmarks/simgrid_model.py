@@ -56,9 +56,9 @@ pp           PIPELINE_MODEL_PARALLEL_GROUP                S between consecutive 
 embedding    EMBEDDING_GROUP                              ring all-reduce
 ============ ============================================ ===============================
 
-Across NCCL nodes a ring's bytes fb per edge become a ring inside each node
-(fb·(k_h−1)/k_h per edge) and c rail-aligned channels of fb/c from node to
-node.  The simulated step time is the sum over classes of each class's
+Across NCCL nodes a ring's bytes fb per edge become c rail-aligned channels of
+fb/c, each a path through every node's members (entering beside its NIC, leaving
+from its exit member, :func:`simgrid_flows._node_paths`) and on from node to node.  The simulated step time is the sum over classes of each class's
 makespan; it is what rankmap predicts as the *bandwidth* time of the *ring*
 algorithm (``NcclModel(algorithm="ring", latency=False)``).
 """

@@ -6,10 +6,10 @@ group, loads summed per directed link in a dict.  Tests compare rankmap's
 vectorised model and search against it.
 
 Collectives run as NCCL runs them (DESIGN §3): a group's hosts in first-appearance
-order; across hosts, rings of c channels (c = min over the hosts of the distinct NICs
-nearest the members), fb/c per channel from the member on the j-th rail of a host to
-the member on the j-th rail of the next, fb·(k_h−1)/k_h per edge of the ring inside a
-host of k_h members; all-to-all and pipeline sends relayed by PXN; NCCL's latency
+order; across hosts, c channels (c = min over the hosts of the distinct NICs
+nearest the members) of fb/c, each a path through a host's members from the first member
+on its rail to its exit member (:func:`_node_paths`), then from the last member on rail j
+of a host to the first member on rail j of the next; all-to-all and pipeline sends relayed by PXN; NCCL's latency
 added (the least over Simple/LL128/LL of latency + bandwidth time / efficiency).
 Only the ring algorithm: graphs that name a GPU generation (``graph['gpu']``, which
 enables NVLS/tree) and graphs with ``link`` attributes (calibrated rates) or
@@ -85,6 +85,61 @@ def nccl_latency_us(shape: str, protocol: str, n: int, nodes: int) -> float:
     return lat
 
 
+def _node_paths(blocks, rail_key, fb):
+    """NCCL's channels across nodes, pair by pair: ``(src, dst, fb/c)`` flows.
+
+    ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
+    key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
+    Channel t enters node i at slot t's first member and runs a path through all the node's
+    members to its exit: the node's slots pair up in order (0-1, 2-3, ...; its own count, which may
+    exceed c) and channel t exits at the last member of its partner's slot, then enters the next
+    node at the partner's slot (or at slot t when the partner is beyond c); an unpaired slot exits at its own last member when it
+    has several, else the path ends at the member before the entry (cyclically) and hands back
+    to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
+    ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
+    Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
+    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
+    """
+    slots = []
+    for members in blocks:
+        by = {}
+        for d in members:
+            keys = rail_key(d)
+            for key in (keys if isinstance(keys, tuple) else (keys,)):
+                by.setdefault(key, []).append(d)
+        slots.append([by[r] for r in sorted(by)])
+    c = min(len(s) for s in slots)
+    out = []
+    for i, members in enumerate(blocks):
+        k = len(members)
+        used = slots[i][:c]
+        for t in range(c):
+            e = used[t][0]
+            back = False
+            if t ^ 1 < len(slots[i]):  # the node pairs its own slots
+                x = slots[i][t ^ 1][-1]
+            elif len(used[t]) > 1:
+                x = used[t][-1]
+            else:
+                x = members[(members.index(e) - 1) % k]
+                back = k > 1
+            if x == e and k > 1:  # the exit NIC is beside the entry member (a member near two NICs)
+                x = members[(members.index(e) - 1) % k]
+                back = True
+            pe = members.index(e)
+            path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
+            if x != e:
+                path.append(x)
+            out += [(a, b, fb / c) for a, b in zip(path, path[1:])]
+            if back:
+                out.append((x, e, fb / c))
+        nxt = slots[(i + 1) % len(blocks)]
+        for t in range(c):
+            xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
+            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
+    return out
+
+
 class Reference:
     """Pair routes cached for one graph.
 
@@ -130,15 +185,46 @@ class Reference:
             frontier = nxt
         return None
 
+    def all_nics(self, d):
+        """Every NIC at the nearest NIC's distance from GPU ``d`` (a GPU with two PIX NICs has both)."""
+        g = self.g
+        host = g.nodes[d].get("host")
+        frontier, seen = [d], {d}
+        for _ in range(3):
+            found, nxt = [], []
+            for x in frontier:
+                for y in g[x]:
+                    if y in seen:
+                        continue
+                    seen.add(y)
+                    kind = g.nodes[y].get("kind", "gpu")
+                    if kind == "nic":
+                        found.append(y)
+                    elif kind in ("pcie_switch", "cpu") and g.nodes[y].get("host") in (None, host):
+                        nxt.append(y)
+            if found:
+                return found
+            frontier = nxt
+        return []
+
+    def _numbers(self, d):
+        g = self.g
+        gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
+        nics = sorted({y for x in gpus for y in self.all_nics(x)},
+                      key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
+        return {y: j for j, y in enumerate(nics)}
+
+    def rails(self, d):
+        """Rails of every NIC nearest GPU ``d``, ascending; ``(-1,)`` for none."""
+        num = self._numbers(d)
+        return tuple(sorted(num[y] for y in self.all_nics(d))) or (-1,)
+
     def rail(self, d):
         """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (by host, nic_index, name); -1 none."""
         if d not in self._rail:
             g = self.g
-            gpus = [x for x in g.nodes if is_gpu(g, x) and self.node(x) == self.node(d)]
-            nics = sorted({self.nic(x) for x in gpus} - {None},
-                          key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
             mine = self.nic(d)
-            self._rail[d] = nics.index(mine) if mine is not None else -1
+            self._rail[d] = self._numbers(d)[mine] if mine is not None else -1
         return self._rail[d]
 
     def nccl_flows(self, cfg, cls, payload, device_of_rank):
@@ -177,21 +263,7 @@ class Reference:
             if len(nodes) == 1:
                 out += [(devs[i], devs[(i + 1) % n], fb) for i in range(n)]
                 continue
-            for nd in nodes:  # the ring inside each host
-                k = len(nd)
-                out += [(nd[i], nd[(i + 1) % k], fb * (k - 1) / k) for i in range(k)]
-
-            def on_rails(nd):  # the first member on each distinct rail, rails ascending
-                first = {}
-                for d in nd:
-                    first.setdefault(self.rail(d), d)
-                return [first[r] for r in sorted(first)]
-
-            rails = [on_rails(nd) for nd in nodes]
-            c = min(len(r) for r in rails)
-            for i in range(len(nodes)):
-                for j in range(c):
-                    out.append((rails[i][j], rails[(i + 1) % len(nodes)][j], fb / c))
+            out += _node_paths(nodes, self.rails, fb)
         return out, most
 
     def route(self, u, v):

@@ -181,14 +181,15 @@ def test_a_pair_split_inside_a_node_sends_its_whole_flow():
     assert res.cost.classes["tp"].seconds == pytest.approx(2e9 / 16e9, rel=1e-12)
 
 
-def test_channels_need_members_on_a_slow_intra_host_ring():
+def test_channels_through_a_slow_intra_host_pcie_switch():
     """dp8 on 2 hosts x 4 GPUs, each GPU on its own 25 GB/s NIC (x 0.96 = 24 GB/s) and on one PCIe switch
     at 32 GB/s, no NVLink; all-gather S = 4e9, fb = 7/8·S = 3.5e9, latency off.  4 members per host on 4
-    rails: 4 channels of fb/4 = 0.875e9 / 24 GB/s = 36.5 ms, but each host's block of 4 is a ring over
-    PCIe with fb·3/4 = 2.625e9 per edge / 32 GB/s = 82.0 ms.  With c channels the block has >= c
-    members, so its edge carries >= fb·(c−1)/c at no more than the best ring of >= c GPUs in a host
-    (32 GB/s here): c = 4: 82.0 ms; c = 2: max(fb/2/24, fb/2/32) = 72.9 ms; c = 1: 145.8 ms.  The
-    bound is 72.9 ms (it was 36.5 ms when the intra-host edge was taken at the widest pair rate)."""
+    rails: 4 channels of fb/4 = 0.875e9 / 24 GB/s = 36.5 ms; each channel is a path through the host's 4
+    GPUs (NCCL's NET n -> GPU a -> .. -> GPU x -> NET m), so each GPU sends 3 of the 4 channels over its
+    PCIe port: 3/4·fb = 2.625e9 / 32 GB/s = 82.0 ms.  The bound is each GPU's fb over all its links
+    (32 + 25 GB/s): 61.4 ms.  (It was 72.9 ms, fb·(c−1)/c on one intra-host ring edge, when the model
+    closed a ring inside each host; a path's hops carry fb/c each and may take different links, so only
+    the GPU's total stands.)"""
     import networkx as nx
 
     from rankmap.solver.fabric.rates import NcclModel
@@ -209,7 +210,7 @@ def test_channels_need_members_on_a_slow_intra_host_ring():
     cfg = parallel_config(8)
     fb = 7 / 8 * 4e9
     lb = lower_bound(cl, cfg, {"dp": 4e9})
-    assert lb == pytest.approx(fb / 2 / 24e9, rel=1e-12)
+    assert lb == pytest.approx(fb / 57e9, rel=1e-12)
     # every layout here is 4 + 4 over the two hosts (4 channels): 82.0 ms, above the bound
     four = layout_cost(cl, cfg, np.arange(8), {"dp": 4e9})
     assert four.classes["dp"].channels == 4
@@ -236,3 +237,35 @@ def test_builders_name_the_gpu_generation():
     assert cluster_from_graph(nvl72_cluster(1, 2, gpu="gb200")).nccl_topology.arch == "blackwell"
     with pytest.raises(InvalidArgumentError, match="'h1000'"):
         fat_tree_cluster(1, 8, gpu="h1000")
+
+
+def test_channel_paths_over_direct_gpu_links_keep_the_bound_below_the_model():
+    """2 hosts x 4 GPUs joined pairwise by direct 50 GB/s links, each GPU its own 25 GB/s NIC; dp8 all-gather,
+    S = 1 GB, fb = 7/8 GB, latency off.  4 channels of fb/4; each channel's path through a host takes 3 of the
+    direct links with fb/4, and no GPU pair carries more than 2 channels (fb/2 / 50 GB/s): the time is a NIC
+    flow's fb/4 / 25 GB/s = fb / 100 GB/s.  The closed-ring floor fb·(c−1)/c on one intra-host edge at the
+    best ring's 50 GB/s (min over c of max(fb/(25c), fb(c−1)/(50c)) = fb / 75 GB/s) would exceed it; the bound
+    is the crossing flow's fb/(4 · 25 GB/s), met exactly."""
+    import networkx as nx
+
+    from rankmap.solver.fabric.rates import NcclModel
+
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        gpus = [f"h{h}/gpu{i}" for i in range(4)]
+        for i, x in enumerate(gpus):
+            g.add_node(x, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(f"h{h}/nic{i}", kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(x, f"h{h}/nic{i}", bandwidth=25.0)
+            g.add_edge(f"h{h}/nic{i}", "leaf", bandwidth=25.0)
+        for a in range(4):
+            for b in range(a + 1, 4):
+                g.add_edge(gpus[a], gpus[b], bandwidth=50.0)
+    cl = cluster_from_graph(g, nccl=NcclModel(latency=False))
+    cfg = parallel_config(8)
+    fb = 7 / 8 * 1e9
+    cost = layout_cost(cl, cfg, np.arange(8), {"dp": 1e9})
+    assert cost.classes["dp"].channels == 4
+    assert cost.total_seconds == pytest.approx(fb / 100e9, rel=1e-12)
+    assert lower_bound(cl, cfg, {"dp": 1e9}) == pytest.approx(fb / 100e9, rel=1e-12)

@@ -516,7 +516,7 @@ def test_table_shows_each_class_algorithm_and_channels(capsys, tmp_path):
             cc = doc["cost"]["classes"][c]
             want = cc["algorithm"] + (f"×{cc['channels']}" if cc["channels"] > 1 else "")
             assert rows[c][col:].split()[0] == want, (c, rows[c])
-        assert rows["ep"][col:].startswith("p2p ")  # all-to-all
+        assert rows["ep"][col:].startswith("p2p")  # all-to-all (×NCCL's p2p channels per peer)
         assert rows["dp"][col:].startswith("ring×")  # rings across the hosts: a channel per NIC
     # tp8 inside a host: NVLink SHARP, unless ring is forced
     for flags, algo in (([], "nvls"), (["--nccl-algo", "ring"], "ring")):

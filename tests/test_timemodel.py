@@ -112,10 +112,6 @@ def test_one_shared_nic_limits_eight_cross_host_flows():
     assert {"h0/nic", "h1/nic"} & set(b.link)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the NCCL ring model closes each host's ring (7->0 at fb*7/8) AND sends the channel out of the member "
-    "beside the NIC (h0/gpu0->h1/gpu8 at fb): gpu0's one 32 GB/s PCIe port carries 1.875 fb (110 ms), "
-    "where NCCL's ring NIC->0->1->...->7->NIC puts at most fb (58.6 ms) on any GPU port"))
 def test_cross_host_ring_is_limited_per_flow_not_by_a_per_gpu_share():
     cl = cluster_from_graph(shared_nic_hosts(), nccl=BANDWIDTH_ONLY)  # per-flow rates: NCCL latency off
     # one tp ring of 16 over both hosts, one channel (one NIC per host): NCCL's ring enters h0 at a GPU, runs

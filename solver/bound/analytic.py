@@ -151,15 +151,14 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         if rr:
             per_flow = max(per_flow, fb / (rr * 1e9))
     if kind in RING_KINDS:
-        # a group spanning NCCL nodes runs c channels of fb/c between them and ≥ fb·(c−1)/c per
-        # intra-node edge (solver/bound/ncclterms.py), an edge of a ring of ≥ c GPUs inside a node, no
-        # faster than the best such ring (_node_ring_rates): the least over c of the larger of the two
+        # a group spanning NCCL nodes runs c channels of fb/c between them, each a path through a
+        # node's members in hops of fb/c (solver/cost/nccl.py _node_channels): no hop or crossing
+        # flow carries more than fb/c, and the hops of different channels may take different links
+        # (a host of direct GPU links), so the floor is the crossing flow's: fb/(c_max · inter rate).
+        # (A closed ring inside the node put fb·(c−1)/c on one edge; a path does not.)
         r_inter = inter_host_rate_gbps(cluster) * 1e9
         if r_inter > 0:
-            intra = _node_ring_rates(cluster, max_channels(cluster, n), b[0])
-            split = min(max(fb / (c * r_inter), fb * (c - 1) / c / intra[c])
-                        for c in range(1, max_channels(cluster, n) + 1))
-            per_flow = min(per_flow, split)
+            per_flow = min(per_flow, fb / (max_channels(cluster, n) * r_inter))
     cut = 0.0
     w = (n - 1) if kind == "all_to_all" else 1
     for doms, boundary, outs in ((cluster.widest_domains, cluster.widest_boundary_gbps,
@@ -195,34 +194,6 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         # NVLS, NVLSTree and tree move fewer bytes than the ring: the least of their floors
         return min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf))
     return max(per_flow, port, cut)
-
-
-def _node_ring_rates(cluster: Cluster, c_max: int, widest: float) -> np.ndarray:
-    """Per channel count ``c`` (index 1..c_max): the most, bytes/s, the slowest intra-node ring edge of a group
-    running ``c`` channels across NCCL nodes can get.
-
-    Each of the group's node blocks then holds ``k_h ≥ c`` members (``c`` is at most the rails of
-    any block) joined by a ring of ``k_h`` GPUs inside the node, no faster than the best ring of
-    ``k_h`` GPUs inside a host (:func:`~.ringrate.host_ring_rate_gbps`); so the largest of those over
-    ``k_h ≥ c``.  ``widest`` (the widest pair rate) where that is unknown: NCCL nodes that are not the
-    hosts (NVLink domains), hosts too large to search, or ``c ≤ 2`` (a ring of two is one pair).
-    """
-    from .ringrate import host_ring_rate_gbps
-
-    out = np.full(c_max + 1, float(widest))
-    topo = cluster.nccl_topology
-    if c_max < 3 or topo is None or not np.array_equal(topo.node_of, cluster.host_of):
-        return out
-    G = int(cluster.gpus_per_host.max())
-    rates = [host_ring_rate_gbps(cluster, m) for m in range(3, G + 1)]
-    if any(r is None for r in rates):
-        return out
-    best = 0.0
-    for m in range(G, 2, -1):  # suffix maximum over k_h >= c
-        best = max(best, float(rates[m - 3]) * 1e9)
-        if m <= c_max:
-            out[m] = min(float(widest), best)
-    return out
 
 
 def _part_sizes(cfg: ParallelConfig, traffic, c: str):

@@ -1,18 +1,20 @@
 """What NCCL's channels and algorithms let a part save, as factors the bound terms must allow (DESIGN §3, §5).
 
 The time model (:mod:`rankmap.solver.cost.nccl`) runs a ring collective that spans NCCL
-nodes as ``c`` channels of ``fb/c`` bytes between nodes, visits each node's k_h members
-with ``fb·(k_h−1)/k_h`` per edge, and runs all-reduce as the fastest of ring, tree, NVLS
+nodes as ``c`` channels of ``fb/c`` bytes, each a path through a node's k_h members in hops
+of ``fb/c`` (every member sends each channel once) and on to the next node, and runs all-reduce as the fastest of ring, tree, NVLS
 and NVLSTree, whose inter-node flows carry S (not ``fb = 2(k−1)/k·S``).  A term of the
 bound that assumed one ring of ``fb`` per edge stays a lower bound once
 
 * a flow crossing nodes is counted at ``fb / c_max`` (:func:`max_channels`: ``c`` is the
   least of the group's nodes' rails, so at most the second-largest rail count of any
-  node, and at most ⌊k/2⌋ since two nodes each hold ≥ c members);
+  node, and at most ⌊k/2⌋·m, m the most NICs near one GPU, since some node holds ≤ ⌊k/2⌋
+  members);
 * bytes crossing a domain boundary finer than an NCCL node are counted at ``fb/2``
   (``fb`` for groups of two): a group on one node crosses with a ring edge of ``fb``; a
   group over several nodes either has a node block of ``k_h ≥ 2`` members cut by the
-  domain (its ring edge carries ``fb·(k_h−1)/k_h ≥ fb/2``) or the domain holds a whole
+  domain (each of its ``c`` channel paths visits both sides and leaves the domain once,
+  from inside the block or out of the node: ``fb ≥ fb/2``) or the domain holds a whole
   block, whose ``c`` channels of ``fb/c`` all leave it (``fb``); a group of two over two
   nodes has blocks of one member and one channel (``fb``);
 * all-reduce's cut and crossing terms use S (every touched domain still sends S out
@@ -32,28 +34,32 @@ from ..fabric.cluster import Cluster
 __all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run",
            "latency_extra_seconds"]
 
-_CH: "weakref.WeakKeyDictionary[Cluster, int]" = weakref.WeakKeyDictionary()
+_CH: "weakref.WeakKeyDictionary[Cluster, tuple]" = weakref.WeakKeyDictionary()
 RING_KINDS = ("all_reduce", "all_gather", "ring_p2p")
 
 
 def max_channels(cluster: Cluster, k: int | None = None) -> int:
     """The most NCCL channels a group of ``k`` members can run across nodes (≥ 1)."""
-    c = _CH.get(cluster)
-    if c is None:
+    got = _CH.get(cluster)
+    if got is None:
         topo = cluster.nccl_topology
         if topo is None:
-            c = 1
+            got = (1, 1)
         else:
-            ok = topo.rail >= 0
+            rails = topo.rails()  # every NIC nearest each device (a GPU may have several)
+            node = np.broadcast_to(topo.node_of[:, None], rails.shape)
+            ok = rails >= 0
             per = np.zeros(int(topo.node_of.max(initial=0)) + 1, dtype=np.int64)
             if ok.any():
-                pairs = np.unique(topo.node_of[ok] * (int(topo.rail.max()) + 1) + topo.rail[ok])
-                np.add.at(per, pairs // (int(topo.rail.max()) + 1), 1)
+                R = int(rails.max()) + 1
+                pairs = np.unique(node[ok] * R + rails[ok])
+                np.add.at(per, pairs // R, 1)
             per = np.sort(np.maximum(per, 1))[::-1]
-            c = int(per[1]) if per.size >= 2 else 1
-        _CH[cluster] = c
+            got = (int(per[1]) if per.size >= 2 else 1, max(1, int(topo.nic_count().max(initial=1))))
+        _CH[cluster] = got
+    c, m = got
     if k is not None:
-        c = min(c, max(1, k // 2))
+        c = min(c, max(1, (k // 2) * m))
     return max(1, c)
 
 

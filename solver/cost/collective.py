@@ -21,8 +21,9 @@ from ..fabric.cluster import Cluster
 from ..fabric.rates import DEFAULT_NCCL
 from ..traffic import Collective, subgroups
 from ..results import Bottleneck
-from .nccl import (ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, _blocks, chain_flows, latency_seconds,
-                   nccl_member_order, nvls_bus_gbps, nvlstree_bus_gbps, pxn_relay, ring_flows, tree_bus_gbps)
+from .nccl import ALGO_PROTOCOLS, NVLS_MAX_HEADS, PROTOCOLS, latency_seconds, nvls_bus_gbps, nvlstree_bus_gbps, \
+    p2p_channels_per_peer, ring_protocol_caps, tree_bus_gbps
+from .ncclflows import _blocks, chain_flows, nccl_member_order, pxn_relay, ring_flows
 
 __all__ = ["PartTimes", "part_times", "flow_bytes", "collective_steps", "A2A_BATCH"]
 
@@ -77,7 +78,8 @@ class PartTimes:
     algorithm : list of str, length L
         ``ring``, ``tree``, ``nvls``, ``nvlstree`` or ``p2p``.
     channels : numpy.ndarray of int, shape (L,)
-        NCCL channels across nodes (1 inside a node; NVLS: its heads).
+        NCCL channels across nodes (1 inside a node; NVLS: its heads; all-to-all and send/recv:
+        NCCL's p2p channels per peer, :func:`~rankmap.solver.cost.nccl.p2p_channels_per_peer`).
     bottleneck : list of Bottleneck or None
         Per layout, when the timer reports them (the fabric's timer does).
     """
@@ -108,8 +110,11 @@ def _p2p_batches(kind: str, dev: np.ndarray, fb: float, wrap_bytes: float) -> It
             yield dev.ravel(), np.roll(dev, -k, axis=1).ravel(), fb, np.repeat(rows, n)
 
 
-def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.ndarray, latency: bool):
-    """(seconds, latency seconds) per layout: least over the algorithm's protocols of latency + time / efficiency."""
+def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.ndarray, latency: bool,
+                   bus_bytes: float = 0.0, caps: dict | None = None):
+    """(seconds, latency seconds) per layout: least over the algorithm's protocols of latency + time / efficiency,
+    the protocol's time no less than ``bus_bytes`` at its bus-bandwidth cap (``caps``: protocol -> GB/s (L,),
+    :func:`~rankmap.solver.cost.nccl.ring_protocol_caps`)."""
     if not latency:
         return t_bw, np.zeros_like(t_bw)
     best_t = np.full(t_bw.shape, np.inf)
@@ -119,7 +124,10 @@ def _best_protocol(algo: str, kind: str, t_bw: np.ndarray, k: int, nodes: np.nda
         if proto not in ALGO_PROTOCOLS[algo]:
             continue
         lat = np.array([latency_seconds(algo, proto, kind, k, int(u)) for u in uniq])[inv]
-        t = lat + t_bw / eff
+        bw_t = t_bw / eff
+        if caps is not None and proto in caps:
+            bw_t = np.maximum(bw_t, bus_bytes / (caps[proto] * 1e9))
+        t = lat + bw_t
         better = t < best_t
         best_t = np.where(better, t, best_t)
         best_l = np.where(better, lat, best_l)
@@ -181,10 +189,12 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
     if topo is None:  # a Cluster built by hand, not by cluster_from_graph: hosts as nodes, no rails
         node_of = np.asarray(cluster.host_of)
         rail = np.full(node_of.size, -1, dtype=np.int64)
+        rails = rail
         nic = nvl = np.zeros(node_of.size)
         arch = None
     else:
         node_of, rail, nic, nvl, arch = topo.node_of, topo.rail, topo.nic_gbps, topo.nvlink_gbps, topo.arch
+        rails, nics = topo.rails(), topo.nic_count()  # every NIC nearest each GPU
     ordered = nccl_member_order(dev, node_of)
     nodes_row = 1 + (node_of[ordered][:, 1:] != node_of[ordered][:, :-1]).sum(axis=1)
     nodes = nodes_row.reshape(L, g).max(axis=1)
@@ -210,12 +220,21 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
 
         t_bw, glat, bott = timer(batches(), record)
         t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency)
-        return PartTimes(t + glat * steps, lat + glat * steps, ["p2p"] * L, np.ones(L, dtype=np.int64), bott)
+        if topo is None:
+            chans = np.ones(L, dtype=np.int64)
+        else:  # NCCL's p2p channels per peer (reported; the rates are the routes')
+            nic_min = nic[dev].reshape(L, g * k).min(axis=1)
+            nvl_min = nvl[dev].reshape(L, g * k).min(axis=1)
+            nics_min = nics[dev].reshape(L, g * k).min(axis=1)
+            chans = _vec(lambda nn, ni, nc, nv: p2p_channels_per_peer(int(nn), k, ni, int(nc), nv, arch),
+                         nodes, nic_min, nics_min, nvl_min).astype(np.int64)
+        return PartTimes(t + glat * steps, lat + glat * steps, ["p2p"] * L, chans, bott)
     want = model.algorithm
-    src, dst, nb, ch, rows = ring_flows(dev, node_of, rail, fb, return_rows=True)
+    src, dst, nb, ch, rows = ring_flows(dev, node_of, rails, fb, return_rows=True)
     t_bw, glat, bott = timer([(src, dst, nb, seg(rows))], record and want in ("auto", "ring"))
-    t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency)
     chans = ch.reshape(L, g).max(axis=1)
+    caps = ring_protocol_caps(arch, nodes, ch.reshape(L, g).min(axis=1)) if kind != "ring_p2p" else None
+    t, lat = _best_protocol("ring", kind, t_bw, k, nodes, model.latency, fb, caps)
     ring = PartTimes(t + glat * steps, lat + glat * steps, ["ring"] * L, chans, bott)
     if kind != "all_reduce" or topo is None or arch is None:
         return ring
@@ -232,7 +251,7 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
         cands.append((t, lat, "nvls", np.full(L, min(k, NVLS_MAX_HEADS)), bb))
     multi = nodes_row.reshape(L, g).min(axis=1) > 1
     if want in ("auto", "nvlstree", "tree") and multi.any():
-        s2, d2, b2, ch2, rows2 = chain_flows(dev, node_of, rail, S, return_rows=True)
+        s2, d2, b2, ch2, rows2 = chain_flows(dev, node_of, rails, S, return_rows=True)
         t_net, _glat2, bott2 = timer([(s2, d2, b2, seg(rows2))], False)
         c_min = ch2.reshape(L, g).min(axis=1)
         nic_min = nic[dev].reshape(L, g * k).min(axis=1)

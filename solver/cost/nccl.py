@@ -14,9 +14,13 @@ members there (``src/init.cc:1439-1442`` takes the least over ranks; sub-communi
 see only their own GPUs, ``src/graph/topo.cc:1800``).  Nodes are ordered by first
 appearance in the group's rank list (``src/init.cc:1290-1301``); channel j crosses from
 node i to node i+1 between the members on the j-th rail of each (rings are kept
-rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes, and visits the
-node's members over NVLink: a node of k members moves (k−1)/k of the ring bytes per
-member inside it.  One node: the ring over the members in rank order.
+rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes.  Inside a node
+a channel is a *path*, not a closed ring (``search.cc``: ``NET n -> GPU a -> .. -> GPU x
+-> NET m``): it enters at the member beside its NIC, visits the other members and leaves
+from its exit member (the last member on the paired rail, or on its own shared NIC;
+:mod:`.ncclflows` ``_node_channels``), so every member sends each channel's bytes once,
+either to the next member or out to the network.  One node: the ring over the members
+in rank order.
 
 **All-to-all and send/recv** cross nodes through PXN (``NCCL_PXN_DISABLE=0``,
 ``NCCL_P2P_PXN_LEVEL=2``, ``src/graph/search.cc:1398-1477``): the bytes first cross NVLink
@@ -38,6 +42,8 @@ import math
 import numpy as np
 
 __all__ = [
+    "p2p_channels_per_peer",
+    "ring_protocol_caps",
     "nvls_bus_gbps",
     "nvlstree_bus_gbps",
     "tree_bus_gbps",
@@ -70,11 +76,102 @@ NVLINK_LAT_US = {"ring": (0.6, 1.9, 3.4), "tree": (0.6, 1.25, 4.0), "nvls": (0.0
                  "nvlstree": (0.0, 0.0, 25.0)}
 NET_LAT_US = {"ring": (2.7, 4.0, 14.0), "tree": (5.0, 8.5, 14.0), "nvls": (0.0, 0.0, 18.0),
               "nvlstree": (0.0, 0.0, 20.9)}
+#: Ring LL128 per-channel cap, GB/s (``perChMaxRingLL128Bws``, ``tuning.cc:184-190``; the same for 1, 2 and
+#: more nodes): ``busBw = min(0.92·busBw, nChannels·cap)`` (``tuning.cc:328-329``).
+LL128_CH_MAX = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 40.0}
+#: Ring LL bus bandwidth cap, GB/s (``llMaxBws``, ``tuning.cc:177-183``): one node by GPU generation;
+#: across nodes by CPU (Intel rows: 2 nodes 39.0, more 20.4): ``busBw = min(llMaxBw, 0.5·busBw)`` (``tuning.cc:327``).
+LL_MAX_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_NODES = (39.0, 20.4)
+
+
+def ring_protocol_caps(arch: str | None, nodes: np.ndarray, channels: np.ndarray) -> dict | None:
+    """NCCL's bus-bandwidth caps of ring LL and LL128, GB/s per layout (``tuning.cc:327-329``), or None.
+
+    Parameters
+    ----------
+    arch : str or None
+        GPU generation; None (a graph that names none): no caps.
+    nodes, channels : numpy.ndarray of int, shape (L,)
+        Nodes the groups span and their channels across nodes.
+
+    Returns
+    -------
+    dict protocol -> numpy.ndarray of float, shape (L,)
+        ``ll``: ``llMaxBw`` (one node by generation: H100 141; across nodes 39.0 on 2, 20.4 on more);
+        ``ll128``: ``channels · perChMaxRingLL128Bw`` across nodes (H100 36.7 per channel against the
+        NIC's 48: LL128 reaches 0.76 of Simple there); inside a node no LL128 cap (NCCL's intra-node
+        rings run 12-24 channels of ≤ 30 GB/s, under it; rankmap does not count them).
+    """
+    if arch not in LL128_CH_MAX:
+        return None
+    nodes = np.asarray(nodes)
+    ll = np.where(nodes <= 1, LL_MAX_ONE_NODE[arch], np.where(nodes == 2, LL_MAX_NODES[0], LL_MAX_NODES[1]))
+    ll128 = np.where(nodes <= 1, np.inf, np.asarray(channels, dtype=float) * LL128_CH_MAX[arch])
+    return {"ll": ll.astype(float), "ll128": ll128}
+
+
 #: Multi-node ring all-reduce, Simple: latency x1.4, "plateau effect of ring" (``tuning.cc:647-650``).
 RING_PLATEAU = 1.4
 #: Protocols each algorithm runs (NVLS and NVLSTree: Simple only).
 ALGO_PROTOCOLS = {"ring": ("simple", "ll128", "ll"), "tree": ("simple", "ll128", "ll"),
                   "nvls": ("simple",), "nvlstree": ("simple",)}
+
+#: NCCL's GB/s per NVLink (``ncclTopoNVLinkBw``, ``src/graph/topo.h:19-24``: SM80 20.0, SM90 20.6, SM100 40.1).
+NVLINK_LINK_GBPS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+#: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s (``src/graph/paths.cc:918``).
+P2P_PER_CHANNEL_NET_GBPS = 14.0
+#: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (``src/include/device.h:391``).
+P2P_PER_BATCH = 8
+#: p2p channels NCCL opens (``comm->p2pnChannels`` = pow2Up of the ring channels, capped at
+#: ``MAXCHANNELS`` 64): NCCL logs 32 on 8xH100/A100 hosts (24-32 ring channels after
+#: ``connect.cc``'s duplication); rankmap does not model the ring channel duplication, so this
+#: constant stands for it.
+P2P_NCHANNELS = 32
+
+
+def _pow2up(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def p2p_channels_per_peer(nodes: int, n: int, nic_gbps: float, nics: int, nvlink_gbps: float,
+                          arch: str | None) -> int:
+    """NCCL's p2p channels per peer (``comm->p2pnChannelsPerPeer``) of a send/recv or all-to-all group.
+
+    ``ncclTopoGetNchannels`` (``src/graph/paths.cc:920-955``) per peer: across the network
+    ``max(local NICs, ceil(NIC GB/s / 14))`` (400G: 4, 200G: 2, 100G: 1); over NVLink
+    ``2·max(1, NVLink GB/s / per-link GB/s)`` (8xH100 on NVSwitches: 2·18 = 36); over PCIe 2.
+    The least over the peers, rounded up to a power of two and capped at :data:`P2P_NCHANNELS`
+    (``ncclTopoComputeP2pChannels``, ``paths.cc:975-1004``); across nodes halved while
+    ``perPeer · ceil(n / 8) > P2P_NCHANNELS`` (every peer in one round).  Only reported: the
+    model's rates are the routes' (each pair's flow at its route's rate).
+
+    Parameters
+    ----------
+    nodes, n : int
+        NCCL nodes the group spans, its members.
+    nic_gbps : float
+        Least NIC rate of the members, GB/s (0: none).
+    nics : int
+        Least number of NICs local to a member (≥ 1 when ``nic_gbps`` > 0).
+    nvlink_gbps : float
+        Least NVSwitch rate of the members, GB/s (0: none, PCIe).
+    arch : str or None
+        GPU generation, for NCCL's per-link NVLink rate.
+    """
+    if n <= 1:
+        return 0
+    if nodes > 1:
+        per = max(int(nics), math.ceil(nic_gbps / P2P_PER_CHANNEL_NET_GBPS - 1e-9)) if nic_gbps > 0 else 2
+    else:
+        link = NVLINK_LINK_GBPS.get(arch or "", 20.0)
+        per = 2 * max(1, int(nvlink_gbps / link + 1e-9)) if nvlink_gbps > 0 else 2
+    per = min(_pow2up(max(per, 1)), P2P_NCHANNELS)
+    if nodes > 1:
+        while per * -(-n // P2P_PER_BATCH) > P2P_NCHANNELS and per > 1:
+            per //= 2
+    return per
+
 
 def nvls_bus_gbps(k: int, nvlink_gbps: float, arch: str | None) -> float:
     """NVLS all-reduce bus bandwidth of ``k`` GPUs on one NVSwitch node, GB/s (0 when NVLS cannot run).
@@ -151,188 +248,6 @@ def latency_seconds(algorithm: str, protocol: str, kind: str, n: int, nodes: int
     return (base + intra + 2 * logn * net) * 1e-6
 
 
-# --------------------------------------------------------------------------- flows
-
-
-def nccl_member_order(dev: np.ndarray, node_of: np.ndarray) -> np.ndarray:
-    """Each group's members in NCCL's ring order: nodes by first appearance, members of a node contiguous.
-
-    Parameters
-    ----------
-    dev : numpy.ndarray of int, shape (g, k)
-        Devices of each group's members in ascending global rank.
-    node_of : numpy.ndarray of int, shape (num_devices,)
-        NCCL node (host, or multi-node NVLink domain) of each device.
-
-    Returns
-    -------
-    numpy.ndarray of int, shape (g, k): ``dev`` reordered row by row (a stable sort by the
-    first position of each member's node).
-    """
-    g, k = dev.shape
-    if k <= 1 or g == 0:
-        return dev
-    h = node_of[dev]
-    breaks = (h[:, 1:] != h[:, :-1]).sum(axis=1)
-    hs = np.sort(h, axis=1)
-    if np.array_equal(breaks, (hs[:, 1:] != hs[:, :-1]).sum(axis=1)):
-        return dev  # every node's members already contiguous
-    rows = np.repeat(np.arange(g), k)
-    cols = np.tile(np.arange(k), g)
-    hf = h.ravel()
-    order = np.lexsort((cols, hf, rows))
-    start = np.ones(order.size, dtype=bool)
-    start[1:] = (rows[order][1:] != rows[order][:-1]) | (hf[order][1:] != hf[order][:-1])
-    first = cols[order][np.maximum.accumulate(np.where(start, np.arange(order.size), 0))]
-    first_pos = np.empty_like(first)
-    first_pos[order] = first
-    new = np.lexsort((cols, first_pos, rows))
-    return dev.ravel()[new].reshape(g, k)
-
-
-def _blocks(dev: np.ndarray, node_of: np.ndarray):
-    """Per member of NCCL-ordered groups: (rows, positions, block id, block size, block start, nodes per group)."""
-    g, k = dev.shape
-    h = node_of[dev]
-    brk = np.zeros((g, k), dtype=bool)
-    brk[:, 1:] = h[:, 1:] != h[:, :-1]
-    nodes = 1 + brk.sum(axis=1)
-    block = np.cumsum(brk, axis=1)
-    rows = np.repeat(np.arange(g), k)
-    bflat = rows * k + block.ravel()
-    size = np.bincount(bflat, minlength=g * k)
-    pos = np.tile(np.arange(k), g)
-    start = np.full(g * k, k, dtype=np.int64)
-    np.minimum.at(start, bflat, pos)
-    return rows, pos, block, size[bflat], start[bflat], nodes
-
-
-def _rail_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: np.ndarray, channels_cap: int = 0):
-    """Rail-aligned channel endpoints of groups spanning several nodes.
-
-    Returns ``(src, dst, blk, grp, c)``: for every group ``grp`` (row of ``dev``), block (node)
-    ``blk`` and channel j < c[grp], the member on the j-th rail of that node (``src``) and of
-    the next node (``dst``; the last node's next is the first); ``c`` (per group) = min over
-    the group's nodes of their distinct rails.
-    """
-    g, k = dev.shape
-    r = rail[dev].ravel()
-    r = np.where(r < 0, -1, r)
-    R = int(rail.max(initial=0)) + 2
-    rr = np.repeat(np.arange(g), k)
-    key = (rr * k + block.ravel()) * R + (r + 1)
-    uk, first = np.unique(key, return_index=True)
-    rep_dev = dev.ravel()[first]
-    rb = uk // R  # group * k + block
-    bstart = np.ones(uk.size, dtype=bool)
-    bstart[1:] = rb[1:] != rb[:-1]
-    idx = np.arange(uk.size)
-    jpos = idx - np.maximum.accumulate(np.where(bstart, idx, 0))
-    nrails = np.bincount(rb, minlength=g * k)
-    grp, blk = rb // k, rb % k
-    c = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(c, grp, nrails[rb])
-    if channels_cap > 0:
-        c = np.minimum(c, channels_cap)
-    keep = jpos < c[grp]
-    s_key = rb[keep] * k + jpos[keep]
-    s_dev, grp, blk, jp = rep_dev[keep], grp[keep], blk[keep], jpos[keep]
-    t_key = (grp * k + (blk + 1) % nodes[grp]) * k + jp
-    order = np.argsort(s_key, kind="stable")
-    t_dev = s_dev[order][np.searchsorted(s_key[order], t_key)]
-    return s_dev, t_dev, blk, grp, c
-
-
-def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0,
-               return_rows: bool = False):
-    """Flows of a ring collective as NCCL runs it: ``(src, dst, bytes, channels per group)``.
-
-    Parameters
-    ----------
-    dev : numpy.ndarray of int, shape (g, k)
-        Members' devices in ascending global rank.
-    node_of, rail : numpy.ndarray of int, shape (num_devices,)
-        NCCL node of each device; rail (index of its nearest NIC within its node, -1 none).
-    fb : float
-        Bytes per ring edge of a single ring (:func:`rankmap.solver.timemodel.flow_bytes`).
-    channels_cap : int
-        If > 0, at most this many channels.
-    return_rows : bool
-        Also return the group (row of ``dev``) of each flow, shape (F,).
-
-    Returns
-    -------
-    (src, dst, nbytes, channels[, rows]) : numpy.ndarray, shapes (F,), (F,), (F,), (g,)[, (F,)]
-        One node: the ring over the members, ``fb`` per edge.  Several nodes: a ring over
-        each node's block of k_h members carrying ``fb·(k_h−1)/k_h`` per edge, and
-        ``c`` rail-aligned flows of ``fb/c`` from each node to the next (the last to the
-        first), ``c`` = min over the nodes of the distinct rails of the group's members.
-    """
-    dev = nccl_member_order(np.asarray(dev, dtype=np.int64), node_of)
-    g, k = dev.shape
-    rows, pos, block, ksz, st, nodes = _blocks(dev, node_of)
-    nxt = np.where(pos + 1 < st + ksz, pos + 1, st)
-    src = dev.ravel()
-    dst = dev[rows, nxt]
-    single = nodes[rows] == 1
-    nb = np.where(single, float(fb), float(fb) * (ksz - 1) / np.maximum(ksz, 1))
-    chans = np.ones(g, dtype=np.int64)
-    multi = np.flatnonzero(nodes > 1)
-    if multi.size == 0:
-        return (src, dst, nb, chans, rows) if return_rows else (src, dst, nb, chans)
-    s_dev, t_dev, _blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
-    chans[multi] = c
-    out = (np.concatenate([src, s_dev]), np.concatenate([dst, t_dev]), np.concatenate([nb, float(fb) / c[grp]]), chans)
-    return (*out, np.concatenate([rows, multi[grp]])) if return_rows else out
-
-
-def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: float, channels_cap: int = 0,
-                return_rows: bool = False):
-    """Network flows of a tree across nodes (tree / NVLSTree all-reduce): ``(src, dst, bytes, channels)``.
-
-    The nodes, in first-appearance order, form a chain; each neighbouring pair exchanges
-    ``nbytes`` both ways (partial sums up, results down: per NIC the bytes of a tree of
-    depth log₂N, whose inner nodes also send and receive both ways), over ``c``
-    rail-aligned channels of ``nbytes/c``.  Groups on one node have no flows (channels 1).
-    With ``return_rows`` also the group (row of ``dev``) of each flow.
-    """
-    dev = nccl_member_order(np.asarray(dev, dtype=np.int64), node_of)
-    g, k = dev.shape
-    _rows, _pos, block, _ksz, _st, nodes = _blocks(dev, node_of)
-    chans = np.ones(g, dtype=np.int64)
-    multi = np.flatnonzero(nodes > 1)
-    empty = np.zeros(0, dtype=np.int64)
-    if multi.size == 0:
-        return (empty, empty, np.zeros(0), chans, empty) if return_rows else (empty, empty, np.zeros(0), chans)
-    s_dev, t_dev, blk, grp, c = _rail_channels(dev[multi], block[multi], nodes[multi], rail, channels_cap)
-    chans[multi] = c
-    keep = blk < nodes[multi][grp] - 1  # no closing edge
-    s_dev, t_dev, b, r = s_dev[keep], t_dev[keep], float(nbytes) / c[grp[keep]], multi[grp[keep]]
-    out = (np.concatenate([s_dev, t_dev]), np.concatenate([t_dev, s_dev]), np.concatenate([b, b]), chans)
-    return (*out, np.concatenate([r, r])) if return_rows else out
-
-
-def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray, node_of: np.ndarray,
-              rail: np.ndarray) -> np.ndarray:
-    """PXN relay device of each flow, shape (F,): the member of the flow's group (``row`` of
-    ``dev``) on the sender's node whose rail is the receiver's rail; ``src`` where there is
-    none or the flow stays inside a node (``src/graph/search.cc:1398-1477``)."""
-    g, k = dev.shape
-    R = int(rail.max(initial=0)) + 1
-    NN = int(node_of.max(initial=0)) + 1
-    mr = rail[dev].ravel()
-    ok = mr >= 0
-    keys = ((np.repeat(np.arange(g), k) * NN + node_of[dev].ravel()) * R + np.maximum(mr, 0))[ok]
-    kd = dev.ravel()[ok]
-    uk, first = np.unique(keys, return_index=True)
-    ud = kd[first]
-    out = src.copy()
-    need = (node_of[src] != node_of[dst]) & (rail[dst] >= 0) & (rail[src] != rail[dst])
-    if not need.any() or uk.size == 0:
-        return out
-    q = (row[need] * NN + node_of[src[need]]) * R + rail[dst[need]]
-    pos = np.minimum(np.searchsorted(uk, q), uk.size - 1)
-    hit = uk[pos] == q
-    sel = np.flatnonzero(need)
-    out[sel[hit]] = ud[pos[hit]]
-    return out
+# the flows live in .ncclflows; re-exported here for the modules that import them from .nccl
+from .ncclflows import (_blocks, _node_channels, chain_flows, nccl_member_order, pxn_relay,  # noqa: E402,F401
+                        ring_flows)

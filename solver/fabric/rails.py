@@ -39,6 +39,10 @@ class NcclTopology:
         0 when it has none (NVLS needs it).
     arch : str or None
         GPU architecture family of the cluster (``graph.graph['gpu']``), for NCCL's per-architecture constants.
+    nic_rails : numpy.ndarray of int64, shape (n, m), or None
+        Every NIC nearest the device (all at its nearest distance: NCCL's PIX NICs of the GPU,
+        ``ncclTopoSelectNets`` lists them all and a ring channel may enter at each), as rail
+        indices ascending, padded with -1; column 0 is ``rail``.  None: ``rail`` alone.
     """
 
     node_of: np.ndarray
@@ -46,6 +50,15 @@ class NcclTopology:
     nic_gbps: np.ndarray
     nvlink_gbps: np.ndarray
     arch: str | None = None
+    nic_rails: np.ndarray | None = None
+
+    def rails(self) -> np.ndarray:
+        """Every nearest NIC's rail per device, shape (n, m) (:attr:`nic_rails`, or ``rail`` as one column)."""
+        return self.rail[:, None] if self.nic_rails is None else self.nic_rails
+
+    def nic_count(self) -> np.ndarray:
+        """NICs nearest each device, shape (n,) (0: none)."""
+        return (self.rails() >= 0).sum(axis=1)
 
 
 def _nic_key(graph: nx.Graph, x) -> tuple:
@@ -55,8 +68,9 @@ def _nic_key(graph: nx.Graph, x) -> tuple:
     return (idx, str(x))
 
 
-def _nearest_nic(graph: nx.Graph, d) -> object:
-    """The nearest NIC of GPU ``d`` through PCIe switches and CPUs of its host (≤ NIC_SEARCH_HOPS hops), or None."""
+def _nearest_nic(graph: nx.Graph, d, every: bool = False) -> object:
+    """The nearest NIC of GPU ``d`` through PCIe switches and CPUs of its host (≤ NIC_SEARCH_HOPS hops), or None;
+    ``every``: all NICs at that nearest distance, sorted (an empty list for none)."""
     nodes = graph.nodes
     host = nodes[d].get("host")
     frontier, seen = [d], {d}
@@ -73,9 +87,10 @@ def _nearest_nic(graph: nx.Graph, d) -> object:
                 elif kind in ("pcie_switch", "cpu") and nodes[y].get("host") in (None, host):
                     nxt.append(y)
         if found:
-            return min(found, key=lambda x: _nic_key(graph, x))
+            found = sorted(found, key=lambda x: _nic_key(graph, x))
+            return found if every else found[0]
         frontier = nxt
-    return None
+    return [] if every else None
 
 
 def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
@@ -132,11 +147,22 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
         pick = np.argmin(keyed, axis=1)
         nic_node[has] = att[np.flatnonzero(has), pick[has]]
     extra: dict = {}  # device -> graph NIC for GPUs found by the search (not a forest attachment)
+    more: dict = {}  # device -> every nearest graph NIC, when more than one
     for i in np.flatnonzero(~has).tolist():
-        x = _nearest_nic(graph, devices[i])
-        if x is not None:
+        xs = _nearest_nic(graph, devices[i], every=True)
+        if xs:
+            x = xs[0]
             extra[i] = x
             nic_node[i] = fabric.node_index.get(x, -1) if fabric.node_index else -1
+            if len(xs) > 1:
+                more[i] = xs
+    if has.any():  # GPUs with several NICs among their attachments (a merged twin set counts each member)
+        merged = np.array(["|" in x for x in names] + [False])
+        for i in np.flatnonzero((is_nic.sum(axis=1) > 1) | (is_nic & merged[att]).any(axis=1)).tolist():
+            xs = sorted({y for a in att[i][is_nic[i]].tolist() for y in names[a].split("|")},
+                        key=lambda x: _nic_key(graph, x))
+            if len(xs) > 1:
+                more[i] = xs
     # rails: each node's NICs numbered by (host, nic_index, name)
     rail = np.full(n, -1, dtype=np.int64)
     nic_gbps = np.zeros(n)
@@ -146,6 +172,8 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
     for nd, x in key_dev:
         if x is not None:
             per_node.setdefault(nd, set()).add(x)
+    for i, xs in more.items():
+        per_node.setdefault(int(node_of[i]), set()).update(xs)
     index: dict = {}
     for nd, nics in per_node.items():
         for j, x in enumerate(sorted(nics, key=lambda x: (str(nodes[x].get("host", "")), _nic_key(graph, x)))):
@@ -165,4 +193,13 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
             continue
         rail[i] = index[(nd, x)]
         nic_gbps[i] = port[gidx[x]]
-    return NcclTopology(node_of, rail, nic_gbps, nvl, arch)
+    nic_rails = None
+    if more:
+        m = max(len(xs) for xs in more.values())
+        nic_rails = np.full((n, m), -1, dtype=np.int64)
+        nic_rails[:, 0] = rail
+        for i, xs in more.items():
+            rs = sorted(index[(int(node_of[i]), x)] for x in xs)
+            nic_rails[i, :len(rs)] = rs
+            rail[i] = rs[0]
+    return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails)

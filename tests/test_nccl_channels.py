@@ -1,0 +1,215 @@
+"""NCCL's channels across hosts as paths through each host (issue 25 item 1), on hand-derived cases.
+
+NCCL's inter-node ring for channel c is ``NET n -> GPU a -> .. -> GPU x -> NET m`` on every
+node (``src/graph/search.cc``, ``ncclTopoSearchRecGpu`` with ``backToNet = ngpus-1``;
+``connect.cc``: ``ringRecv = intra[0]``, ``ringSend = intra[localRanks-1]``): a path, not a
+closed ring, so every member sends each channel's bytes once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from rankmap.solver import NcclModel, cluster_from_graph, parallel_config
+from rankmap.solver.cost.ncclflows import ring_flows
+from rankmap.solver.cost.timemodel import layout_cost
+
+from reference_model import Reference
+
+BANDWIDTH_ONLY = NcclModel(latency=False)
+
+
+def _flows(node_of, rail, members, fb):
+    src, dst, nb, ch = ring_flows(np.asarray([members]), np.asarray(node_of), np.asarray(rail), fb)
+    return Counter(zip(src.tolist(), dst.tolist(), nb.tolist())), int(ch[0])
+
+
+def test_two_gpus_on_two_nics_alternate_their_nics_as_in_nccl_1189():
+    # 2 nodes x 2 GPUs, each GPU its own NIC: nccl#1189 logs "NET/3 GPU/0 GPU/1 NET/2" and
+    # "NET/2 GPU/1 GPU/0 NET/3": channel 0 enters at GPU 0 and leaves from GPU 1, channel 1 the reverse
+    flows, c = _flows([0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 2, 3], 8.0)
+    assert c == 2
+    assert flows == Counter({(0, 1, 4.0): 1, (1, 0, 4.0): 1, (2, 3, 4.0): 1, (3, 2, 4.0): 1,  # inside the nodes
+                             (0, 2, 4.0): 1, (1, 3, 4.0): 1, (2, 0, 4.0): 1, (3, 1, 4.0): 1})  # rail 0, rail 1
+
+
+def test_one_nic_shared_by_a_host_is_entered_and_left_by_different_gpus():
+    # 2 nodes x 4 GPUs behind one NIC each: one channel NIC -> 0 -> 1 -> 2 -> 3 -> NIC (PIX in and out), fb per hop
+    flows, c = _flows([0] * 4 + [1] * 4, [0] * 8, list(range(8)), 6.0)
+    assert c == 1
+    assert flows == Counter({(i, i + 1, 6.0): 1 for i in range(7)} | {(7, 0, 6.0): 1})
+
+
+def test_two_nics_each_shared_by_two_gpus():
+    # rails 0, 0, 1, 1 per node: channel 0 enters at GPU 0 and leaves from the last GPU of rail 1 (3),
+    # channel 1 enters at GPU 2 and leaves from the last GPU of rail 0 (1); rail r's last GPU sends on rail r
+    flows, c = _flows([0] * 4 + [1] * 4, [0, 0, 1, 1] * 2, list(range(8)), 8.0)
+    assert c == 2
+    host0 = [(0, 1), (1, 2), (2, 3), (2, 3), (3, 0), (0, 1)]  # 0-1-2-3 and 2-3-0-1
+    host1 = [(a + 4, b + 4) for a, b in host0]
+    assert flows == Counter([(a, b, 4.0) for a, b in host0 + host1 + [(1, 4), (3, 6), (5, 0), (7, 2)]])
+
+
+def test_odd_channel_count_keeps_its_nic_through_a_pxn_return():
+    # 3 GPUs on 3 NICs per node: channels 0 and 1 pair their NICs; channel 2 keeps NIC 2: its path
+    # 2 -> 0 -> 1 ends before the entry, and GPU 1 hands the bytes back to GPU 2 (PXN to NIC 2)
+    flows, c = _flows([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2], list(range(6)), 6.0)
+    assert c == 3
+    host0 = [(0, 2), (2, 1), (1, 2), (2, 0), (2, 0), (0, 1), (1, 2)]
+    host1 = [(a + 3, b + 3) for a, b in host0]
+    assert flows == Counter([(a, b, 2.0) for a, b in host0 + host1 + [(0, 3), (1, 4), (2, 5), (3, 0), (4, 1), (5, 2)]])
+    # every GPU sends and receives each channel once over NVLink-or-NIC: 3 x 2 = 6, plus the return hop on GPU 1/2
+    tx = Counter()
+    for (a, _b, nb), m in flows.items():
+        tx[a] += nb * m
+    assert [tx[i] for i in range(3)] == [6.0, 6.0, 8.0]
+
+
+def shared_nic_pairs() -> nx.Graph:
+    """2 hosts of 4 GPUs on a 40 GB/s NVSwitch port each; two PCIe switches per host, each with 2 GPUs
+    (32 GB/s) and one 50 GB/s NIC to the leaf: every NIC is shared by two GPUs."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        nvs = f"h{h}/nvswitch"
+        g.add_node(nvs, kind="nvswitch")
+        for s in range(2):
+            sw, nic = f"h{h}/sw{s}", f"h{h}/nic{s}"
+            g.add_node(sw, kind="pcie_switch", host=f"h{h}")
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=s)
+            g.add_edge(sw, nic, bandwidth=50.0)
+            g.add_edge(nic, "leaf", bandwidth=50.0)
+            for i in range(2):
+                gpu = f"h{h}/gpu{2 * s + i}"
+                g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=2 * s + i)
+                g.add_edge(gpu, sw, bandwidth=32.0)
+                g.add_edge(gpu, nvs, bandwidth=40.0)
+    return g
+
+
+def test_shared_nics_path_loads_the_gpus_that_never_exit():
+    g = shared_nic_pairs()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    cfg = parallel_config(8, tp=8)
+    cost = layout_cost(cl, cfg, np.arange(8), {"tp": 1e9})
+    # fb = 2·7/8 GB over 2 channels (2 NICs per host) of fb/2: channel 0 runs 0-1-2-3 and leaves from GPU 3
+    # (NIC 1), channel 1 runs 2-3-0-1 and leaves from GPU 1 (NIC 0).  GPUs 0 and 2 send both channels over
+    # NVLink: fb on a 40 GB/s port = 43.75 ms (the closed ring spread 3/4 fb on every port: 32.8 ms);
+    # GPUs 1 and 3 send fb/2 over NVLink and fb/2 over PCIe (27.3 ms), each NIC fb/2 (17.5 ms)
+    fb = 2 * 7 / 8 * 1e9
+    assert cost.by_class["tp"] == pytest.approx(fb / 40e9, rel=1e-12)
+    assert cost.classes["tp"].channels == 2
+    b = cost.classes["tp"].bottleneck
+    assert b.kind == "link" and b.capacity_gbps == 40.0 and b.load_bytes == pytest.approx(fb) and b.flows == 2
+    ref = Reference(g, latency=False).cost(cfg, {"tp": 1e9}, [cl.devices[i] for i in range(8)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def test_p2p_channels_per_peer_follow_ncclTopoGetNchannels():
+    from rankmap.solver.cost.nccl import p2p_channels_per_peer
+
+    # across nodes: max(local NICs, ceil(NIC GB/s / 14)) -> 400G (48 GB/s) 4, 200G (24) 2, 100G (12) 1
+    assert p2p_channels_per_peer(2, 16, 48.0, 1, 370.8, "hopper") == 4
+    assert p2p_channels_per_peer(2, 16, 24.0, 1, 240.0, "ampere") == 2
+    assert p2p_channels_per_peer(2, 16, 12.0, 1, 0.0, None) == 1
+    assert p2p_channels_per_peer(2, 16, 12.0, 2, 0.0, None) == 2  # two NICs on the GPU: one channel each
+    # every peer in one round of 32 channels: 128 ranks need ceil(128/8) = 16 batches -> 4 halved to 2
+    assert p2p_channels_per_peer(16, 128, 48.0, 1, 370.8, "hopper") == 2
+    # inside an 8xH100 node: 2 x 18 NVLinks = 36 -> pow2 64, capped at the 32 p2p channels; PCIe only: 2
+    assert p2p_channels_per_peer(1, 8, 48.0, 1, 18 * 20.6, "hopper") == 32
+    assert p2p_channels_per_peer(1, 4, 48.0, 1, 0.0, "hopper") == 2
+    assert p2p_channels_per_peer(1, 1, 48.0, 1, 0.0, "hopper") == 0
+
+
+def test_all_to_all_reports_nccl_p2p_channels():
+    from rankmap.solver import fat_tree_cluster
+
+    g = fat_tree_cluster(2, 8, nic_bandwidth_gbps=50.0)
+    g.graph["gpu"] = "h100"
+    cl = cluster_from_graph(g)
+    cost = layout_cost(cl, parallel_config(16, ep=16, etp=1, tp=1), np.arange(16), {"ep": 1e9})
+    assert cost.classes["ep"].algorithm == "p2p" and cost.classes["ep"].channels == 4
+
+
+def two_nic_gpu_and_pair() -> nx.Graph:
+    """h0: one GPU with two 50 GB/s NICs of its own (both PIX); h1: two GPUs on a 100 GB/s NVSwitch, one NIC each."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    g.add_node("h0/gpu0", kind="gpu", host="h0", local_index=0)
+    for j in range(2):
+        g.add_node(f"h0/nic{j}", kind="nic", host="h0", nic_index=j)
+        g.add_edge("h0/gpu0", f"h0/nic{j}", bandwidth=50.0)
+        g.add_edge(f"h0/nic{j}", "leaf", bandwidth=50.0)
+    g.add_node("h1/nvs", kind="nvswitch")
+    for i in range(2):
+        gpu = f"h1/gpu{i}"
+        g.add_node(gpu, kind="gpu", host="h1", local_index=i)
+        g.add_edge(gpu, "h1/nvs", bandwidth=100.0)
+        g.add_node(f"h1/nic{i}", kind="nic", host="h1", nic_index=i)
+        g.add_edge(gpu, f"h1/nic{i}", bandwidth=50.0)
+        g.add_edge(f"h1/nic{i}", "leaf", bandwidth=50.0)
+    return g
+
+
+def test_a_gpu_with_two_nics_runs_a_channel_on_each():
+    # NCCL lists every NIC local to the GPU (ncclTopoSelectNets) and starts a ring channel at each whose bandwidth
+    # remains (ncclTopoSearchRecNet): h0's one GPU gives 2 channels, so h1 uses both its NICs.  dp3 all-gather of
+    # S = 3 GB: fb = 2/3·S = 2 GB, 2 channels of 1 GB: each NIC sends and receives 1 GB: 1 GB / 50 GB/s = 20 ms
+    # (one rail per GPU gave 1 channel: h1's first NIC carried fb both ways, 40 ms)
+    g = two_nic_gpu_and_pair()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == [[0, 1], [0, -1], [1, -1]]
+    cfg = parallel_config(3)
+    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
+    assert cost.classes["dp"].channels == 2
+    assert cost.by_class["dp"] == pytest.approx(1e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    # pipeline sends across the hosts: p2p channels per peer max(2 NICs... least over members: 1 NIC, ceil(50/14) = 4)
+    pp = layout_cost(cl, parallel_config(3, pp=3), np.arange(3), {"pp": 1e9})
+    assert pp.classes["pp"].channels == 4
+
+
+def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path):
+    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each
+    # have 3 PIX NICs, the others one: 12 rails per host.  dp2 of GPU0 on two hosts runs 3 channels (one per NIC);
+    # a full-host ring 12 (every NIC near a member); pipeline peers max(3 NICs, ceil(48/14) = 4) = 4
+    import json
+
+    from cli_helpers import run
+    from format_helpers import HOPPER
+    from rankmap.solver.formats import load_graph
+
+    out = tmp_path / "c.json"
+    code, _o, err = run(capsys, "cluster", "--host-topology", str(HOPPER), "--gpu", "h100", "--nodelist", "n[1-2]",
+                        "-o", str(out))
+    assert code == 0, err
+    cl = cluster_from_graph(load_graph(str(out)))
+    rails = cl.nccl_topology.rails()
+    assert (rails >= 0).sum(axis=1).tolist() == [3, 1, 1, 1, 3, 1, 1, 1] * 2
+    assert rails[0].tolist() == [0, 1, 2] and rails[4].tolist() == [6, 7, 8]
+    dev = np.array([cl.devices.index(f"n{h}/gpu{i}") for h in (1, 2) for i in range(8)])
+    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 1e9})
+    assert one.classes["dp"].channels == 3
+    full = layout_cost(cl, parallel_config(16), dev, {"dp": 1e9})
+    assert full.classes["dp"].channels == 12
+    json.loads(out.read_text())
+
+
+def test_hosts_without_nics_run_one_channel_through_every_member():
+    # GPUs wired straight to the network (no NIC nodes: no rails) form one slot per host: one channel entering at
+    # the first member and leaving from the last, the host's members in between (fb per hop)
+    flows, c = _flows([0] * 3 + [1] * 3, [-1] * 6, list(range(6)), 3.0)
+    assert c == 1
+    assert flows == Counter({(0, 1, 3.0): 1, (1, 2, 3.0): 1, (2, 3, 3.0): 1, (3, 4, 3.0): 1, (4, 5, 3.0): 1,
+                             (5, 0, 3.0): 1})
+    # one host with NICs, one without: the host without rails caps the channels at 1
+    flows, c = _flows([0, 0, 1, 1], [0, 1, -1, -1], [0, 1, 2, 3], 4.0)
+    assert c == 1
+    # host 0's own search pairs its 2 NICs (NET0 -> GPU 0 -> GPU 1 -> NET1) before the comm keeps 1 channel
+    # (init.cc takes the least): the channel leaves host 0 from GPU 1 on NIC 1 and crosses to host 1's entry
+    assert flows == Counter({(0, 1, 4.0): 1, (1, 2, 4.0): 1, (2, 3, 4.0): 1, (3, 0, 4.0): 1})
