@@ -1,0 +1,90 @@
+"""Vectorised paths of the always-computed steps at scale (issue 28.1): same answers as the loops they replace.
+
+Hand-derived values: protobuf varints (150 -> 0x96 0x01, the protobuf documentation's
+example), the launch-file errors of a host-by-host walk, and a cluster without NICs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankmap.solver import InvalidArgumentError
+from rankmap.solver.launch.files import launch_files, torchrun_launchable
+from rankmap.solver.results import HostPlacement
+from rankmap.v1 import rankmap_pb2 as pb
+from rankmap.wire.costs import _rank_groups_bytes, _varints, groups_to_proto
+
+
+def test_varints_are_protobufs():
+    chunks, keep = _varints(np.array([1, 150, 300, 0, 2 ** 21]))
+    got = [bytes(c[k]) for c, k in zip(chunks, keep)]
+    assert got == [b"\x01", b"\x96\x01", b"\xac\x02", b"\x00", b"\x80\x80\x80\x01"]
+    chunks, keep = _varints(np.array([2 ** 40]))  # 64-bit path: 41 bits -> 6 bytes
+    assert bytes(chunks[0][keep[0]]) == b"\x80\x80\x80\x80\x80\x20"
+
+
+def test_rank_groups_bytes_are_the_message():
+    """[[0, 150]]: group field 0x0A, length 5 = tag + length + 3 packed bytes (0x00, 0x96 0x01)."""
+    assert _rank_groups_bytes(np.array([[0, 150]])) == b"\x0a\x05\x0a\x03\x00\x96\x01"
+    rows = np.array([[3, 1, 2 ** 33], [0, 127, 128]])
+    assert list(pb.RankGroups.FromString(_rank_groups_bytes(rows)).groups[1].ranks) == [0, 127, 128]
+    assert list(pb.RankGroups.FromString(_rank_groups_bytes(rows)).groups[0].ranks) == [3, 1, 2 ** 33]
+
+
+@pytest.mark.parametrize("shape", [(4096, 8), (8, 4096), (40000, 1), (1, 40000)])
+def test_groups_to_proto_equals_one_message_per_group(shape):
+    rows = np.arange(shape[0] * shape[1], dtype=np.int64)[::-1].reshape(shape)
+    bulk = pb.GetGroupsResponse()
+    groups_to_proto({"G": rows, "H": rows.T.copy()}, bulk.groups)
+    loop = pb.GetGroupsResponse()
+    for name, arr in (("G", rows), ("H", rows.T)):
+        for row in arr.tolist():
+            loop.groups[name].groups.add().ranks.extend(row)
+    assert bulk == loop
+    assert len(bulk.groups["G"].groups) == shape[0] and list(bulk.groups["G"].groups[0].ranks) == rows[0].tolist()
+
+
+def test_launch_checks_name_the_host_a_walk_stops_at():
+    """Three hosts; the first wrong one is named, whichever check it fails."""
+    ok = (HostPlacement("a", 0, (0, 1), (0, 1)), HostPlacement("b", 1, (0, 1), (2, 3)),
+          HostPlacement("c", 2, (0, 1), (4, 5)))
+    f = launch_files(ok, 6)
+    assert f["mpirun"]["rankfile"][3] == "rank 3=b slot=1" and f["slurm"]["hostfile"] == list("aabbcc")
+    assert torchrun_launchable(ok) == "" and torchrun_launchable(ok, 10) != ""
+    # b runs 2,4 and c 3,5: the walk stops at b
+    mixed = (ok[0], HostPlacement("b", 1, (0, 1), (2, 4)), HostPlacement("c", 2, (0, 1), (3, 5)))
+    assert torchrun_launchable(mixed).startswith("host b runs ranks 2,4,")
+    assert launch_files(mixed, 6)["mpirun"]["rankfile"][3] == "rank 3=c slot=0"
+    # c repeats b's rank 3 (and b is fine): "on two hosts", naming c
+    with pytest.raises(InvalidArgumentError, match="host c: ranks outside 0..5 or on two hosts"):
+        launch_files((ok[0], ok[1], HostPlacement("c", 2, (0, 1), (3, 5))), 6)
+    # b descends before c is out of range: b's error
+    with pytest.raises(InvalidArgumentError, match="host b: global_ranks are not ascending"):
+        launch_files((ok[0], HostPlacement("b", 1, (0, 1), (3, 2)), HostPlacement("c", 2, (0, 1), (4, 9))), 6)
+    with pytest.raises(InvalidArgumentError, match="host c: ranks outside 0..5"):
+        launch_files((ok[0], ok[1], HostPlacement("c", 2, (0, 1), (4, 6))), 6)
+    # a rank offset (a job's second stage): ranks 10..15
+    shifted = tuple(HostPlacement(h.host, h.node_rank, h.cuda_visible_devices,
+                                  tuple(r + 10 for r in h.global_ranks)) for h in ok)
+    assert launch_files(shifted, 6, rank_offset=10)["mpirun"]["rankfile"][0] == "rank 0=a slot=0"
+    assert torchrun_launchable(shifted, 10) == ""
+
+
+def test_cluster_without_nics_has_no_rails():
+    """Hosts of 2 GPUs on an NVSwitch, no NIC anywhere: no rail, no NIC rate (the per-GPU search is skipped)."""
+    import networkx as nx
+
+    from rankmap.solver.fabric.cluster import cluster_from_graph
+
+    g = nx.Graph()
+    for h in range(2):
+        for i in range(2):
+            g.add_node(f"h{h}g{i}", host=f"h{h}", local_index=i)
+            g.add_edge(f"h{h}g{i}", f"h{h}sw", bandwidth=450.0)
+        g.nodes[f"h{h}sw"]["kind"] = "nvswitch"
+        g.add_edge(f"h{h}sw", "leaf", bandwidth=50.0)
+    g.nodes["leaf"]["kind"] = "switch"
+    t = cluster_from_graph(g).nccl_topology
+    assert t.rail.tolist() == [-1, -1, -1, -1] and t.nic_gbps.tolist() == [0, 0, 0, 0]
+    assert t.nvlink_gbps.tolist() == [450.0] * 4  # no link kind: the capacity as given
