@@ -88,3 +88,69 @@ def test_cluster_without_nics_has_no_rails():
     t = cluster_from_graph(g).nccl_topology
     assert t.rail.tolist() == [-1, -1, -1, -1] and t.nic_gbps.tolist() == [0, 0, 0, 0]
     assert t.nvlink_gbps.tolist() == [450.0] * 4  # no link kind: the capacity as given
+
+
+def _fabric_fields(f):
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(f).items()
+            if not k.startswith("_")}
+
+
+@pytest.mark.parametrize("name", ["examples/clusters/a30-pcie-nvlink-pairs.json",
+                                  "examples/clusters/dgx1-v100-hybridcube.json", "examples/clusters/gb200-nvl72-2racks.json",
+                                  "examples/clusters/hgx-a100-2nodes.json", "examples/clusters/hgx-a100-8gpu.json",
+                                  "fat_tree"])
+def test_fabric_from_arrays_is_the_general_build(name, monkeypatch):
+    """The array path of fabric_from_graph (switch forests) builds the same Fabric as the loop over edges."""
+    from pathlib import Path
+
+    from rankmap.solver.fabric import build
+    from rankmap.solver.fabric.cluster import cluster_from_graph
+    from rankmap.solver.formats.graphfile import load_graph
+
+    path = Path(__file__).resolve().parents[1] / name
+    if name == "fat_tree":
+        from rankmap.solver import fat_tree_cluster
+
+        g = fat_tree_cluster(16, 8, tiers=[(4, 4.0)])
+    else:
+        g = load_graph(str(path))
+    fast = cluster_from_graph(g).fabric
+    monkeypatch.setattr(build, "_fabric_from_arrays", lambda *a, **k: None)
+    slow = cluster_from_graph(g).fabric
+    assert _fabric_fields(fast) == _fabric_fields(slow)
+
+
+def test_fabric_from_arrays_on_a_fat_tree_with_latencies_and_direct_links(monkeypatch):
+    """Hosts of 4 GPUs (NVLink pairs as direct links, latencies on every link), leaves, ECMP-free spine;
+    and two spines with the same neighbours (twins: the general path)."""
+    import networkx as nx
+
+    from rankmap.solver.fabric import build
+    from rankmap.solver.fabric.cluster import cluster_from_graph
+
+    def make(spines):
+        g = nx.Graph()
+        for h in range(4):
+            for i in range(4):
+                g.add_node(f"h{h}g{i}", host=f"h{h}", local_index=3 - i)
+                g.add_edge(f"h{h}g{i}", f"h{h}nic{i % 2}", bandwidth=25.0 + i, latency_us=1.5)
+            g.add_edge(f"h{h}g0", f"h{h}g1", bandwidth=300.0, latency_us=0.5)
+            for k in range(2):
+                g.add_node(f"h{h}nic{k}", kind="nic", host=f"h{h}", nic_index=k)
+                g.add_edge(f"h{h}nic{k}", f"leaf{h // 2}", bandwidth=50.0, latency_us=2.0)
+        for leaf in range(2):
+            g.nodes[f"leaf{leaf}"]["kind"] = "switch"
+        for s in range(spines):
+            g.add_node(f"spine{s}", kind="switch")
+            for leaf in range(2):
+                g.add_edge(f"leaf{leaf}", f"spine{s}", bandwidth=100.0)
+        return g
+
+    for spines in (1, 2):
+        g = make(spines)
+        fast = cluster_from_graph(g).fabric
+        with monkeypatch.context() as m:
+            m.setattr(build, "_fabric_from_arrays", lambda *a, **k: None)
+            slow = cluster_from_graph(g).fabric
+        assert _fabric_fields(fast) == _fabric_fields(slow)
+    assert fast.direct_key.size == 4 and fast.direct_latency_s.tolist() == [5e-7] * 4

@@ -62,7 +62,7 @@ def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
     return kept, adj, members
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None, arrays=None) -> Fabric:
     """Build the :class:`Fabric` of a validated cluster graph.
 
     ``check`` (optional) is called every 65,536 edges: a cancellation check point.
@@ -77,6 +77,13 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     rate : callable (u, v, edge data) -> float, optional
         The rate an edge carries, GB/s (NCCL's calibrated rate, :func:`rankmap.solver.fabric.rates.link_efficiency`);
         default its ``bandwidth``.
+    arrays : (nodes, src, dst, gbps, latency_s, gpu_node), optional
+        The edges of a simple undirected ``graph`` already read (:func:`~.cluster.cluster_from_graph`):
+        ``nodes`` its node list, ``src``/``dst`` node indices of its edges in ``graph.edges`` order,
+        their rates (GB/s) and latencies (s), shapes (m,), and ``gpu_node`` the node index of each
+        device, shape (n,).  When the switches already form a forest (no ECMP twins to merge) the
+        GPU attachments are then built with numpy (a loop per edge and per GPU took about a second at
+        131,072 GPUs); the result is the same.
 
     Raises
     ------
@@ -86,6 +93,11 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     """
     if graph.is_directed():
         graph = nx.MultiGraph(graph) if graph.is_multigraph() else nx.Graph(graph)
+        arrays = None
+    if arrays is not None and not graph.is_multigraph():
+        fast = _fabric_from_arrays(graph, devices, arrays, check)
+        if fast is not None:
+            return fast
     gpu_set = set(devices)
     dev_index = {d: i for i, d in enumerate(devices)}
     # adjacency among all nodes with summed parallel capacities
@@ -155,7 +167,88 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
             for y, val in full_adj[x].items():
                 if isinstance(y, tuple) and y[:1] == ("__gpu__",):
                     gpu_links[y[1]][x] = val
-    # forest arrays
+    n = len(devices)
+    A = max(1, max((len(v) for v in gpu_links.values()), default=1))
+    att_node = np.full((n, A), -1, dtype=np.int64)
+    att_gbps = np.zeros((n, A))
+    att_lat = np.zeros((n, A))
+    idx = {x: i for i, x in enumerate(non_gpu)}
+    for g, links in gpu_links.items():
+        i = dev_index[g]
+        for k, (x, (c, lat)) in enumerate(sorted(links.items(), key=lambda kv: (-kv[1][0], str(kv[0])))):
+            att_node[i, k] = idx[x]
+            att_gbps[i, k] = c
+            att_lat[i, k] = lat
+    keys = np.array([i * n + j for (i, j) in direct], dtype=np.int64)
+    order = np.argsort(keys)
+    dvals = list(direct.values())
+    dg = np.array([v[0] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
+    dl = np.array([v[1] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
+    return _assemble(graph, devices, non_gpu, adj, members, (att_node, att_gbps, att_lat), (keys[order], dg, dl))
+
+
+def _fabric_from_arrays(graph: nx.Graph, devices: Sequence, arrays, check) -> Fabric | None:
+    """:func:`fabric_from_graph` from edge arrays (its ``arrays``); None when the switches are not a forest
+    (ECMP twins to merge: the caller takes the general path)."""
+    nodes, src, dst, gbps, lat, gpu_node = arrays
+    n, V = len(devices), len(nodes)
+    dev_of = np.full(V, -1, dtype=np.int64)
+    dev_of[np.asarray(gpu_node, dtype=np.int64)] = np.arange(n)
+    du, dv = dev_of[src], dev_of[dst]
+    loop = src == dst
+    gg = ~loop & (du >= 0) & (dv >= 0)
+    gx = ~loop & ((du >= 0) != (dv >= 0))
+    xx = ~loop & (du < 0) & (dv < 0)
+    non_gpu = [x for x, d in zip(nodes, dev_of.tolist()) if d < 0]
+    adj: dict = {x: {} for x in non_gpu}
+    for u, v, c, t in zip(src[xx].tolist(), dst[xx].tolist(), gbps[xx].tolist(), lat[xx].tolist()):
+        a, b = nodes[u], nodes[v]
+        c0, l0 = adj[a].get(b, (0.0, 0.0))
+        adj[a][b] = adj[b][a] = (c0 + c, max(l0, t))
+    if check is not None:
+        check()
+    if not _is_forest(non_gpu, adj):
+        return None
+    # GPU -> switch/NIC attachments, parallel ones summed (capacity) and maxed (latency)
+    fidx = np.full(V, -1, dtype=np.int64)
+    fidx[dev_of < 0] = np.arange(len(non_gpu))
+    g = np.where(du >= 0, du, dv)[gx]
+    x = fidx[np.where(du >= 0, dst, src)[gx]]
+    first = np.flatnonzero(gx)  # edge order breaks the remaining ties, as a stable sort of the edges would
+    key, start, inv = np.unique(g * max(1, len(non_gpu)) + x, return_index=True, return_inverse=True)
+    cap = np.bincount(inv, weights=gbps[gx], minlength=key.size)
+    late = np.zeros(key.size)
+    np.maximum.at(late, inv, lat[gx])
+    kg, kx, kfirst = g[start], x[start], first[start]
+    _, name_rank = np.unique(np.array([str(y) for y in non_gpu] or [""], dtype=object)[kx] if kx.size else
+                             np.zeros(0, dtype=object), return_inverse=True)
+    order = np.lexsort((kfirst, name_rank, -cap, kg))  # per GPU: widest first, then by name
+    kg, kx, cap, late = kg[order], kx[order], cap[order], late[order]
+    counts = np.bincount(kg, minlength=n)
+    slot = np.arange(kg.size) - (np.cumsum(counts) - counts)[kg]
+    A = max(1, int(counts.max(initial=1)))
+    att_node = np.full((n, A), -1, dtype=np.int64)
+    att_gbps = np.zeros((n, A))
+    att_lat = np.zeros((n, A))
+    att_node[kg, slot], att_gbps[kg, slot], att_lat[kg, slot] = kx, cap, late
+    # direct GPU-GPU links, keyed i * n + j (i < j), sorted
+    i, j = np.minimum(du[gg], dv[gg]), np.maximum(du[gg], dv[gg])
+    dkey, dinv = np.unique(i * n + j, return_inverse=True)
+    dg = np.bincount(dinv, weights=gbps[gg], minlength=dkey.size) if dkey.size else np.zeros(0)
+    dl = np.zeros(dkey.size)
+    np.maximum.at(dl, dinv, lat[gg])
+    if check is not None:
+        check()
+    return _assemble(graph, devices, non_gpu, adj, {x: [x] for x in non_gpu}, (att_node, att_gbps, att_lat),
+                     (dkey.astype(np.int64), dg, dl))
+
+
+def _assemble(graph, devices, non_gpu, adj, members, att, direct) -> Fabric:
+    """The :class:`Fabric` of a forest of switches ``non_gpu`` (adjacency ``adj``: neighbour -> (GB/s,
+    latency s)), merged twins ``members``, GPU attachments ``att`` = (node, GB/s, s), each of shape (n, A),
+    and direct links ``direct`` = (sorted keys i·n+j, GB/s, s)."""
+    att_node, att_gbps, att_lat = att
+    dkey, dg, dl = direct
     N = len(non_gpu)
     idx = {x: i for i, x in enumerate(non_gpu)}
     node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
@@ -175,25 +268,9 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     ed_a = np.asarray(ed, dtype=np.int64)
     parent, depth, up, uplat = _root_forest(N, es_a, ed_a, np.asarray(ec, dtype=float), np.asarray(el, dtype=float))
     anc, pmin, plat = _ancestors(parent, depth, up, uplat)
-    n = len(devices)
-    A = max(1, max((len(v) for v in gpu_links.values()), default=1))
-    att_node = np.full((n, A), -1, dtype=np.int64)
-    att_gbps = np.zeros((n, A))
-    att_lat = np.zeros((n, A))
-    for g, links in gpu_links.items():
-        i = dev_index[g]
-        for k, (x, (c, lat)) in enumerate(sorted(links.items(), key=lambda kv: (-kv[1][0], str(kv[0])))):
-            att_node[i, k] = idx[x]
-            att_gbps[i, k] = c
-            att_lat[i, k] = lat
-    keys = np.array([i * n + j for (i, j) in direct], dtype=np.int64)
-    order = np.argsort(keys)
-    dvals = list(direct.values())
-    dg = np.array([v[0] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
-    dl = np.array([v[1] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
     return Fabric(
         node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
-        plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=keys[order],
+        plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=dkey,
         direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices), node_index=node_index,
         no_turn=np.array([str(graph.nodes[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
     )

@@ -384,6 +384,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     src = np.empty(m, dtype=np.int64)
     dst = np.empty(m, dtype=np.int64)
     bw = np.empty(m, dtype=np.float64)
+    lat = np.zeros(m, dtype=np.float64)
     i = 0
     by_data: dict = {}  # id(edge data) -> its rate: the fabric reads the same edges again
     for u, v, data in graph.edges(data=True):
@@ -392,10 +393,13 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         if "measured_gbps" in data:
             measured.append((u, v, data))
         src[i], dst[i], bw[i] = index[u], index[v], b
+        if "latency_us" in data:
+            lat[i] = float(data["latency_us"] or 0.0) * 1e-6
         i += 1
         if check is not None and not i % CHECK_EVERY:
             check()
-    src, dst, bw = src[:i], dst[:i], bw[:i]
+    src, dst, bw, lat = src[:i], dst[:i], bw[:i], lat[:i]
+    gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
 
     def rate_again(u, v, data) -> float:
         got = by_data.get(id(data))
@@ -403,7 +407,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
 
     if check is not None:
         check()
-    fabric = fabric_from_graph(graph, devices, check, rate_again)
+    fabric = fabric_from_graph(graph, devices, check, rate_again, (nodes, src, dst, bw, lat, gpu_idx))
     del by_data
     if check is not None:
         check()
@@ -412,7 +416,6 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     # capacities are shared; widest path alone would not see oversubscription).
     share = fabric.fair_share_gbps()
     raw_bw = bw.copy()
-    gpu_idx = np.array([index[d] for d in devices], dtype=np.int64)
     n_nodes = len(nodes)
     # a switch-to-switch edge (no GPU end) between a fabric node and its parent carries at most the
     # child's fair share (vectorised over the edges: a Python loop took seconds at 131,072 GPUs)
