@@ -154,3 +154,25 @@ def test_fabric_from_arrays_on_a_fat_tree_with_latencies_and_direct_links(monkey
             slow = cluster_from_graph(g).fabric
         assert _fabric_fields(fast) == _fabric_fields(slow)
     assert fast.direct_key.size == 4 and fast.direct_latency_s.tolist() == [5e-7] * 4
+
+
+def test_graph_from_proto_fills_the_graph_in_order():
+    """Devices, then nodes, in message order; a parallel link is one edge of the summed capacity (DESIGN §2)."""
+    from rankmap.wire.graph import graph_from_proto
+
+    c = pb.Cluster(gpu="h100")
+    c.devices.add(id="b", host="h", local_index=1)
+    c.devices.add(id="a", host="h", local_index=0)
+    c.nodes.add(id="sw", kind="nvswitch")
+    c.links.add(source="a", target="sw", bandwidth_gbps=450.0)
+    c.links.add(source="sw", target="b", bandwidth_gbps=400.0, latency_us=1.0)
+    c.links.add(source="b", target="sw", bandwidth_gbps=50.0, latency_us=3.0)
+    g = graph_from_proto(c)
+    assert list(g.nodes(data=True)) == [("b", {"kind": "gpu", "host": "h", "local_index": 1}),
+                                        ("a", {"kind": "gpu", "host": "h", "local_index": 0}),
+                                        ("sw", {"kind": "nvswitch"})]
+    assert list(g.edges(data=True)) == [("b", "sw", {"bandwidth": 450.0, "latency_us": 3.0}),
+                                        ("a", "sw", {"bandwidth": 450.0})]
+    assert g.graph == {"gpu": "h100"} and g.number_of_edges() == 2 and g.degree("sw") == 2
+    g.add_edge("a", "b", bandwidth=1.0)  # an ordinary networkx graph
+    assert sorted(g["a"]) == ["b", "sw"]
