@@ -489,7 +489,9 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     object.__setattr__(cl, "nccl", nccl)
     if measured:
         object.__setattr__(cl, "measured_links", measured_links(fabric, measured))
-    types = [graph.nodes[d].get("host_type") for d in devices]
+    attrs = graph.nodes
+    types = [attrs[d].get("host_type") for d in devices] if any(
+        "host_type" in d for _n, d in graph.nodes(data=True)) else []
     if any(t is not None for t in types):  # --host-topology HOSTLIST=FILE: hosts of several topologies
         cl.__dict__["_host_type_names"] = np.array(["" if t is None else str(t)[:256] for t in types])
     if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine

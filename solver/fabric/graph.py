@@ -80,8 +80,9 @@ def gpus_by_host(graph: nx.Graph, gpu_nodes: list) -> tuple[list, list[str], lis
     host_names: list[str] = []
     host_pos: dict[str, int] = {}
     per_host: dict[str, list] = {}
+    attrs = dict(graph.nodes(data=True))  # plain dict lookups (the node view's took a second at 131,072 GPUs)
     for n in gpu_nodes:
-        data = graph.nodes[n]
+        data = attrs[n]
         host = data.get("host")
         host = str(n) if host is None or host == "" else str(host)
         if host not in host_pos:
@@ -96,9 +97,12 @@ def gpus_by_host(graph: nx.Graph, gpu_nodes: list) -> tuple[list, list[str], lis
         members = per_host[host]
         locs = []
         for pos, n in enumerate(members):
-            li = graph.nodes[n].get("local_index", None)
+            li = attrs[n].get("local_index", None)
             if li is None:
                 li = pos
+            if type(li) is int and 0 <= li <= MAX_LOCAL_INDEX:  # the usual case, checked below otherwise
+                locs.append(li)
+                continue
             if isinstance(li, bool) or not (isinstance(li, (int, np.integer)) or (isinstance(li, float) and li.is_integer())):
                 if isinstance(li, str) and li.strip().lstrip("-").isdigit():
                     li = int(li)
@@ -114,13 +118,14 @@ def gpus_by_host(graph: nx.Graph, gpu_nodes: list) -> tuple[list, list[str], lis
                     f"GPU {n!r} has local_index {li}; the accepted range is 0..{MAX_LOCAL_INDEX}", "cluster.nodes"
                 )
             locs.append(li)
-        seen: dict[int, object] = {}
-        for n, li in zip(members, locs):
-            if li in seen:
-                raise InvalidArgumentError(
-                    f"GPUs {seen[li]!r} and {n!r} on host {host!r} share local_index {li}", "cluster.nodes"
-                )
-            seen[li] = n
+        if len(set(locs)) != len(locs):
+            seen: dict[int, object] = {}
+            for n, li in zip(members, locs):
+                if li in seen:
+                    raise InvalidArgumentError(
+                        f"GPUs {seen[li]!r} and {n!r} on host {host!r} share local_index {li}", "cluster.nodes"
+                    )
+                seen[li] = n
         for li, n in sorted(zip(locs, range(len(members)))):
             devices.append(members[n])
             host_of.append(host_pos[host])
