@@ -226,7 +226,9 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         if isinstance(request, BadMessage):
             raise request.error()
         check_request(request, self.limits)
+        guard.mark("queued")
         job = wire.parse_solve_request(request, guard.check)
+        guard.mark("request")  # the request read: the graph built
         explicit = request.HasField("time_limit_seconds")
         options = cap_time_limit(job.options, explicit, self.limits)
         guard.check()
@@ -234,10 +236,20 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         options, deadline = call_budget(options, explicit, guard.remaining(), job.cfg.world_size, guard.cancel,
                                         # a Solve's limit counts from the call's start, a batch item's from its own
                                         time.monotonic() - (began if guard.stream else guard.started))
+        # the solve's phase boundaries (it only observes): "orders" follows the cluster model, "search" the
+        # baseline and bound; the log line of the call then says where a deadline's time went (issue 28.1)
+        after = {"orders": "cluster_model", "search": "baseline_bound"}
+
+        def progress(phase, _best):
+            if phase in after and after[phase] not in guard.stages:
+                guard.mark(after[phase])
+
         try:
-            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline)
+            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline,
+                           progress=progress)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
+        guard.mark("solve")  # the search and the result (groups, launch files)
         guard.check()
         msg = wire.result_to_proto(result, omit_groups=True)
         if job.measured is not None:  # measured rates (issue 27): notes and the hosts exclude_slow left out
@@ -245,6 +257,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             msg.excluded_slow_hosts.extend(job.measured.slow_hosts)
         if not job.omit_groups:
             groups_to_proto(result.groups, msg.groups, guard.check)
+        guard.mark("encode")
         return msg
 
     def _evaluate_work(self, request, guard: CallGuard):
@@ -382,6 +395,8 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         finally:
             guard.close()
             described = {} if isinstance(request, BadMessage) else wire.describe_request(request)
+            if guard.stages:  # seconds since the call's start at which each stage ended
+                fields["stages"] = dict(guard.stages)
             log_request(method, _peer(context), code, time.perf_counter() - t0, **described, **fields)
 
     # ------------------------------------------------------------ RPCs

@@ -37,7 +37,7 @@ from .rates import DEFAULT_NCCL, NcclModel, gpu_arch, link_efficiency
 __all__ = ["Cluster", "cluster_from_graph", "CHECK_EVERY"]
 
 #: Nodes or edges between two cancellation check points of :func:`cluster_from_graph`.
-CHECK_EVERY = 1 << 16
+CHECK_EVERY = 1 << 14
 
 
 @dataclass(frozen=True, eq=False)
@@ -338,6 +338,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
         (<= 256 characters); GPUs not connected to each other.
     """
     graph = infer_hosts(simple_graph(graph))
+    if check is not None:
+        check()
     nccl = DEFAULT_NCCL if nccl is None else nccl
     arch = gpu_arch(graph.graph.get("gpu"))
     memo: dict = {}
@@ -377,7 +379,7 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     if not gpu_nodes:
         raise InvalidArgumentError("the cluster graph has no GPU nodes (kind 'gpu' or no kind)", "cluster.nodes")
 
-    devices, host_names, host_of, local = gpus_by_host(graph, gpu_nodes)
+    devices, host_names, host_of, local = gpus_by_host(graph, gpu_nodes, check)
 
     # edges -> arrays
     m = graph.number_of_edges()
@@ -442,6 +444,8 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     levels, doms = bandwidth_levels(src, dst, bw, gpu_idx, n_nodes, boundary, raw_bw, out_caps)
     raw_boundary: list[float] = []
     raw_out_caps: list[np.ndarray] = []
+    if check is not None:
+        check()
     raw_levels, raw_doms = bandwidth_levels(src, dst, raw_bw, gpu_idx, n_nodes, raw_boundary, None, raw_out_caps)
     values = np.unique(bw)[::-1]
     if len(devices) == 1:

@@ -73,15 +73,25 @@ def simple_graph(graph: nx.Graph) -> nx.Graph:
     return graph
 
 
-def gpus_by_host(graph: nx.Graph, gpu_nodes: list) -> tuple[list, list[str], list[int], list[int]]:
+def gpus_by_host(graph: nx.Graph, gpu_nodes: list, check=None) -> tuple[list, list[str], list[int], list[int]]:
     """``(devices, host names, host of each device, local index of each device)``: hosts in order of
-    first appearance, each host's GPUs by local index (absent: position among the host's GPUs)."""
+    first appearance, each host's GPUs by local index (absent: position among the host's GPUs).
+
+    ``check`` (optional): a cancellation check point, called every 16,384 GPUs and every 2,048 hosts.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A ``local_index`` that is not an integer in 0..``MAX_LOCAL_INDEX``, or shared by two GPUs of a host.
+    """
     # hosts in order of first appearance; local indices
     host_names: list[str] = []
     host_pos: dict[str, int] = {}
     per_host: dict[str, list] = {}
     attrs = dict(graph.nodes(data=True))  # plain dict lookups (the node view's took a second at 131,072 GPUs)
-    for n in gpu_nodes:
+    for k, n in enumerate(gpu_nodes):
+        if check is not None and not k & 16383:
+            check()
         data = attrs[n]
         host = data.get("host")
         host = str(n) if host is None or host == "" else str(host)
@@ -93,7 +103,9 @@ def gpus_by_host(graph: nx.Graph, gpu_nodes: list) -> tuple[list, list[str], lis
     devices: list = []
     host_of: list[int] = []
     local: list[int] = []
-    for host in host_names:
+    for k, host in enumerate(host_names):
+        if check is not None and not k & 2047:
+            check()
         members = per_host[host]
         locs = []
         for pos, n in enumerate(members):
