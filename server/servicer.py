@@ -293,17 +293,28 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         return import_cluster(request, self.limits.max_world_size, guard.check)
 
+    def _budget(self, options, explicit: bool, world_size: int, guard: CallGuard):
+        """``(options, Deadline)`` of a call's work: as a Solve's (:func:`~rankmap.server.budget.call_budget`),
+        the time limit capped by the server's, counted from the call's start, and the deadline less a margin."""
+        options = cap_time_limit(options, explicit, self.limits)
+        return call_budget(options, explicit, guard.remaining(), world_size, guard.cancel,
+                           time.monotonic() - guard.started)
+
     def _check_work(self, request, guard: CallGuard):
         from rankmap.solver.allocation.check import DEFAULT_CHECK_SECONDS, check_allocation
+        from rankmap.solver.types import SolveOptions
 
         guard.check()
         job = wire.parse_check_request(request, guard.check)
         limit = min(job.time_limit_seconds or DEFAULT_CHECK_SECONDS, float(self.limits.max_time_limit))
+        # the best-layout solve: the budget of a Solve of that limit (the call's deadline less the margin)
+        options, deadline = self._budget(SolveOptions(time_limit_seconds=limit), bool(job.time_limit_seconds),
+                                         job.cfg.world_size, guard)
         guard.check()
         try:
             result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, job.within,
-                                      exposure=job.exposure, best=job.best, time_limit_seconds=limit, seed=job.seed,
-                                      cancel=guard.cancel, cluster=job.cluster)
+                                      exposure=job.exposure, best=job.best, time_limit_seconds=options.time_limit_seconds,
+                                      seed=job.seed, cancel=guard.cancel, cluster=job.cluster, deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
@@ -322,10 +333,11 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         try:
             job = wire.parse_repair_request(request, guard.check)
-            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            options, deadline = self._budget(job.options, job.time_limit_given, job.cfg.world_size, guard)
             guard.check()
             result = repair(job.graph, job.cfg, job.traffic, job.running, job.failed_hosts, job.failed_gpus,
-                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel)
+                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel,
+                            deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         except RankmapError as exc:
@@ -340,9 +352,10 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         try:
             job = wire.parse_compare_request(request, guard.check)
-            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            options, deadline = self._budget(job.options, job.time_limit_given, job.cfg.world_size, guard)
             guard.check()
-            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel)
+            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel,
+                             deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         except RankmapError as exc:

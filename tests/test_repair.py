@@ -397,3 +397,30 @@ def test_compare_reads_the_whole_cluster_once(monkeypatch):
                            and d["host"] != "node001"])
     assert list(sub.nodes(data=True)) == list(ref.nodes(data=True))
     assert list(sub.edges(data=True)) == list(ref.edges(data=True))
+
+
+def test_repair_compare_and_check_stop_at_a_callers_deadline():
+    """A deadline already passed (a gRPC call's budget spent, reason "deadline"): each answers with what it
+    has, marked stopped_by "deadline", and no full re-solve starts (no timing: the deadline is 0 s)."""
+    from rankmap.solver.allocation.check import check_allocation
+    from rankmap.solver.job.compare import compare, parse_allocations
+    from rankmap.solver.job.repair import repair
+    from rankmap.solver.search.deadline import CALL_DEADLINE, Deadline
+
+    cfg = parallel_config(16, tp=4, pp=2)
+    res = repair(_graph(), cfg, {"pp": 8e9}, RUNNING, failed_hosts=["node001"], options=_options(),
+                 deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    assert [o.kind for o in res.options] == ["patch", "pinned"] and "full" in res.unavailable
+    patch = res.option("patch")
+    assert patch.assignment == tuple(RUNNING[:8] + [f"node004/gpu{i}" for i in range(4)] + RUNNING[12:])
+    assert res.option("pinned").stopped_by == "deadline"
+    g = _graph()
+    cmp = compare(g, cfg, {"pp": 8e9}, parse_allocations([ALLOC_B, ALLOC_A], g), _options(),
+                  deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    assert [a.result.stopped_by for a in cmp.allocations] == ["deadline", "deadline"]
+    assert [a.result.improvement for a in cmp.allocations] == [0.0, 0.0]  # the baselines
+    chk = check_allocation(g, cfg, RUNNING, {"pp": 8e9}, time_limit_seconds=10,
+                           deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    # the search stopped at its baseline, dearer than the granted layout: the granted one is the best
+    assert chk.best.stopped_by == "deadline" and chk.best.assignment == tuple(RUNNING)
+    assert chk.best_note.startswith("the granted layout is the best found")
