@@ -176,3 +176,25 @@ def test_graph_from_proto_fills_the_graph_in_order():
     assert g.graph == {"gpu": "h100"} and g.number_of_edges() == 2 and g.degree("sw") == 2
     g.add_edge("a", "b", bandwidth=1.0)  # an ordinary networkx graph
     assert sorted(g["a"]) == ["b", "sw"]
+
+
+def test_host_template_instantiates_as_networkx_would():
+    """A host template written straight into a Graph's dicts gives the graph add_nodes_from/add_edges_from
+    give (a Graph subclass takes that path): same nodes, links, attributes and order."""
+    import networkx as nx
+
+    from rankmap.solver.formats.hosts import synthetic_host
+
+    class Sub(nx.Graph):
+        pass
+
+    t = synthetic_host(8, "h100")
+    fast, slow = nx.Graph(), Sub()
+    for g in (fast, slow):
+        g.add_node("h1/gpu0", kind="gpu", note="before")  # a node already there: updated, as add_nodes_from does
+        for h in ("h0", "h1"):
+            t.instantiate(g, h)
+    assert list(fast.nodes(data=True)) == list(slow.nodes(data=True))
+    assert list(fast.edges(data=True)) == list(slow.edges(data=True))
+    assert fast.nodes["h1/gpu0"]["note"] == "before" and fast.nodes["h1/gpu0"]["host"] == "h1"
+    assert fast.number_of_nodes() == 2 * len(t.nodes) and fast.number_of_edges() == 2 * len(t.edges)

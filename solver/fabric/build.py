@@ -184,7 +184,16 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None,
     dvals = list(direct.values())
     dg = np.array([v[0] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
     dl = np.array([v[1] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
-    return _assemble(graph, devices, non_gpu, adj, members, (att_node, att_gbps, att_lat), (keys[order], dg, dl))
+    es, ed, ec, el = [], [], [], []
+    for x in non_gpu:
+        for y, (c, lat) in adj[x].items():
+            es.append(idx[x])
+            ed.append(idx[y])
+            ec.append(c)
+            el.append(lat)
+    links = (np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64), np.asarray(ec, dtype=float),
+             np.asarray(el, dtype=float))
+    return _assemble(graph, devices, non_gpu, links, members, (att_node, att_gbps, att_lat), (keys[order], dg, dl))
 
 
 def _fabric_from_arrays(graph: nx.Graph, devices: Sequence, arrays, check) -> Fabric | None:
@@ -200,18 +209,27 @@ def _fabric_from_arrays(graph: nx.Graph, devices: Sequence, arrays, check) -> Fa
     gx = ~loop & ((du >= 0) != (dv >= 0))
     xx = ~loop & (du < 0) & (dv < 0)
     non_gpu = [x for x, d in zip(nodes, dev_of.tolist()) if d < 0]
-    adj: dict = {x: {} for x in non_gpu}
-    for u, v, c, t in zip(src[xx].tolist(), dst[xx].tolist(), gbps[xx].tolist(), lat[xx].tolist()):
-        a, b = nodes[u], nodes[v]
-        c0, l0 = adj[a].get(b, (0.0, 0.0))
-        adj[a][b] = adj[b][a] = (c0 + c, max(l0, t))
+    N = len(non_gpu)
+    fidx = np.full(V, -1, dtype=np.int64)
+    fidx[dev_of < 0] = np.arange(N)
+    # switch-to-switch links as arrays (a dict per switch took seconds with a NIC and PCIe tree per host),
+    # parallel ones summed (capacity) and maxed (latency), as the general path's adjacency
+    a, b = fidx[src[xx]], fidx[dst[xx]]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    skey, sinv = np.unique(lo * max(1, N) + hi, return_inverse=True)
+    scap = np.bincount(sinv, weights=gbps[xx], minlength=skey.size) if skey.size else np.zeros(0)
+    slat = np.zeros(skey.size)
+    np.maximum.at(slat, sinv, lat[xx])
+    su, sv = skey // max(1, N), skey % max(1, N)
     if check is not None:
         check()
-    if not _is_forest(non_gpu, adj):
-        return None
+    if N:  # a forest: as many links as nodes less components
+        ncomp, _ = connected_components(coo_matrix((np.ones(su.size), (su, sv)), shape=(N, N)), directed=False)
+        if skey.size != N - ncomp:
+            return None
+    switch_links = (np.concatenate([su, sv]), np.concatenate([sv, su]), np.concatenate([scap, scap]),
+                    np.concatenate([slat, slat]))
     # GPU -> switch/NIC attachments, parallel ones summed (capacity) and maxed (latency)
-    fidx = np.full(V, -1, dtype=np.int64)
-    fidx[dev_of < 0] = np.arange(len(non_gpu))
     g = np.where(du >= 0, du, dv)[gx]
     x = fidx[np.where(du >= 0, dst, src)[gx]]
     first = np.flatnonzero(gx)  # edge order breaks the remaining ties, as a stable sort of the edges would
@@ -239,40 +257,38 @@ def _fabric_from_arrays(graph: nx.Graph, devices: Sequence, arrays, check) -> Fa
     np.maximum.at(dl, dinv, lat[gg])
     if check is not None:
         check()
-    return _assemble(graph, devices, non_gpu, adj, {x: [x] for x in non_gpu}, (att_node, att_gbps, att_lat),
+    return _assemble(graph, devices, non_gpu, switch_links, {}, (att_node, att_gbps, att_lat),
                      (dkey.astype(np.int64), dg, dl))
 
 
-def _assemble(graph, devices, non_gpu, adj, members, att, direct) -> Fabric:
-    """The :class:`Fabric` of a forest of switches ``non_gpu`` (adjacency ``adj``: neighbour -> (GB/s,
-    latency s)), merged twins ``members``, GPU attachments ``att`` = (node, GB/s, s), each of shape (n, A),
-    and direct links ``direct`` = (sorted keys i·n+j, GB/s, s)."""
+def _assemble(graph, devices, non_gpu, links, members, att, direct) -> Fabric:
+    """The :class:`Fabric` of a forest of switches ``non_gpu``: its links ``links`` = (source, target, GB/s,
+    latency s) as forest index arrays, each link in both directions; merged twins ``members`` (rep ->
+    names; a node absent is itself); GPU attachments ``att`` = (node, GB/s, s), each of shape (n, A); and
+    direct links ``direct`` = (sorted keys i·n+j, GB/s, s)."""
     att_node, att_gbps, att_lat = att
     dkey, dg, dl = direct
     N = len(non_gpu)
-    idx = {x: i for i, x in enumerate(non_gpu)}
-    node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
-    names = tuple(
-        str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
-            f"|…({len(members[x])})" if len(members[x]) > 3 else "")
-        for x in non_gpu
-    )
-    es, ed, ec, el = [], [], [], []
-    for x in non_gpu:
-        for y, (c, lat) in adj[x].items():
-            es.append(idx[x])
-            ed.append(idx[y])
-            ec.append(c)
-            el.append(lat)
-    es_a = np.asarray(es, dtype=np.int64)
-    ed_a = np.asarray(ed, dtype=np.int64)
+    if members:
+        idx = {x: i for i, x in enumerate(non_gpu)}
+        node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
+        names = tuple(
+            str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
+                f"|…({len(members[x])})" if len(members[x]) > 3 else "")
+            for x in non_gpu
+        )
+    else:
+        node_index = {x: i for i, x in enumerate(non_gpu)}
+        names = tuple(map(str, non_gpu))
+    es_a, ed_a, ec, el = links
     parent, depth, up, uplat = _root_forest(N, es_a, ed_a, np.asarray(ec, dtype=float), np.asarray(el, dtype=float))
     anc, pmin, plat = _ancestors(parent, depth, up, uplat)
+    attrs = dict(graph.nodes(data=True)) if N else {}
     return Fabric(
         node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
         plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=dkey,
         direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices), node_index=node_index,
-        no_turn=np.array([str(graph.nodes[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
+        no_turn=np.array([str(attrs[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
     )
 
 
