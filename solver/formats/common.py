@@ -456,39 +456,13 @@ class HostTemplate:
 
     # -- output
     def instantiate(self, G: nx.Graph, host: str) -> None:
-        """Add this host's nodes (ids ``"<host>/<suffix>"``, attribute ``host``) and links to ``G``.
+        """Add this host's nodes (ids ``"<host>/<suffix>"``, attribute ``host``) and links to ``G``
+        (:func:`~rankmap.solver.formats.fill.add_graph_items`: as ``add_nodes_from`` / ``add_edges_from``)."""
+        from .fill import add_graph_items
 
-        A plain ``nx.Graph`` gets them written into its node and adjacency dicts directly (what
-        ``add_nodes_from`` / ``add_edges_from`` do, without their per-item overhead: 16,384 hosts of
-        a NIC and PCIe tree each took seconds); any other graph class through those methods.
-        """
         p = f"{host}/"
-        if type(G) is not nx.Graph:
-            G.add_nodes_from((p + s, {**a, "host": host}) for s, a in self.nodes)
-            G.add_edges_from((p + u, p + v, dict(a)) for u, v, a in self.edges)
-            return
-        node, adj = G._node, G._adj
-        for s, a in self.nodes:
-            n = p + s
-            if n in node:
-                node[n].update(a)
-                node[n]["host"] = host
-            else:
-                node[n] = {**a, "host": host}
-                adj[n] = {}
-        for u, v, a in self.edges:
-            u, v = p + u, p + v
-            if u not in adj or v not in adj:
-                G.add_edge(u, v, **a)
-                continue
-            old = adj[u].get(v)
-            if old is None:
-                adj[u][v] = adj[v][u] = dict(a)
-            else:
-                old.update(a)
-        clear = getattr(nx, "_clear_cache", None)
-        if clear is not None:  # what the add_* methods do after a change
-            clear(G)
+        add_graph_items(G, ((p + s, {**a, "host": host}) for s, a in self.nodes),
+                        ((p + u, p + v, a) for u, v, a in self.edges))
 
     def to_graph(self, host: str = "host0", name: str | None = None) -> nx.Graph:
         G = nx.Graph()
