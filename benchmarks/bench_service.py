@@ -22,8 +22,9 @@ growing with S); exit 1 on an unexpected status code (INTERNAL, UNKNOWN, ...).
 Scale mode (``--scale``, the default from ``--gpus 65536`` up; issue 28.1): a server with one
 worker, one Solve at a time on ``--gpus`` GPUs (default 131,072: hosts of 8, tp8 pp8), idle and
 under load (``--load`` CPU-burning processes, default the CPU count): an 8 s deadline on a 30 s
-limit (the answer or DEADLINE_EXCEEDED, and when the worker is free again: a tiny Solve sent at
-the deadline waits for it), and a 30 s limit without deadline.  Prints per case the status, the
+limit (the answer or DEADLINE_EXCEEDED, and when the worker is free again: a tiny GetGroups sent at
+the deadline waits for it), and a 30 s limit without deadline; ``--runs N`` repeats the 8 s case N times (the
+30 s one N/3) and prints medians.  Prints per case the status, the
 wall time and its overrun (against the deadline or the limit) and the server's peak RSS.
 
     python benchmarks/bench_service.py --gpus 131072             # scale mode
@@ -75,14 +76,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(workers: int | None, max_queued: int) -> tuple[subprocess.Popen, str]:
-    """``rankmap serve`` in a subprocess on a free loopback port: (process, address)."""
+def start_server(workers: int | None, max_queued: int, log: list | None = None) -> tuple[subprocess.Popen, str]:
+    """``rankmap serve`` in a subprocess on a free loopback port: (process, address).
+
+    With ``log`` (a list), the server logs every request and a thread appends its JSON lines
+    (dicts) to ``log``; else it runs ``--quiet``."""
     port = _free_port()
-    cmd = [sys.executable, "-m", "rankmap", "serve", "--port", str(port), "--max-queued", str(max_queued), "--quiet",
-           "--drain-delay", "0"]
+    cmd = [sys.executable, "-m", "rankmap", "serve", "--port", str(port), "--max-queued", str(max_queued),
+           "--drain-delay", "0"] + ([] if log is not None else ["--quiet"])
     if workers:
         cmd += ["--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if log is not None:
+        def read() -> None:  # drains the pipe (a full pipe would block the server)
+            for line in proc.stderr:
+                try:
+                    log.append(json.loads(line))
+                except ValueError:
+                    pass
+
+        threading.Thread(target=read, daemon=True).start()
     return proc, f"127.0.0.1:{port}"
 
 
@@ -379,12 +392,17 @@ def run_scale(args) -> int:
     big = pb.SolveRequest(cluster=cluster, time_limit_seconds=30.0, omit_groups=False)
     big.sizes.tp, big.sizes.pp = 8, 8
     tiny = wire.solve_request(make_cluster(8, 4), tp=2, traffic={"tp": 1e9}, time_limit_seconds=1.0)
+    probe = pb.GetGroupsRequest()  # answered in milliseconds once the one worker is free
+    probe.sizes.world_size, probe.sizes.tp = 8, 2
     print(f"rankmap service at scale: {args.gpus:,} GPUs (tp8 pp8), request {big.ByteSize() / 1e6:.1f} MB, "
           f"one worker, load: {args.load} CPU-burning processes")
     print("| case | load (1-min load average) | status | wall s | overrun s | worker free at s | server peak RSS MiB |")
     print("|---|---|---|---:|---:|---:|---:|")
-    proc, address = start_server(1, 4)
+    log: list = []
+    proc, address = start_server(1, 4, log)
     worst = float("-inf")
+    rows: dict = {}
+    stages: dict = {}  # (case, load) -> the big Solves' stage ends (the server's log line)
     try:
         wait_ready(address)
         channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 256 << 20),
@@ -397,8 +415,9 @@ def run_scale(args) -> int:
             for b in burners:
                 b.start()
             try:
-                for case, deadline, target in (("8 s deadline, 30 s limit", 8.0, 8.0),
-                                               ("30 s limit", 120.0, 30.0)):
+                cases = [("8 s deadline, 30 s limit", 8.0, 8.0)] * args.runs + [("30 s limit", 120.0, 30.0)] * max(
+                    1, args.runs // 3)
+                for case, deadline, target in cases:
                     with _PeakRss(proc.pid) as peak:
                         t0 = time.monotonic()
                         fut = stub.Solve.future(big, timeout=deadline)
@@ -408,8 +427,14 @@ def run_scale(args) -> int:
                         except grpc.RpcError as exc:
                             status = exc.code().name
                         wall = time.monotonic() - t0
-                        stub.Solve(tiny, timeout=120)  # queued behind the big solve until its worker is free
+                        stub.GetGroups(probe, timeout=120)  # queued behind the big solve until its worker is free
                         free = time.monotonic() - t0
+                    rows.setdefault((case, load), []).append((wall, free))
+                    time.sleep(0.2)  # the log line of the big Solve
+                    big_lines = [e for e in log if e.get("method") == "Solve" and e.get("gpus") == args.gpus]
+                    if big_lines:
+                        stages.setdefault((case, load), []).append(
+                            {**big_lines[-1].get("stages", {}), "end": big_lines[-1]["seconds"]})
                     over = wall - target
                     worst = max(worst, over)
                     print(f"| {case} | {f'+{load} burners' if load else 'as is'} (load {os.getloadavg()[0]:.1f}) | {status} | {wall:.2f} | {over:+.2f} | "
@@ -426,6 +451,21 @@ def run_scale(args) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    names = ("queued", "request", "cluster_model", "baseline_bound", "solve", "encode", "end")
+    print("\nserver side, median seconds since the call's start at which each stage ended (n runs that reached it):")
+    print("| case | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for (case, load), got in stages.items():
+        cells = []
+        for nm in names:
+            v = [g[nm] for g in got if nm in g]
+            cells.append(f"{statistics.median(v):.2f} ({len(v)})" if v else "-")
+        print(f"| {case}, {'+' + str(load) + ' burners' if load else 'as is'} | " + " | ".join(cells) + " |")
+    for (case, load), got in rows.items():
+        walls, frees = [w for w, _ in got], [f for _, f in got]
+        print(f"{case}, {'+' + str(load) + ' burners' if load else 'as is'}: {len(got)} runs, wall median "
+              f"{statistics.median(walls):.2f} s (max {max(walls):.2f}), worker free median "
+              f"{statistics.median(frees):.2f} s (max {max(frees):.2f})")
     print(f"worst overrun {worst:+.2f} s (targets: the 8 s deadline's worker free by 9 s, the 30 s limit by 31.5 s)")
     return 0
 
@@ -447,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="soak mode: mixed requests for this long, server RSS before/after (e.g. 600)")
     ap.add_argument("--scale", action="store_true",
                     help="scale mode: deadlines and limits on --gpus GPUs (default from --gpus 65536 up)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="scale mode: runs of the 8 s case per load (the 30 s case runs max(1, runs/3) times)")
     ap.add_argument("--load", type=int, default=os.cpu_count() or 2,
                     help="scale mode: CPU-burning processes for the loaded runs (0: idle only)")
     args = ap.parse_args(argv)

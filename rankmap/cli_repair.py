@@ -184,7 +184,11 @@ def compare_from_args(args: argparse.Namespace):
         with _client(args, resolved.graph, resolved.options.nccl) as client:
             return client.compare(resolved.graph, resolved.cfg, resolved.traffic, [a.text for a in allocations],
                                   resolved.options)
-    return compare(resolved.graph, resolved.cfg, resolved.traffic, allocations, resolved.options)
+    from rankmap.cli_solve import process_deadline
+
+    # --time-limit bounds the whole command (reading the cluster included), as rankmap solve's
+    return compare(resolved.graph, resolved.cfg, resolved.traffic, allocations, resolved.options,
+                   deadline=process_deadline(resolved.options, resolved.cfg.world_size))
 
 
 def compare_table(result) -> str:

@@ -100,6 +100,8 @@ class CallGuard:
         self.deadline_hit = False
         self.deadline: float | None = None
         self._timer: list | None = None
+        #: Seconds since the call started at which each stage of the work ended (``mark``), for the log line.
+        self.stages: dict[str, float] = {}
         remaining = context.time_remaining()
         if remaining is not None and remaining < _NO_DEADLINE:
             self.deadline = time.monotonic() + max(0.0, remaining)
@@ -115,6 +117,10 @@ class CallGuard:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - time.monotonic())
+
+    def mark(self, stage: str) -> None:
+        """Record that ``stage`` ended now (seconds since the call started, in :attr:`stages`)."""
+        self.stages[stage] = round(time.monotonic() - self.started, 3)
 
     def check(self) -> None:
         """Raise :class:`Cancelled` if the call was cancelled or its deadline passed."""

@@ -41,8 +41,9 @@ from grpc_status import rpc_status
 from rankmap import wire
 from rankmap.server.budget import call_budget
 from rankmap.server.calls import Cancelled, CallGuard, exception_fields, log_request
+from rankmap.server.registration import BadMessage, add_to_server
 from rankmap.wire.costs import groups_to_proto
-from rankmap.wire.errors import clip, invalid
+from rankmap.wire.errors import clip
 from rankmap.server.limits import Limits, cap_time_limit, check_request
 from rankmap.solver.errors import InfeasibleError, InvalidArgumentError
 from rankmap.solver.types import SolveCancelled
@@ -59,42 +60,6 @@ class _QueueFull(Exception):
 
 class _Draining(Exception):
     """The server is shutting down: the work was not started."""
-
-
-class BadMessage:
-    """What the request deserializer returns for bytes that are not the request message."""
-
-    def __init__(self, type_name: str, exc: BaseException):
-        self.type_name = type_name
-        self.reason = " ".join(str(exc).split()) or type(exc).__name__
-
-    def error(self) -> InvalidArgumentError:
-        """The INVALID_ARGUMENT to answer with."""
-        return invalid(f"the request is not a valid {self.type_name}: {self.reason}", "", "request")
-
-
-def _deserializer(parse: Callable[[bytes], Any], type_name: str) -> Callable[[bytes], Any]:
-    def read(data: bytes):
-        try:
-            return parse(data)
-        except Exception as exc:  # noqa: BLE001 - DecodeError, recursion limit: bad input, not a bug
-            return BadMessage(type_name, exc)
-
-    return read
-
-
-def add_to_server(servicer: "RankmapServicer", server: grpc.Server) -> None:
-    """Register ``servicer`` like the generated ``add_RankmapServiceServicer_to_server``,
-    except that undecodable request bytes reach the servicer (as :class:`BadMessage`)
-    and are answered INVALID_ARGUMENT instead of gRPC's INTERNAL."""
-    handlers = {}
-    for name, stream in wire.RPCS.items():
-        parse, serialize, type_name = wire.rpc_codec(name)
-        make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
-        handlers[name] = make(getattr(servicer, name), _deserializer(parse, type_name), serialize)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(wire.SERVICE_NAME, handlers),))
-    if hasattr(server, "add_registered_method_handlers"):
-        server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
 
 
 def _peer(context) -> str:
@@ -226,7 +191,9 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         if isinstance(request, BadMessage):
             raise request.error()
         check_request(request, self.limits)
+        guard.mark("queued")
         job = wire.parse_solve_request(request, guard.check)
+        guard.mark("request")  # the request read: the graph built
         explicit = request.HasField("time_limit_seconds")
         options = cap_time_limit(job.options, explicit, self.limits)
         guard.check()
@@ -234,10 +201,20 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         options, deadline = call_budget(options, explicit, guard.remaining(), job.cfg.world_size, guard.cancel,
                                         # a Solve's limit counts from the call's start, a batch item's from its own
                                         time.monotonic() - (began if guard.stream else guard.started))
+        # the solve's phase boundaries (it only observes): "orders" follows the cluster model, "search" the
+        # baseline and bound; the log line of the call then says where a deadline's time went (issue 28.1)
+        after = {"orders": "cluster_model", "search": "baseline_bound"}
+
+        def progress(phase, _best):
+            if phase in after and after[phase] not in guard.stages:
+                guard.mark(after[phase])
+
         try:
-            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline)
+            result = solve(job.graph, job.cfg, job.traffic, options, cancel=guard.cancel, deadline=deadline,
+                           progress=progress)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
+        guard.mark("solve")  # the search and the result (groups, launch files)
         guard.check()
         msg = wire.result_to_proto(result, omit_groups=True)
         if job.measured is not None:  # measured rates (issue 27): notes and the hosts exclude_slow left out
@@ -245,6 +222,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
             msg.excluded_slow_hosts.extend(job.measured.slow_hosts)
         if not job.omit_groups:
             groups_to_proto(result.groups, msg.groups, guard.check)
+        guard.mark("encode")
         return msg
 
     def _evaluate_work(self, request, guard: CallGuard):
@@ -280,17 +258,28 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         return import_cluster(request, self.limits.max_world_size, guard.check)
 
+    def _budget(self, options, explicit: bool, world_size: int, guard: CallGuard):
+        """``(options, Deadline)`` of a call's work: as a Solve's (:func:`~rankmap.server.budget.call_budget`),
+        the time limit capped by the server's, counted from the call's start, and the deadline less a margin."""
+        options = cap_time_limit(options, explicit, self.limits)
+        return call_budget(options, explicit, guard.remaining(), world_size, guard.cancel,
+                           time.monotonic() - guard.started)
+
     def _check_work(self, request, guard: CallGuard):
         from rankmap.solver.allocation.check import DEFAULT_CHECK_SECONDS, check_allocation
+        from rankmap.solver.types import SolveOptions
 
         guard.check()
         job = wire.parse_check_request(request, guard.check)
         limit = min(job.time_limit_seconds or DEFAULT_CHECK_SECONDS, float(self.limits.max_time_limit))
+        # the best-layout solve: the budget of a Solve of that limit (the call's deadline less the margin)
+        options, deadline = self._budget(SolveOptions(time_limit_seconds=limit), bool(job.time_limit_seconds),
+                                         job.cfg.world_size, guard)
         guard.check()
         try:
             result = check_allocation(job.graph, job.cfg, job.assignment, job.traffic, job.within,
-                                      exposure=job.exposure, best=job.best, time_limit_seconds=limit, seed=job.seed,
-                                      cancel=guard.cancel, cluster=job.cluster)
+                                      exposure=job.exposure, best=job.best, time_limit_seconds=options.time_limit_seconds,
+                                      seed=job.seed, cancel=guard.cancel, cluster=job.cluster, deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         guard.check()
@@ -309,10 +298,11 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         try:
             job = wire.parse_repair_request(request, guard.check)
-            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            options, deadline = self._budget(job.options, job.time_limit_given, job.cfg.world_size, guard)
             guard.check()
             result = repair(job.graph, job.cfg, job.traffic, job.running, job.failed_hosts, job.failed_gpus,
-                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel)
+                            job.spare_hosts, job.max_moves, options, job.orders, cancel=guard.cancel,
+                            deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         except RankmapError as exc:
@@ -327,9 +317,10 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         guard.check()
         try:
             job = wire.parse_compare_request(request, guard.check)
-            options = cap_time_limit(job.options, job.time_limit_given, self.limits)
+            options, deadline = self._budget(job.options, job.time_limit_given, job.cfg.world_size, guard)
             guard.check()
-            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel)
+            result = compare(job.graph, job.cfg, job.traffic, job.allocations, options, cancel=guard.cancel,
+                             deadline=deadline)
         except SolveCancelled:
             raise Cancelled(guard.deadline_hit) from None
         except RankmapError as exc:
@@ -382,6 +373,8 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
         finally:
             guard.close()
             described = {} if isinstance(request, BadMessage) else wire.describe_request(request)
+            if guard.stages:  # seconds since the call's start at which each stage ended
+                fields["stages"] = dict(guard.stages)
             log_request(method, _peer(context), code, time.perf_counter() - t0, **described, **fields)
 
     # ------------------------------------------------------------ RPCs

@@ -206,6 +206,11 @@ def test_request_from_cluster_files(capsys):
      "invalid choice: 'pbs'"),
     (["--world-size", "66", "--tp", "2", "--nvlink-domain-size", "72", "--gpus-per-node", "4"],
      "world size 66 is not a multiple of 4 GPUs per node"),
+    # the service's field is int32: the CLI refuses what it could not carry
+    (["--world-size", "64", "--tp", "8", "--nvlink-domain-size", "4294967296", "--gpus-per-node", "4"],
+     "--nvlink-domain-size 4294967296 is above 2,147,483,647, the largest the service's int32 field holds"),
+    (["--world-size", "64", "--tp", "8", "--nvlink-domain-size", "72", "--gpus-per-node", "2147483648"],
+     "--gpus-per-node 2147483648 is above 2,147,483,647"),
 ])
 def test_request_bad_input(capsys, argv, needle):
     bad_input(capsys, "request", *argv, needle=needle)

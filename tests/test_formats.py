@@ -352,3 +352,19 @@ def test_pcie_rate_table():
     assert pcie_rate(None, None, 31.5) == 31.5
 
 
+
+
+def test_gpu_of_another_family_than_the_nccl_xml_is_refused(capsys):
+    """An sm90 NCCL XML: --gpu a100 (sm80) contradicts it (refused, naming both); --gpu h200 (sm90) is the
+    documented override of the generation (README "NVLinks a file leaves out")."""
+    from cli_helpers import bad_input, run
+
+    from rankmap.solver.formats.nccl_xml import parse_nccl_xml
+
+    xml = IBM_XML
+    err = bad_input(capsys, "cluster", "--host-topology", str(xml), "--gpu", "a100",
+                    needle="--gpu a100 (A100, sm80) contradicts")
+    assert "whose GPUs are sm=90 (H100); give --gpu h100 or h20 or h200 or h800, or leave it out" in err
+    code, out, _err = run(capsys, "cluster", "--host-topology", str(xml), "--gpu", "h200", "--format", "table")
+    assert code == 0 and "8x h200" in out
+    assert parse_nccl_xml(xml.read_text(), gpu="25") is not None  # an explicit NVLink rate: no family to check

@@ -105,6 +105,8 @@ def test_gpus_file_lines():
     ("rankfile", "rank 0=host0 slot=0\nrank 2=host0 slot=1\n", "rank 1 is missing"),
     ("rankfile", "rank 0=host0 slot=0\nrank 0=host1 slot=0\n", "line 2: rank 0 is already on line 1"),
     ("rankfile", "rank zero=host0\n", "line 1: expected 'rank R=HOST slot=S'"),
+    ("rankfile", "rank 0=host0 slot=0\nrank 1=host0 slot=abc\n", "line 2: slot 'abc' is not an Open MPI slot"),
+    ("rankfile", "rank 0=host0 slot=1:x\n", "line 1: slot '1:x' is not an Open MPI slot"),
     ("pod-map", "host0\nhost0\n", "host host0 is also on line 1"),
     ("torchrun", "#!/bin/sh\necho hi\n", "no 'HOST) ... torchrun ... ;;' line"),
     ("torchrun", "  host0) CUDA_VISIBLE_DEVICES=0,1 exec torchrun --nproc-per-node 2 --node-rank 1 x ;;\n",
@@ -214,3 +216,11 @@ def test_evaluate_takes_the_order_from_the_torchrun_script(capsys, solved):
     assert code == 0, err
     got = json.loads(out)
     assert got["order"] == "tp-cp-ep-pp-dp" and got["cost"]["total_seconds"] == doc["cost"]["total_seconds"]
+
+
+def test_rankfile_slot_forms_open_mpi_accepts(cluster):
+    """A core, SOCKET:CORES, a list, a physical socket: all Open MPI slots, none changes the GPUs."""
+    text = "rank 0=host0 slot=0\nrank 1=host0 slot=1:0-2\nrank 2=host0 slot=0,2\nrank 3=host0 slot=p0:1\n"
+    got = read_launch_file("rankfile", text, host_gpus(cluster), source="F", world_size=4)
+    assert got == read_launch_file("rankfile", "".join(f"rank {r}=host0 slot={r}\n" for r in range(4)),
+                                   host_gpus(cluster), source="F", world_size=4)

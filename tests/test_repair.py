@@ -346,3 +346,81 @@ def test_repair_refuses_an_order_other_than_the_running_one(capsys, files):
     err = bad_input(capsys, "repair", str(cluster), "--running", str(running), "--failed", "node001",
                     "--order", "tp-cp-ep-pp-dp")
     assert "disagrees with order tp-cp-ep-dp-pp" in err
+
+
+def test_compare_reads_the_whole_cluster_once(monkeypatch):
+    """64 allocations of one host each (issue 28.1 item 4): the cluster is not copied per allocation; each
+    allocation's cluster model reads a graph of its own GPUs (plus the switches), and its answer is the solve
+    with every other host excluded."""
+    import networkx as nx
+
+    from rankmap.solver import solve
+    from rankmap.solver.fabric import cluster as cluster_mod
+    from rankmap.solver.job.compare import allocation_graph, compare, parse_allocations
+    from rankmap.solver.search import problem
+
+    g = fat_tree_cluster(64, 2, tiers=[(8, 4.0)])
+    hosts = sorted({d["host"] for _n, d in g.nodes(data=True) if d.get("kind", "gpu") == "gpu"})
+    allocations = parse_allocations(hosts, g)
+    built, copies = [], []
+    real_build, real_copy = cluster_mod.cluster_from_graph, nx.Graph.copy
+
+    def counting_build(graph, *a, **k):
+        built.append(sorted({d["host"] for _n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"}))
+        return real_build(graph, *a, **k)
+
+    def counting_copy(self, *a, **k):
+        copies.append(self.number_of_nodes())
+        return real_copy(self, *a, **k)
+
+    monkeypatch.setattr(problem, "cluster_from_graph", counting_build)
+    monkeypatch.setattr(nx.Graph, "copy", counting_copy)
+    cfg = parallel_config(2, tp=2)
+    res = compare(g, cfg, {"tp": 1e9}, allocations, _options(time_limit_seconds=64))
+    assert built == [[h] for h in hosts]  # 64 models, each of one host's 2 GPUs
+    assert copies == []  # the 64 x (128 GPUs + switches) copies of before
+    assert len(res.allocations) == 64
+    # the same answer as a solve excluding every other host (8 GPUs per allocation of 2 hosts: exhaustive)
+    monkeypatch.undo()
+    small = fat_tree_cluster(8, 4, tiers=[(2, 4.0)])
+    allocations = parse_allocations(["node[000-001]", "node001,node004", "node[006-007]"], small)
+    cfg = parallel_config(8, tp=2, pp=2)
+    res = compare(small, cfg, {"tp": 4e9, "pp": 1e9}, allocations, _options(time_limit_seconds=6))
+    for a in res.allocations:
+        others = tuple(h for h in (f"node{i:03d}" for i in range(8)) if h not in a.allocation.hosts)
+        alone = solve(small, cfg, {"tp": 4e9, "pp": 1e9}, _options(time_limit_seconds=2, exclude_hosts=others,
+                                                                    launch_order="sorted"))
+        assert a.result.assignment == alone.assignment and a.result.cost.total_seconds == alone.cost.total_seconds
+    sub = allocation_graph(small, ["node001"])
+    ref = small.copy()
+    ref.remove_nodes_from([n for n, d in small.nodes(data=True) if d.get("kind", "gpu") == "gpu"
+                           and d["host"] != "node001"])
+    assert list(sub.nodes(data=True)) == list(ref.nodes(data=True))
+    assert list(sub.edges(data=True)) == list(ref.edges(data=True))
+
+
+def test_repair_compare_and_check_stop_at_a_callers_deadline():
+    """A deadline already passed (a gRPC call's budget spent, reason "deadline"): each answers with what it
+    has, marked stopped_by "deadline", and no full re-solve starts (no timing: the deadline is 0 s)."""
+    from rankmap.solver.allocation.check import check_allocation
+    from rankmap.solver.job.compare import compare, parse_allocations
+    from rankmap.solver.job.repair import repair
+    from rankmap.solver.search.deadline import CALL_DEADLINE, Deadline
+
+    cfg = parallel_config(16, tp=4, pp=2)
+    res = repair(_graph(), cfg, {"pp": 8e9}, RUNNING, failed_hosts=["node001"], options=_options(),
+                 deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    assert [o.kind for o in res.options] == ["patch", "pinned"] and "full" in res.unavailable
+    patch = res.option("patch")
+    assert patch.assignment == tuple(RUNNING[:8] + [f"node004/gpu{i}" for i in range(4)] + RUNNING[12:])
+    assert res.option("pinned").stopped_by == "deadline"
+    g = _graph()
+    cmp = compare(g, cfg, {"pp": 8e9}, parse_allocations([ALLOC_B, ALLOC_A], g), _options(),
+                  deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    assert [a.result.stopped_by for a in cmp.allocations] == ["deadline", "deadline"]
+    assert [a.result.improvement for a in cmp.allocations] == [0.0, 0.0]  # the baselines
+    chk = check_allocation(g, cfg, RUNNING, {"pp": 8e9}, time_limit_seconds=10,
+                           deadline=Deadline(0.0, reason=CALL_DEADLINE))
+    # the search stopped at its baseline, dearer than the granted layout: the granted one is the best
+    assert chk.best.stopped_by == "deadline" and chk.best.assignment == tuple(RUNNING)
+    assert chk.best_note.startswith("the granted layout is the best found")

@@ -80,6 +80,9 @@ def test_recommend_allocation_over_grpc_matches_in_process(client):
 @pytest.mark.parametrize("build, field, needle", [
     (lambda g: wire.check_allocation_request(g, "r1t01\n" * 4 + "r9t09\n", kind="hostfile", tp=8, world_size=8),
      "launch_file.text", "hostfile line 5: host 'r9t09' is not a host of the cluster"),
+    (lambda g: wire.check_allocation_request(g, "".join(f"rank {r}=r1t01 slot={r if r else 'abc'}\n" for r in range(4)),
+                                             kind="rankfile", tp=4, world_size=4),
+     "launch_file.text", "rankfile line 1: slot 'abc' is not an Open MPI slot"),
     (lambda g: wire.check_allocation_request(g, "r1t01\n" * 4, kind="hostfile", tp=4, world_size=8),
      "launch_file.text", "the launch file starts 4 ranks but sizes.world_size is 8"),
     (lambda g: _with(wire.check_allocation_request(g, "r1t01\n" * 4, kind="hostfile", tp=4), within=("tp", "rack")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncio
 
 import grpc
@@ -117,6 +119,11 @@ def violation(err):
                              kubernetes_nodes="{", gpu="h100"), "kubernetes_nodes", "kubernetes nodes"),
     (pb.ImportClusterRequest(format=pb.TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF, text="BlockName=b Nodes=n[1-4]\n",
                              nvlink_domains="n1 a b\n"), "nvlink_domains", "nvlink domains line 1"),
+    # an NCCL XML of sm90 GPUs and a --gpu of another family (issue 28): both named
+    (pb.ImportClusterRequest(format=pb.TOPOLOGY_FORMAT_HOST_TOPOLOGY, gpu="a100",
+                             text=(Path(__file__).resolve().parent / "data" / "real-inputs" /
+                                   "ncclxml_hgx-h100-vm-8gpu-8nic-roce-dump_ibm-cloud-docs.xml").read_text()),
+     "gpu", "--gpu a100 (A100, sm80) contradicts"),
     # the server's --max-world-size (4096 here) is checked before the graph is built
     (pb.ImportClusterRequest(format=pb.TOPOLOGY_FORMAT_SLURM_TOPOLOGY_CONF, text="SwitchName=s Nodes=n[1-1000]\n",
                              gpus_per_node=8, gpu="h100"), "text", "8,000 GPUs; the limit is 4,096"),

@@ -232,3 +232,22 @@ def test_fuzzed_repair_and_compare_get_only_client_error_codes(channel):
     req = wire.repair_request(_graph(), CFG, TRAFFIC, RUNNING, failed_hosts=["node001"], options=_options(1.0))
     code, details, _ = raw_call(channel, "Repair", req, timeout=60)
     assert code == grpc.StatusCode.OK, details
+
+
+@pytest.mark.parametrize("method", ["Repair", "Compare", "Check"])
+def test_short_deadlines_answer_or_refuse_cleanly(channel, server, method):
+    """The same deadline budget as Solve (issue 28): with a 30 s limit and a short deadline the call answers
+    (stopped by the deadline) or ends DEADLINE_EXCEEDED, never INTERNAL, and the worker is free after."""
+    if method == "Repair":
+        req = wire.repair_request(_graph(), CFG, TRAFFIC, RUNNING, failed_hosts=["node001"], options=_options(30.0))
+    elif method == "Compare":
+        req = wire.compare_request(_graph(), CFG, TRAFFIC, [ALLOC_A, ALLOC_B], _options(30.0))
+    else:
+        from rankmap.wire.allocation import check_allocation_request_from_job
+
+        req = check_allocation_request_from_job(_graph(), CFG, RUNNING, TRAFFIC, time_limit_seconds=30.0)
+    for timeout in (0.01, 0.5, 2.0):
+        code, details, got = raw_call(channel, method, req, timeout=timeout)
+        assert code in (grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED), (timeout, code, details)
+    assert code == grpc.StatusCode.OK  # 2 s: the answer within the deadline (the work stops at its budget)
+    assert server.servicer.wait_idle(30)

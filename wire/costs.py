@@ -120,10 +120,54 @@ def _group_sort_key(name: str) -> tuple[int, int, str]:
     return len(GROUP_NAMES), 0, name
 
 
+def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Protobuf varint encoding of non-negative int64 ``values`` (shape (m,)), as a matrix.
+
+    Returns ``(chunks, keep)``, both of shape (m, w) with w the longest encoding (1..10
+    bytes; 3 for ranks below 2**21): row i's encoding is ``chunks[i][keep[i]]``.
+    """
+    small = values.size == 0 or int(values.max()) < (1 << 32)
+    v = values.astype(np.uint32 if small else np.uint64)  # 32-bit arithmetic is faster (ranks)
+    lengths = np.ones(v.size, dtype=np.int8)
+    for k in range(1, 10):
+        over = v >= (1 << (7 * k))
+        if not over.any():
+            break
+        lengths += over
+    width = int(lengths.max(initial=1))
+    shifts = np.arange(0, 7 * width, 7, dtype=v.dtype)
+    chunks = ((v[:, None] >> shifts[None, :]) & v.dtype.type(0x7F)).astype(np.uint8)
+    col = np.arange(width)[None, :]
+    chunks |= ((col < (lengths[:, None] - 1)) * 0x80).astype(np.uint8)
+    return chunks, col < lengths[:, None]
+
+
+def _rank_groups_bytes(rows: np.ndarray) -> bytes:
+    """The wire bytes of ``RankGroups{groups: [RankGroup{ranks: row} for row in rows]}``.
+
+    ``rows``: non-negative int64 ranks, shape (groups, size >= 1).  Built with numpy (one
+    message per group took about half a second at 131,072 ranks): each group is field 1
+    (tag 0x0A) holding a ``RankGroup`` whose packed ``ranks`` is field 1 (tag 0x0A).  One
+    (groups, bytes) matrix and its mask, flattened row by row.
+    """
+    g, s = rows.shape
+    pay, pkeep = _varints(rows.ravel())
+    row_len = pkeep.sum(axis=1).reshape(g, s).sum(axis=1)  # packed ranks bytes per group
+    ilen, ikeep = _varints(row_len)
+    olen, okeep = _varints(1 + ikeep.sum(axis=1) + row_len)  # RankGroup message bytes
+    tag = np.full((g, 1), 0x0A, dtype=np.uint8)
+    yes = np.ones((g, 1), dtype=bool)
+    data = np.concatenate([tag, olen, tag, ilen, pay.reshape(g, -1)], axis=1)
+    keep = np.concatenate([yes, okeep, yes, ikeep, pkeep.reshape(g, -1)], axis=1)
+    return data[keep].tobytes()
+
+
 def groups_to_proto(groups: Mapping[str, np.ndarray], target, check: Callable[[], None] | None = None) -> None:
     """Write ``{name: (groups, size) array}`` into a ``map<string, RankGroups>`` field.
 
     ``check`` is called every few thousand groups (a deadline / cancel check point).
+    Rows of non-negative ranks are encoded in bulk (:func:`_rank_groups_bytes`, a block of
+    rows at a time) and parsed into the message: the same message as adding each group.
     """
     for name, arr in groups.items():
         if check is not None:
@@ -131,9 +175,14 @@ def groups_to_proto(groups: Mapping[str, np.ndarray], target, check: Callable[[]
         rg = target[name]
         rows = np.asarray(arr)
         step = max(1, 65536 // max(1, rows.shape[1] if rows.ndim == 2 else 1))
+        bulk = rows.ndim == 2 and rows.shape[1] > 0 and rows.size and np.issubdtype(rows.dtype, np.integer) \
+            and int(rows.min()) >= 0
         for start in range(0, len(rows), step):
             if check is not None and start:
                 check()
+            if bulk:
+                rg.MergeFromString(_rank_groups_bytes(rows[start:start + step].astype(np.int64)))
+                continue
             for row in rows[start:start + step].tolist():
                 rg.groups.add().ranks.extend(row)
 

@@ -163,7 +163,11 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
         kind "gpu" or without kind, a link to an unknown node, a missing,
         non-finite or non-positive bandwidth, a negative or non-finite latency.
     """
-    nodes: dict[str, dict[str, Any]] = {}
+    g = nx.Graph()
+    # the graph's own node and adjacency dicts are filled in place (add_nodes_from / add_edges_from copy every
+    # attribute dict again: about a second at 131,072 GPUs); same insertion order, same graph
+    nodes: dict[str, dict[str, Any]] = g._node
+    adj: dict[str, dict[str, Any]] = g._adj
     check = check or _no_check
     for i, d in enumerate(cluster.devices):
         if not i & _CHECK_MASK:
@@ -183,6 +187,7 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
         if d.HasField("nvlink_domain"):
             attrs["nvlink_domain"] = d.nvlink_domain  # validated by cluster_from_graph
         nodes[did] = attrs
+        adj[did] = {}
     for i, n in enumerate(cluster.nodes):
         if not i & _CHECK_MASK:
             check()
@@ -206,7 +211,7 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
         if n.HasField("nic_index"):
             attrs["nic_index"] = int(n.nic_index)
         nodes[nid] = attrs
-    edges: dict[tuple[str, str], dict[str, Any]] = {}
+        adj[nid] = {}
     isfinite = math.isfinite
     for i, link in enumerate(cluster.links):
         if not i & _CHECK_MASK:
@@ -250,8 +255,7 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
                               f"cluster.links[{i}].measured_gbps", "cluster.edges")
             data["measured_gbps"] = m
             data["measured_source"] = link.measured_source
-        key = (u, v) if u <= v else (v, u)
-        old = edges.get(key)
+        old = adj[u].get(v)
         if old is not None:
             # parallel physical links between two nodes are one link of the summed capacity (DESIGN §2)
             data["bandwidth"] = old["bandwidth"] + bw
@@ -263,18 +267,9 @@ def graph_from_proto(cluster: "pb.Cluster", check: Callable[[], None] | None = N
                     data[attr] = old[attr]
             if "link" in old and "link" not in data:
                 data["link"] = old["link"]
-        edges[key] = data
-    g = nx.Graph()
+        adj[u][v] = adj[v][u] = data
     if cluster.gpu:
         g.graph["gpu"] = cluster.gpu
-    items = list(nodes.items())
-    for start in range(0, len(items), _CHECK_MASK + 1):
-        check()
-        g.add_nodes_from(items[start:start + _CHECK_MASK + 1])
-    links = [(u, v, d) for (u, v), d in edges.items()]
-    for start in range(0, len(links), _CHECK_MASK + 1):
-        check()
-        g.add_edges_from(links[start:start + _CHECK_MASK + 1])
     check()
     return g
 

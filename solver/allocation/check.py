@@ -288,7 +288,7 @@ def straddling_groups(cluster: Cluster, cfg: ParallelConfig, dev_of_rank: np.nda
 def check_allocation(graph, cfg: ParallelConfig, assignment: Sequence[str], traffic: Mapping[str, float],
                      requirements: Sequence[Constraint] | str = (), *, exposure: Mapping[str, float] | None = None,
                      nccl=None, best: bool = True, time_limit_seconds: float = DEFAULT_CHECK_SECONDS,
-                     seed: int = 0, cancel=None, cluster: Cluster | None = None) -> CheckResult:
+                     seed: int = 0, cancel=None, cluster: Cluster | None = None, deadline=None) -> CheckResult:
     """Check a granted layout: the groups that straddle required domains, its predicted cost, and
     rankmap's best layout for the same hosts.
 
@@ -315,6 +315,9 @@ def check_allocation(graph, cfg: ParallelConfig, assignment: Sequence[str], traf
         Stops the solve (``SolveCancelled``).
     cluster : Cluster, optional
         ``graph``'s cluster model when the caller has built it (with the same ``nccl``).
+    deadline : Deadline, optional
+        The best-layout solve's wall-clock stop (a gRPC call's budget); default one of
+        ``time_limit_seconds`` from the solve's start.
 
     Returns
     -------
@@ -362,10 +365,11 @@ def check_allocation(graph, cfg: ParallelConfig, assignment: Sequence[str], traf
                            nccl=cluster.nccl)
     note = ""
     try:
-        found = solve(graph, cfg, traffic, options, cancel=cancel)
+        found = solve(graph, cfg, traffic, options, cancel=cancel, deadline=deadline)
     except InfeasibleError as exc:
         note = f"the requirements cannot all hold on these hosts ({exc.message}); best is without them"
-        found = solve(graph, cfg, traffic, dataclasses.replace(options, constraints=()), cancel=cancel)
+        found = solve(graph, cfg, traffic, dataclasses.replace(options, constraints=()), cancel=cancel,
+                      deadline=deadline)
     if found.cost.total_seconds > cost.total_seconds and (not violations or note):
         # the search did not beat the granted layout, which meets what the search had to meet
         from ..results import Layout

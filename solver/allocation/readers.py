@@ -187,7 +187,10 @@ def _read_hostfile(text, source, table, per_host, uniform) -> list[str]:
     return _by_local_rank(hosts, table, per_host, uniform, lambda r: f"{source} line {lines[r][0]}", "hostfile")
 
 
-_RANKFILE_LINE = re.compile(r"^rank\s+(\d{1,10})\s*=\s*(\S+)\s+slot\s*=\s*\S+$")
+_RANKFILE_LINE = re.compile(r"^rank\s+(\d{1,10})\s*=\s*(\S+)\s+slot\s*=\s*(\S+)$")
+#: Open MPI's slot forms: a core (``0``), a range or list (``0-3``, ``0,2``), a socket and its cores
+#: (``1:0-2``), logical or physical (``p0:1``, ``s1:0``).
+_SLOT = re.compile(r"^[ps]?\d{1,10}(?:[-,:]\d{1,10})*$")
 
 
 def _read_rankfile(text, source, table, per_host, uniform) -> list[str]:
@@ -197,6 +200,10 @@ def _read_rankfile(text, source, table, per_host, uniform) -> list[str]:
         if not m:
             raise InvalidArgumentError(f"{source} line {n}: expected 'rank R=HOST slot=S', got {line[:80]!r}",
                                        "rankfile")
+        if not _SLOT.match(m.group(3)):
+            raise InvalidArgumentError(
+                f"{source} line {n}: slot {m.group(3)[:40]!r} is not an Open MPI slot (a core number, a range or list "
+                f"such as 0-3 or 0,2, or SOCKET:CORES such as 1:0-2)", "rankfile")
         r = int(m.group(1))
         if r in entries:
             raise InvalidArgumentError(f"{source} line {n}: rank {r} is already on line {entries[r][1]}", "rankfile")

@@ -233,9 +233,17 @@ def cluster_shape(cluster, graph=None) -> tuple[int, int, int | None]:
     return g, d, leaf
 
 
+#: Largest size the service's ``RecommendAllocationRequest`` carries (its fields are int32): the CLI
+#: refuses the same values, so an answer in process is one the service can give.
+MAX_INT32 = 2**31 - 1
+
+
 def _positive(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InvalidArgumentError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}", name)
+    if value > MAX_INT32:
+        raise InvalidArgumentError(f"--{name.replace('_', '-')} {int(value)} is above {MAX_INT32:,}, the largest "
+                                   f"the service's int32 field holds", name)
     return int(value)
 
 

@@ -62,7 +62,7 @@ def _merge_twins(nodes: list, adj: dict) -> tuple[list, dict, dict]:
     return kept, adj, members
 
 
-def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None) -> Fabric:
+def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None, arrays=None) -> Fabric:
     """Build the :class:`Fabric` of a validated cluster graph.
 
     ``check`` (optional) is called every 65,536 edges: a cancellation check point.
@@ -77,6 +77,13 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     rate : callable (u, v, edge data) -> float, optional
         The rate an edge carries, GB/s (NCCL's calibrated rate, :func:`rankmap.solver.fabric.rates.link_efficiency`);
         default its ``bandwidth``.
+    arrays : (nodes, src, dst, gbps, latency_s, gpu_node), optional
+        The edges of a simple undirected ``graph`` already read (:func:`~.cluster.cluster_from_graph`):
+        ``nodes`` its node list, ``src``/``dst`` node indices of its edges in ``graph.edges`` order,
+        their rates (GB/s) and latencies (s), shapes (m,), and ``gpu_node`` the node index of each
+        device, shape (n,).  When the switches already form a forest (no ECMP twins to merge) the
+        GPU attachments are then built with numpy (a loop per edge and per GPU took about a second at
+        131,072 GPUs); the result is the same.
 
     Raises
     ------
@@ -86,6 +93,11 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     """
     if graph.is_directed():
         graph = nx.MultiGraph(graph) if graph.is_multigraph() else nx.Graph(graph)
+        arrays = None
+    if arrays is not None and not graph.is_multigraph():
+        fast = _fabric_from_arrays(graph, devices, arrays, check)
+        if fast is not None:
+            return fast
     gpu_set = set(devices)
     dev_index = {d: i for i, d in enumerate(devices)}
     # adjacency among all nodes with summed parallel capacities
@@ -155,31 +167,12 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
             for y, val in full_adj[x].items():
                 if isinstance(y, tuple) and y[:1] == ("__gpu__",):
                     gpu_links[y[1]][x] = val
-    # forest arrays
-    N = len(non_gpu)
-    idx = {x: i for i, x in enumerate(non_gpu)}
-    node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
-    names = tuple(
-        str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
-            f"|…({len(members[x])})" if len(members[x]) > 3 else "")
-        for x in non_gpu
-    )
-    es, ed, ec, el = [], [], [], []
-    for x in non_gpu:
-        for y, (c, lat) in adj[x].items():
-            es.append(idx[x])
-            ed.append(idx[y])
-            ec.append(c)
-            el.append(lat)
-    es_a = np.asarray(es, dtype=np.int64)
-    ed_a = np.asarray(ed, dtype=np.int64)
-    parent, depth, up, uplat = _root_forest(N, es_a, ed_a, np.asarray(ec, dtype=float), np.asarray(el, dtype=float))
-    anc, pmin, plat = _ancestors(parent, depth, up, uplat)
     n = len(devices)
     A = max(1, max((len(v) for v in gpu_links.values()), default=1))
     att_node = np.full((n, A), -1, dtype=np.int64)
     att_gbps = np.zeros((n, A))
     att_lat = np.zeros((n, A))
+    idx = {x: i for i, x in enumerate(non_gpu)}
     for g, links in gpu_links.items():
         i = dev_index[g]
         for k, (x, (c, lat)) in enumerate(sorted(links.items(), key=lambda kv: (-kv[1][0], str(kv[0])))):
@@ -191,11 +184,111 @@ def fabric_from_graph(graph: nx.Graph, devices: Sequence, check=None, rate=None)
     dvals = list(direct.values())
     dg = np.array([v[0] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
     dl = np.array([v[1] for v in dvals], dtype=float)[order] if dvals else np.zeros(0)
+    es, ed, ec, el = [], [], [], []
+    for x in non_gpu:
+        for y, (c, lat) in adj[x].items():
+            es.append(idx[x])
+            ed.append(idx[y])
+            ec.append(c)
+            el.append(lat)
+    links = (np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64), np.asarray(ec, dtype=float),
+             np.asarray(el, dtype=float))
+    return _assemble(graph, devices, non_gpu, links, members, (att_node, att_gbps, att_lat), (keys[order], dg, dl))
+
+
+def _fabric_from_arrays(graph: nx.Graph, devices: Sequence, arrays, check) -> Fabric | None:
+    """:func:`fabric_from_graph` from edge arrays (its ``arrays``); None when the switches are not a forest
+    (ECMP twins to merge: the caller takes the general path)."""
+    nodes, src, dst, gbps, lat, gpu_node = arrays
+    n, V = len(devices), len(nodes)
+    dev_of = np.full(V, -1, dtype=np.int64)
+    dev_of[np.asarray(gpu_node, dtype=np.int64)] = np.arange(n)
+    du, dv = dev_of[src], dev_of[dst]
+    loop = src == dst
+    gg = ~loop & (du >= 0) & (dv >= 0)
+    gx = ~loop & ((du >= 0) != (dv >= 0))
+    xx = ~loop & (du < 0) & (dv < 0)
+    non_gpu = [x for x, d in zip(nodes, dev_of.tolist()) if d < 0]
+    N = len(non_gpu)
+    fidx = np.full(V, -1, dtype=np.int64)
+    fidx[dev_of < 0] = np.arange(N)
+    # switch-to-switch links as arrays (a dict per switch took seconds with a NIC and PCIe tree per host),
+    # parallel ones summed (capacity) and maxed (latency), as the general path's adjacency
+    a, b = fidx[src[xx]], fidx[dst[xx]]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    skey, sinv = np.unique(lo * max(1, N) + hi, return_inverse=True)
+    scap = np.bincount(sinv, weights=gbps[xx], minlength=skey.size) if skey.size else np.zeros(0)
+    slat = np.zeros(skey.size)
+    np.maximum.at(slat, sinv, lat[xx])
+    su, sv = skey // max(1, N), skey % max(1, N)
+    if check is not None:
+        check()
+    if N:  # a forest: as many links as nodes less components
+        ncomp, _ = connected_components(coo_matrix((np.ones(su.size), (su, sv)), shape=(N, N)), directed=False)
+        if skey.size != N - ncomp:
+            return None
+    switch_links = (np.concatenate([su, sv]), np.concatenate([sv, su]), np.concatenate([scap, scap]),
+                    np.concatenate([slat, slat]))
+    # GPU -> switch/NIC attachments, parallel ones summed (capacity) and maxed (latency)
+    g = np.where(du >= 0, du, dv)[gx]
+    x = fidx[np.where(du >= 0, dst, src)[gx]]
+    first = np.flatnonzero(gx)  # edge order breaks the remaining ties, as a stable sort of the edges would
+    key, start, inv = np.unique(g * max(1, len(non_gpu)) + x, return_index=True, return_inverse=True)
+    cap = np.bincount(inv, weights=gbps[gx], minlength=key.size)
+    late = np.zeros(key.size)
+    np.maximum.at(late, inv, lat[gx])
+    kg, kx, kfirst = g[start], x[start], first[start]
+    _, name_rank = np.unique(np.array([str(y) for y in non_gpu] or [""], dtype=object)[kx] if kx.size else
+                             np.zeros(0, dtype=object), return_inverse=True)
+    order = np.lexsort((kfirst, name_rank, -cap, kg))  # per GPU: widest first, then by name
+    kg, kx, cap, late = kg[order], kx[order], cap[order], late[order]
+    counts = np.bincount(kg, minlength=n)
+    slot = np.arange(kg.size) - (np.cumsum(counts) - counts)[kg]
+    A = max(1, int(counts.max(initial=1)))
+    att_node = np.full((n, A), -1, dtype=np.int64)
+    att_gbps = np.zeros((n, A))
+    att_lat = np.zeros((n, A))
+    att_node[kg, slot], att_gbps[kg, slot], att_lat[kg, slot] = kx, cap, late
+    # direct GPU-GPU links, keyed i * n + j (i < j), sorted
+    i, j = np.minimum(du[gg], dv[gg]), np.maximum(du[gg], dv[gg])
+    dkey, dinv = np.unique(i * n + j, return_inverse=True)
+    dg = np.bincount(dinv, weights=gbps[gg], minlength=dkey.size) if dkey.size else np.zeros(0)
+    dl = np.zeros(dkey.size)
+    np.maximum.at(dl, dinv, lat[gg])
+    if check is not None:
+        check()
+    return _assemble(graph, devices, non_gpu, switch_links, {}, (att_node, att_gbps, att_lat),
+                     (dkey.astype(np.int64), dg, dl))
+
+
+def _assemble(graph, devices, non_gpu, links, members, att, direct) -> Fabric:
+    """The :class:`Fabric` of a forest of switches ``non_gpu``: its links ``links`` = (source, target, GB/s,
+    latency s) as forest index arrays, each link in both directions; merged twins ``members`` (rep ->
+    names; a node absent is itself); GPU attachments ``att`` = (node, GB/s, s), each of shape (n, A); and
+    direct links ``direct`` = (sorted keys i·n+j, GB/s, s)."""
+    att_node, att_gbps, att_lat = att
+    dkey, dg, dl = direct
+    N = len(non_gpu)
+    if members:
+        idx = {x: i for i, x in enumerate(non_gpu)}
+        node_index = {m: idx[x] for x in non_gpu for m in members.get(x, [x])}
+        names = tuple(
+            str(x) if len(members.get(x, [x])) == 1 else "|".join(map(str, members[x][:3])) + (
+                f"|…({len(members[x])})" if len(members[x]) > 3 else "")
+            for x in non_gpu
+        )
+    else:
+        node_index = {x: i for i, x in enumerate(non_gpu)}
+        names = tuple(map(str, non_gpu))
+    es_a, ed_a, ec, el = links
+    parent, depth, up, uplat = _root_forest(N, es_a, ed_a, np.asarray(ec, dtype=float), np.asarray(el, dtype=float))
+    anc, pmin, plat = _ancestors(parent, depth, up, uplat)
+    attrs = dict(graph.nodes(data=True)) if N else {}
     return Fabric(
         node_names=names, parent=parent, depth=depth, up_gbps=up, up_latency_s=uplat, anc=anc, pmin=pmin,
-        plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=keys[order],
+        plat=plat, att_node=att_node, att_gbps=att_gbps, att_latency_s=att_lat, direct_key=dkey,
         direct_gbps=dg, direct_latency_s=dl, gpu_names=tuple(devices), node_index=node_index,
-        no_turn=np.array([str(graph.nodes[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
+        no_turn=np.array([str(attrs[x].get("kind", "")).lower() == "nic" for x in non_gpu], dtype=bool),
     )
 
 

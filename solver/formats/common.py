@@ -456,9 +456,13 @@ class HostTemplate:
 
     # -- output
     def instantiate(self, G: nx.Graph, host: str) -> None:
+        """Add this host's nodes (ids ``"<host>/<suffix>"``, attribute ``host``) and links to ``G``
+        (:func:`~rankmap.solver.formats.fill.add_graph_items`: as ``add_nodes_from`` / ``add_edges_from``)."""
+        from .fill import add_graph_items
+
         p = f"{host}/"
-        G.add_nodes_from((p + s, {**a, "host": host}) for s, a in self.nodes)
-        G.add_edges_from((p + u, p + v, dict(a)) for u, v, a in self.edges)
+        add_graph_items(G, ((p + s, {**a, "host": host}) for s, a in self.nodes),
+                        ((p + u, p + v, a) for u, v, a in self.edges))
 
     def to_graph(self, host: str = "host0", name: str | None = None) -> nx.Graph:
         G = nx.Graph()

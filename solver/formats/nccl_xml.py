@@ -78,6 +78,32 @@ def _busid(text: str | None) -> str:
     return (text or "").strip().lower()
 
 
+#: GPU generations by compute capability family: ``--gpu`` may name another generation of the XML's
+#: family (an H200 for an sm90 file, GB200 for sm100: README "NVLinks a file leaves out"), not another family.
+_FAMILY = {"p100": "sm60", "v100": "sm70", "a100": "sm80", "a800": "sm80", "a30": "sm80", "ga102": "sm86",
+           "h100": "sm90", "h200": "sm90", "h800": "sm90", "h20": "sm90", "b200": "sm100", "gb200": "sm100",
+           "b300": "sm103", "gb300": "sm103"}
+
+
+def _check_generation(gen, gpu, sm, source: str) -> None:
+    """Refuse a ``gpu`` generation of another compute capability family than the XML's ``<gpu sm=...>``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming both (field ``gpu``).  An explicit NVLink rate (a number), an unknown ``sm`` or a
+        generation outside :data:`_FAMILY` (Ada, generic) is not checked.
+    """
+    xml = generation_from_sm(sm)
+    mine, theirs = _FAMILY.get(gen.name), _FAMILY.get(xml.name) if xml is not None else None
+    if mine is None or theirs is None or mine == theirs:
+        return
+    same = sorted(n for n, f in _FAMILY.items() if f == theirs)
+    raise InvalidArgumentError(
+        f"--gpu {str(gpu)[:40]} ({gen.name.upper()}, {mine}) contradicts {source}, whose GPUs are sm={sm} "
+        f"({xml.name.upper()}); give --gpu {' or '.join(same)}, or leave it out", "gpu")
+
+
 def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML", **rate_overrides: Any
                    ) -> HostTemplate:
     """Parse NCCL topology XML into a :class:`~.common.HostTemplate`.
@@ -105,6 +131,8 @@ def parse_nccl_xml(text: str, gpu: Any = None, source: str = "NCCL topology XML"
     gen = resolve_generation(gpu)
     warnings: list[str] = []
     sms = [g.get("sm") for g in root.iter("gpu") if g.get("sm")]
+    if gen is not None and sms:
+        _check_generation(gen, gpu, sms[0], source)
     if gen is None and sms:
         gen = generation_from_sm(sms[0])
         if gen is None:

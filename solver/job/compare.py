@@ -11,7 +11,7 @@ the two times, and that class's bottleneck in this allocation (the directed link
 the slowest flow alone; :class:`~rankmap.solver.results.Bottleneck`).
 
 The time limit (``options.time_limit_seconds``, seconds) bounds the whole comparison: each
-allocation's solve gets an equal share of it.  At most :data:`MAX_ALLOCATIONS` allocations.
+allocation's solve gets an equal share of its work budgets, and of the wall clock left.  At most :data:`MAX_ALLOCATIONS` allocations.
 
 Pure Python over plain types: no argparse, no protobuf.
 """
@@ -29,7 +29,7 @@ from ..results import Bottleneck, SolveResult
 from ..types import SolveOptions
 
 __all__ = ["MAX_ALLOCATIONS", "Allocation", "AllocationResult", "CompareResult", "parse_allocations", "resolve_compare",
-           "allocation_world_size", "compare"]
+           "allocation_world_size", "allocation_graph", "compare"]
 
 #: Allocations one comparison may hold.
 MAX_ALLOCATIONS = 64
@@ -197,7 +197,8 @@ def _difference(res: SolveResult, best: SolveResult) -> dict[str, Any]:
 
 
 def compare(graph, cfg: ParallelConfig, traffic: Mapping[str, float], allocations: Sequence[Allocation],
-            options: SolveOptions | None = None, cancel: threading.Event | None = None) -> CompareResult:
+            options: SolveOptions | None = None, cancel: threading.Event | None = None,
+            deadline=None) -> CompareResult:
     """Solve the job on each allocation's hosts and rank the allocations by predicted time (module docstring).
 
     Parameters
@@ -214,6 +215,15 @@ def compare(graph, cfg: ParallelConfig, traffic: Mapping[str, float], allocation
         launch order is the allocation's hosts sorted, ``time_limit_seconds`` (seconds) is shared
         equally between the allocations.
     cancel : threading.Event, optional
+    deadline : Deadline, optional
+        The wall-clock stop of the whole comparison (a gRPC call's budget, ``rankmap compare``'s
+        process deadline); default ``search_seconds(time_limit_seconds, world_size)`` from now.  Each
+        allocation's solve stops at its share of what is left, and by this deadline.
+
+    The whole-cluster work is done once: the excluded devices and hosts
+    checked on the full graph once; each allocation's solve then reads a graph of the switches and the
+    allocation's GPUs only (the graph an exclusion of every other host gives, in the same order,
+    without copying the whole cluster once per allocation).
 
     Returns
     -------
@@ -234,26 +244,29 @@ def compare(graph, cfg: ParallelConfig, traffic: Mapping[str, float], allocation
 
     options = options or SolveOptions()
     allocation_world_size(graph, allocations, ParallelSizes(world_size=cfg.world_size), options.exclude_devices)
-    all_hosts = sorted({str(d.get("host") or n) for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu"})
-    import time
+    from ..search.deadline import Deadline, search_seconds
+    from ..search.problem import _exclude
 
-    from ..search.deadline import Deadline
-
-    start = time.monotonic()
+    total = deadline if deadline is not None else Deadline(search_seconds(options.time_limit_seconds,
+                                                                          cfg.world_size), cancel)
+    if total.cancel is None:
+        total.cancel = cancel
+    # once for all the allocations: the job's own exclusions checked and applied (hosts as the allocations
+    # name them: a GPU's host, else its id; each solve's cluster model infers hosts from its graph as before)
+    base = graph
+    if options.exclude_devices or options.exclude_hosts:
+        base = _exclude(base, options)
     share = options.time_limit_seconds / max(1, len(allocations))  # the work budgets: equal for each allocation
     solved = []
     for i, a in enumerate(allocations):
-        keep = set(a.hosts)
-        opts = dataclasses.replace(
-            options, exclude_hosts=tuple(sorted(set(options.exclude_hosts) | {h for h in all_hosts if h not in keep})),
-            launch_order="sorted", time_limit_seconds=share)
-        # the wall clock: what is left of the limit, shared by the allocations still to solve (each solve's
-        # cluster model and baseline are computed whatever its limit, so many small allocations may still
-        # run over by those)
-        left = max(0.0, options.time_limit_seconds - (time.monotonic() - start)) / (len(allocations) - i)
+        total.check()  # raises once cancelled
+        opts = dataclasses.replace(options, exclude_hosts=(), exclude_devices=(), launch_order="sorted",
+                                   time_limit_seconds=share)
+        # the wall clock: what is left, shared by the allocations still to solve, and never past the whole stop
+        left = total.remaining() / (len(allocations) - i)
         try:
-            solved.append((i, solve(graph, cfg, traffic, opts, cancel=cancel, deadline=Deadline(min(share, left),
-                                                                                              cancel=cancel))))
+            solved.append((i, solve(allocation_graph(base, a.hosts), cfg, traffic, opts, cancel=cancel,
+                                    deadline=total.within(min(share, left)))))
         except InfeasibleError as exc:
             raise InfeasibleError(f"allocation {i + 1} ({a.text[:80]!r}): {exc.message}", exc.field) from None
         except InvalidArgumentError as exc:
@@ -263,6 +276,35 @@ def compare(graph, cfg: ParallelConfig, traffic: Mapping[str, float], allocation
     out = tuple(AllocationResult(rank, i, allocations[i], r, None if rank == 1 else _difference(r, best))
                 for rank, (i, r) in enumerate(solved, start=1))
     return CompareResult(out, cfg.world_size)
+
+
+def allocation_graph(graph, hosts: Sequence[str]):
+    """``graph`` without the GPUs of hosts outside ``hosts`` (and their links): what excluding every other
+    host gives (``graph.copy()`` then removing them: the same nodes, links and order), built from the kept
+    part alone.
+
+    Parameters
+    ----------
+    graph : networkx.Graph
+        A cluster graph; a GPU's host is its ``host``, else its id (as :func:`parse_allocations` reads them).
+    hosts : sequence of str
+        The hosts whose GPUs stay; every non-GPU node stays.
+    """
+    import networkx as nx
+
+    keep = set(map(str, hosts))
+    drop = {n for n, d in graph.nodes(data=True) if d.get("kind", "gpu") == "gpu" and str(d.get("host") or n) not in keep}
+    if graph.is_multigraph() or graph.is_directed():  # the general way
+        g = graph.copy()
+        g.remove_nodes_from(drop)
+        return g
+    g = nx.Graph()
+    g.graph.update(graph.graph)
+    g.add_nodes_from((n, dict(d)) for n, d in graph.nodes(data=True) if n not in drop)
+    # as Graph.copy adds them: every (u, v) of the adjacency in order (each link twice, the second a no-op)
+    g.add_edges_from((u, v, dict(d)) for u, nbrs in graph.adj.items() if u not in drop
+                     for v, d in nbrs.items() if v not in drop)
+    return g
 
 
 def resolve_compare(job: Mapping[str, Any], given: Mapping[str, Any] | None, allocation_texts: Sequence[str],

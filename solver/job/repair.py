@@ -246,7 +246,7 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
            failed_hosts: Iterable[str] = (), failed_gpus: Iterable[str] = (),
            spare_hosts: Iterable[str] | None = None, max_moves: int | None = None,
            options: SolveOptions | None = None, orders: str | Sequence[str] | None = None,
-           cancel: threading.Event | None = None) -> RepairResult:
+           cancel: threading.Event | None = None, deadline=None) -> RepairResult:
     """The ``patch``, ``pinned`` and ``full`` repairs of a running layout (module docstring).
 
     Parameters
@@ -271,6 +271,9 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
         Orders the full solve searches (default: the running order only).
     cancel : threading.Event, optional
         Set it to stop the repair (raises :class:`~rankmap.solver.types.SolveCancelled`).
+    deadline : Deadline, optional
+        A wall-clock stop before the time limit's (a gRPC call's budget): the phases share what is
+        left of it; an option it cut short says ``stopped_by`` (``"deadline"`` for patch and pinned).
 
     Returns
     -------
@@ -347,13 +350,16 @@ def repair(graph, cfg: ParallelConfig, traffic: Mapping[str, float], running: Se
     sub.remove_nodes_from([n for n, d in graph.nodes(data=True)
                            if d.get("kind", "gpu") == "gpu" and gpu_host[str(n)] not in keep_hosts])
     total = Deadline(search_seconds(options.time_limit_seconds, W), cancel)
+    if deadline is not None:  # a caller's stop (a gRPC call's budget): the earlier of the two, its reason
+        total = deadline.within(total.remaining(), total.reason)
+        total.cancel = total.cancel or cancel
     t_model = total.elapsed()
     cluster = cluster_from_graph(sub, check=total.cancel_check(), nccl=options.nccl)
     t_model = total.elapsed() - t_model  # what one more cluster model of these hosts costs, seconds
     total.check()
     # patch and pinned: their share of what is left; the full solve: the rest (search.deadline)
     deadline = Deadline(total.remaining() * (PATCH_SHARE + PINNED_SHARE) / (PATCH_SHARE + PINNED_SHARE + FULL_SHARE),
-                        cancel)
+                        cancel, reason=total.reason)
     index = {str(d): i for i, d in enumerate(cluster.devices)}
     host_index = {h: i for i, h in enumerate(cluster.hosts)}
     running = [str(a) for a in running]

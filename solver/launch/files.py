@@ -93,17 +93,21 @@ def torchrun_launchable(hosts: Sequence[HostPlacement], rank_offset: int = 0) ->
     torchrun numbers ranks ``base(node_rank) + local_rank``: every host's ranks
     must be one contiguous block, the blocks in node-rank order.
     """
-    nxt = rank_offset
-    for h in sorted(hosts, key=lambda h: h.node_rank):
-        r = np.asarray(h.global_ranks, dtype=np.int64)
-        if r.size == 0:
-            continue
-        if r[0] != nxt or (r.size > 1 and not np.all(np.diff(r) == 1)):
-            return (f"host {h.host} runs ranks {_ranks_text(r - rank_offset)}, not one contiguous block after the "
-                    f"previous node rank's: torchrun numbers ranks node_rank*nproc + local_rank; launch with "
-                    f"apply.slurm (srun --distribution=arbitrary) or apply.mpirun (rankfile)")
-        nxt = int(r[-1]) + 1
-    return ""
+    ordered = sorted(hosts, key=lambda h: h.node_rank)
+    sizes = np.array([len(h.global_ranks) for h in ordered], dtype=np.int64)
+    if not sizes.sum():
+        return ""
+    ranks = np.fromiter((r for h in ordered for r in h.global_ranks), dtype=np.int64, count=int(sizes.sum()))
+    # the blocks follow each other iff the ranks, concatenated in node-rank order, count up from rank_offset;
+    # the first host holding a rank out of place is the one a host-by-host walk stops at
+    wrong = np.flatnonzero(ranks != rank_offset + np.arange(ranks.size))
+    if not wrong.size:
+        return ""
+    h = ordered[int(np.searchsorted(np.cumsum(sizes), wrong[0], side="right"))]
+    r = np.asarray(h.global_ranks, dtype=np.int64)
+    return (f"host {h.host} runs ranks {_ranks_text(r - rank_offset)}, not one contiguous block after the "
+            f"previous node rank's: torchrun numbers ranks node_rank*nproc + local_rank; launch with "
+            f"apply.slurm (srun --distribution=arbitrary) or apply.mpirun (rankfile)")
 
 
 def _ranks_text(r: np.ndarray) -> str:
@@ -170,15 +174,32 @@ def launch_files(hosts: Sequence[HostPlacement], world_size: int, megatron_args:
     W = int(world_size)
     host_of_rank = np.full(W, -1, dtype=np.int64)
     local_of_rank = np.zeros(W, dtype=np.int64)
-    for i, h in enumerate(hosts):
-        r = np.asarray(h.global_ranks, dtype=np.int64) - rank_offset
-        if r.size and (r.min() < 0 or r.max() >= W or np.any(host_of_rank[r] >= 0)):
-            raise InvalidArgumentError(f"host {h.host}: ranks outside 0..{W - 1} or on two hosts", "hosts")
-        if r.size > 1 and np.any(np.diff(r) <= 0):
-            # srun, mpirun and torchrun number a host's local ranks in global rank order
-            raise InvalidArgumentError(f"host {h.host}: global_ranks are not ascending (local rank order)", "hosts")
-        host_of_rank[r] = i
-        local_of_rank[r] = np.arange(r.size)
+    sizes = np.array([len(h.global_ranks) for h in hosts], dtype=np.int64)
+    flat = np.fromiter((r for h in hosts for r in h.global_ranks), dtype=np.int64, count=int(sizes.sum()))
+    flat -= rank_offset
+    hid = np.repeat(np.arange(len(hosts)), sizes)
+    starts = np.cumsum(sizes) - sizes
+    # what a walk over the hosts raises first (vectorised: a Python loop per host took 0.3 s at 16,384 hosts):
+    # a rank outside 0..W-1 or already on an earlier host, else a host's ranks not ascending
+    outside = (flat < 0) | (flat >= W)
+    first_host = np.full(max(W, 1), len(hosts), dtype=np.int64)
+    inside = np.flatnonzero(~outside)
+    np.minimum.at(first_host, flat[inside], hid[inside])
+    placed = outside.copy()
+    placed[inside] = first_host[flat[inside]] != hid[inside]
+    descending = np.zeros(flat.size, dtype=bool)
+    if flat.size > 1:
+        descending[1:] = (np.diff(flat) <= 0) & (hid[1:] == hid[:-1])
+    bad = np.flatnonzero(placed | descending)
+    if bad.size:
+        i = int(hid[bad[0]])
+        own = slice(int(starts[i]), int(starts[i] + sizes[i]))
+        if placed[own].any():
+            raise InvalidArgumentError(f"host {hosts[i].host}: ranks outside 0..{W - 1} or on two hosts", "hosts")
+        # srun, mpirun and torchrun number a host's local ranks in global rank order
+        raise InvalidArgumentError(f"host {hosts[i].host}: global_ranks are not ascending (local rank order)", "hosts")
+    host_of_rank[flat] = hid
+    local_of_rank[flat] = np.arange(flat.size) - starts[hid]
     if W and host_of_rank.min() < 0:
         raise InvalidArgumentError(f"rank {int(np.argmin(host_of_rank))} is on no host", "hosts")
     names_arr = np.array([h.host for h in hosts] or [""], dtype=object)

@@ -190,8 +190,8 @@ def host_placements(cluster: Cluster, dev_of_rank: np.ndarray) -> tuple[HostPlac
             HostPlacement(
                 host=cluster.hosts[h],
                 node_rank=node_rank,
-                cuda_visible_devices=tuple(int(x) for x in cluster.local_index[dev_of_rank[ranks]]),
-                global_ranks=tuple(int(r) + 0 for r in ranks),
+                cuda_visible_devices=tuple(cluster.local_index[dev_of_rank[ranks]].tolist()),
+                global_ranks=tuple(ranks.tolist()),
             )
         )
     return tuple(out)

@@ -136,13 +136,21 @@ def _with_host_note(apply: dict, cluster) -> dict:
 
 def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, orders) -> SolveResult:
     devices = p.cluster.devices
+    # cancel check points (a gRPC deadline): each step below takes a tenth of a second or more at 131,072 ranks
+    check = p.deadline.cancel_check() or (lambda: None)
+    check()
     hosts = host_placements(p.cluster, best.dev_of_rank)
+    check()
     if best.cfg.rank_offset:
         hosts = tuple(
             HostPlacement(h.host, h.node_rank, h.cuda_visible_devices,
                           tuple(r + best.cfg.rank_offset for r in h.global_ranks))
             for h in hosts
         )
+    groups = megatron_groups(best.cfg)
+    check()
+    apply = _with_host_note(apply_instructions(best.cfg, hosts, p.launcher), p.cluster)
+    check()
     return SolveResult(
         config=best.cfg,
         layout=Layout(best.cfg.order, tuple(str(devices[i]) for i in best.dev_of_rank), best.cost),
@@ -151,9 +159,9 @@ def _result(p: Problem, best: Candidate, status: str, bound: float, t0: float, o
         status=status,
         bound_seconds=float(bound),
         solve_seconds=time.perf_counter() - t0,
-        groups=megatron_groups(best.cfg),
+        groups=groups,
         traffic=p.traffic,
-        apply=_with_host_note(apply_instructions(best.cfg, hosts, p.launcher), p.cluster),
+        apply=apply,
         mode=p.options.mode,
         orders_searched=tuple(c.order for c in orders),
         stopped_by=p.deadline.stopped_by,
