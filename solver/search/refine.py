@@ -60,10 +60,13 @@ REFINE_STARTS = 3
 #: per evaluation, the model 0.8–1.5×; bench_solve's 8-part traffic: 9.3 ms at 1,024 GPUs (model
 #: 18), 240 ms at 16,384 for a random layout (model 233).  Issue 28.4: with the NCCL time model the
 #: five 512-GPU quality instances measured 10–16 ms of CPU per evaluation, 1.3–1.5× the model of
-#: then, so every term is 1.3× what it was (the 512-GPU solves overran their budgets).
-EVAL_SECONDS_PER_PART = 5.85e-4
-EVAL_SECONDS_PER_PART_OPTION = 5.2e-5
-EVAL_SECONDS_PER_FLOW_OPTION = 2.6e-7
+#: then, so every term is 1.3× what it was (the 512-GPU solves overran their budgets).  After the
+#: channel paths through each host (issue 25) the 35 quality instances of 128–512 GPUs measured
+#: 1.0–1.9× (median 1.3×) of that model, idle: the per-part terms are 1.5× and the per-flow term
+#: 1.1× what they were (now 0.6–1.15× of the measured).
+EVAL_SECONDS_PER_PART = 8.8e-4
+EVAL_SECONDS_PER_PART_OPTION = 7.8e-5
+EVAL_SECONDS_PER_FLOW_OPTION = 2.9e-7
 EVAL_SECONDS_PER_RANK = 7.8e-6
 #: The descent on the real objective runs up to this many ranks (beyond this the budget buys
 #: too few moves to matter and the decomposition's proposals stand).

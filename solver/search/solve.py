@@ -90,7 +90,7 @@ FREE_PARTITION_SHARE = 0.12
 SEARCH_BUDGET_MIN_SHARE = 0.5
 #: What the search's budgets, the bound and the rest of a solve (cluster model, baseline, answer) may
 #: take together, as a share of the time limit, on an idle machine (issue 28.4: end before 0.9 of it).
-SOLVE_WORK_SHARE = 0.85
+SOLVE_WORK_SHARE = 0.8
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
 FREE_GRID_SHARE = 0.03
