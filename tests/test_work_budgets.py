@@ -119,3 +119,35 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
     assert seen and seen[0] == pytest.approx(0.2 - (works[0] - (0.8 - solve_module.budget_shares("launcher")) * 0.2),
                                              rel=1e-12)
     assert r.bound_seconds == pytest.approx(b, rel=1e-12)
+
+
+def test_free_mode_launcher_phase_has_the_launcher_solves_budgets(monkeypatch):
+    """Free mode runs the launcher search first with exactly a launcher solve's budgets (its two bounds count
+    the launcher bound's work), so it reaches the launcher answer (free mode is never worse); the free-only
+    phases are sized from the free limit.  (nvl72-frag-8192: a launcher phase sized from the free limit gave
+    130.8 ms against the launcher solve's 116.1 ms.)"""
+    cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
+    cfg = parallel_config(64, tp=4, pp=2)
+    traffic = {"tp": 4e9, "dp": 2e9, "pp": 6e8}
+    seen = []
+    real_refine = solve_module.refine
+
+    def spy(cluster, candidates, surrogate, traffic, exposure, options, *a, **k):
+        seen.append((options.mode, options.time_limit_seconds))
+        return real_refine(cluster, candidates, surrogate, traffic, exposure, options, *a, **k)
+
+    monkeypatch.setattr(solve_module, "refine", spy)
+    runs = {}
+    for mode in ("launcher", "free"):
+        seen.clear()
+        runs[mode] = solve(cluster, cfg, traffic, SolveOptions(mode=mode, orders="all", time_limit_seconds=0.2),
+                           deadline=Deadline(1e9))
+        runs[mode + " limits"] = list(seen)
+    launcher_T = runs["launcher limits"][0]
+    assert launcher_T[0] == "launcher"
+    free_launcher_phase = [t for m, t in runs["free limits"] if m == "launcher"]
+    assert free_launcher_phase == [launcher_T[1]]
+    # the free phase after it: FREE_AFTER_LAUNCHER_SHARE of the free limit, which is below the launcher's
+    free_phase = [t for m, t in runs["free limits"] if m == "free"]
+    assert len(free_phase) == 1 and free_phase[0] < launcher_T[1] * solve_module.FREE_AFTER_LAUNCHER_SHARE + 1e-12
+    assert runs["free"].cost.total_seconds <= runs["launcher"].cost.total_seconds

@@ -178,6 +178,9 @@ def solve(
     # the search's budgets leave room for the bound's (counted, deterministic) work (issue 28.4)
     p = p.with_options(replace(options, time_limit_seconds=search_budget_seconds(
         options.time_limit_seconds, bound_work(), options.mode)))
+    # free mode's launcher phase gets a launcher solve's budgets (the two bounds count what a launcher
+    # solve's bound counts), so it reaches the launcher solve's answer: free mode is never worse
+    launcher_limit = search_budget_seconds(options.time_limit_seconds, bound_work(), "launcher")
     report("search", candidates)
 
     if options.mode == "fixed" or p.world_size <= EXHAUSTIVE_MAX_DEVICES:
@@ -189,7 +192,7 @@ def solve(
         last = p  # the problem of the last phase, whose budget sizes the anytime phase
         mixed = options.mode == "launcher" and not cluster.equal_hosts
         if free_first:
-            found, reached, last = _free_after_launcher(p, candidates, bound, lbound)
+            found, reached, last = _free_after_launcher(p, candidates, bound, lbound, launcher_limit)
         elif mixed:  # hosts of several sizes (issue 27): blocks of G_h ranks per host
             found, reached = mixed_launcher_search(p, candidates, bound)
         else:
@@ -237,16 +240,18 @@ def search_budget_seconds(time_limit_seconds: float, bound_seconds: float, mode:
     return max(T * SEARCH_BUDGET_MIN_SHARE, T - max(0.0, float(bound_seconds) - room))
 
 
-def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, lbound: float):
+def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, lbound: float,
+                         launcher_limit: float):
     """Free mode on equal hosts: every launcher layout is a free layout, so the launcher-mode search
     and anytime phase run first (same budgets, so the same answer), then free layouts are searched
-    from all their candidates.  ``bound`` and ``lbound``: the free and the launcher search's lower bounds.
+    from all their candidates.  ``bound`` and ``lbound``: the free and the launcher search's lower bounds;
+    ``launcher_limit``: the limit a launcher solve sizes its budgets from (:func:`search_budget_seconds`).
     Returns (new candidates, orders reached, the free phase's problem: its budget, from
     ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
     # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
     free_first = _free_partitions(p)
-    lp = p.with_options(replace(options, mode="launcher"))
+    lp = p.with_options(replace(options, mode="launcher", time_limit_seconds=launcher_limit))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
     found, reached = _search(lp, candidates)
