@@ -249,16 +249,16 @@ def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, 
     Returns (new candidates, orders reached, the free phase's problem: its budget, from
     ``FREE_AFTER_LAUNCHER_SHARE`` of the time limit, also sizes the anytime phase)."""
     options = p.options
-    # the free tree partitions first (cheap): kept aside from the launcher phase, whose pool stays its own
-    free_first = _free_partitions(p)
     lp = p.with_options(replace(options, mode="launcher", time_limit_seconds=launcher_limit))
     # refine runs in full here (no bound): its candidates contain the launcher-mode answer either way
     # (that search skips refine only once a proposal meets its bound), and the free phase starts from them
     found, reached = _search(lp, candidates)
     found += anytime_search(p.cluster, candidates + found, p.surrogate, p.traffic, p.exposure, lp.options, True,
                             p.constraints, p.baseline_dev, p.deadline, p.score, lbound)
-    found += free_first
-    # after the launcher phase, so they cannot delay it (free mode is never worse than launcher mode)
+    # the free tree partitions and grid layouts after the launcher phase, so they cannot delay it past the
+    # wall clock (free mode is never worse than launcher mode; at 8,192 GPUs the partitions ran first and
+    # the launcher phase was stopped short of the launcher solve's answer)
+    found += _free_partitions(p)
     found += _free_grid_layouts(p)
     fp = p.with_options(replace(options, time_limit_seconds=options.time_limit_seconds * FREE_AFTER_LAUNCHER_SHARE))
     # above 16 GPUs the other free proposals are the launcher ones
