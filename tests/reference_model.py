@@ -19,12 +19,18 @@ enables NVLS/tree) and graphs with ``link`` attributes (calibrated rates) or
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 
 import networkx as nx
 import numpy as np
 
 from rankmap.solver import InvalidArgumentError, cluster_from_graph, megatron_groups
 from rankmap.solver.megatron.ranks import TOKENS
+
+# NCCL's channel paths pair by pair: the one rule the SimGrid flow writer uses too (one copy)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from simgrid_flows import _node_paths  # noqa: E402
 
 GROUP = {
     "tp": "TENSOR_MODEL_PARALLEL_GROUP",
@@ -85,61 +91,6 @@ def nccl_latency_us(shape: str, protocol: str, n: int, nodes: int) -> float:
     return lat
 
 
-def _node_paths(blocks, rail_key, fb):
-    """NCCL's channels across nodes, pair by pair: ``(src, dst, fb/c)`` flows.
-
-    ``blocks``: each node's members in NCCL order; ``rail_key(d)``: a member's rail as a sortable
-    key (no rail first).  Slots = a node's distinct rails, ascending; c = min slots over nodes.
-    Channel t enters node i at slot t's first member and runs a path through all the node's
-    members to its exit: the node's slots pair up in order (0-1, 2-3, ...; its own count, which may
-    exceed c) and channel t exits at the last member of its partner's slot, then enters the next
-    node at the partner's slot (or at slot t when the partner is beyond c); an unpaired slot exits at its own last member when it
-    has several, else the path ends at the member before the entry (cyclically) and hands back
-    to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
-    ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
-    Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
-    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
-    """
-    slots = []
-    for members in blocks:
-        by = {}
-        for d in members:
-            keys = rail_key(d)
-            for key in (keys if isinstance(keys, tuple) else (keys,)):
-                by.setdefault(key, []).append(d)
-        slots.append([by[r] for r in sorted(by)])
-    c = min(len(s) for s in slots)
-    out = []
-    for i, members in enumerate(blocks):
-        k = len(members)
-        used = slots[i][:c]
-        for t in range(c):
-            e = used[t][0]
-            back = False
-            if t ^ 1 < len(slots[i]):  # the node pairs its own slots
-                x = slots[i][t ^ 1][-1]
-            elif len(used[t]) > 1:
-                x = used[t][-1]
-            else:
-                x = members[(members.index(e) - 1) % k]
-                back = k > 1
-            if x == e and k > 1:  # the exit NIC is beside the entry member (a member near two NICs)
-                x = members[(members.index(e) - 1) % k]
-                back = True
-            pe = members.index(e)
-            path = [e] + [members[(pe + j) % k] for j in range(1, k) if members[(pe + j) % k] != x]
-            if x != e:
-                path.append(x)
-            out += [(a, b, fb / c) for a, b in zip(path, path[1:])]
-            if back:
-                out.append((x, e, fb / c))
-        nxt = slots[(i + 1) % len(blocks)]
-        for t in range(c):
-            xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
-            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
-    return out
-
-
 class Reference:
     """Pair routes cached for one graph.
 
@@ -166,24 +117,8 @@ class Reference:
     def nic(self, d):
         """The NIC nearest to GPU ``d``: fewest hops through PCIe switches / CPUs of its host, then nic_index, name."""
         g = self.g
-        host = g.nodes[d].get("host")
-        frontier, seen = [d], {d}
-        for _ in range(3):
-            found, nxt = [], []
-            for x in frontier:
-                for y in g[x]:
-                    if y in seen:
-                        continue
-                    seen.add(y)
-                    kind = g.nodes[y].get("kind", "gpu")
-                    if kind == "nic":
-                        found.append(y)
-                    elif kind in ("pcie_switch", "cpu") and g.nodes[y].get("host") in (None, host):
-                        nxt.append(y)
-            if found:
-                return min(found, key=lambda x: (g.nodes[x].get("nic_index", 1 << 30), str(x)))
-            frontier = nxt
-        return None
+        found = self.all_nics(d)
+        return min(found, key=lambda x: (g.nodes[x].get("nic_index", 1 << 30), str(x))) if found else None
 
     def all_nics(self, d):
         """Every NIC at the nearest NIC's distance from GPU ``d`` (a GPU with two PIX NICs has both)."""
