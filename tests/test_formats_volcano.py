@@ -143,3 +143,16 @@ def test_volcano_kubectl_json_list():
     line = [i for i, x in enumerate(text.splitlines(), 1) if '"name": "top"' in x][0]
     with pytest.raises(InvalidArgumentError, match=rf"hn.json line {line}: HyperNode 'top': spec.tier 0"):
         parse_volcano_hypernodes(text, "hn.json")
+
+
+def test_volcano_misspelt_kind_is_refused():
+    """An object of Volcano's topology API group whose kind is not HyperNode is a typo, refused naming
+    the kind and its line (the second document starts at line 13, its name is on line 16; it was skipped: the tree lost that switch with only a 'no common root'
+    warning); objects of other API groups are still skipped."""
+    bad = hn("s1", 2, ["s0"], kind="HyperNode").replace("kind: HyperNode\nmetadata", "kind: HyperNodes\nmetadata")
+    with pytest.raises(InvalidArgumentError, match=r"h.yaml line 16: kind 'HyperNodes' is not a kind of "
+                                                   r"topology.volcano.sh/v1alpha1 \(HyperNode\)"):
+        parse_volcano_hypernodes(hn("s0", 1, ["a"]) + "---\n" + bad, "h.yaml")
+    other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n"
+    fab = parse_volcano_hypernodes(hn("s0", 1, ["a", "b"]) + "---\n" + other, "h.yaml")
+    assert sorted(fab.switches["s0"].nodes) == ["a", "b"]

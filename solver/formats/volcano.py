@@ -26,7 +26,8 @@ Capacities are not in the objects: NIC links get the host's NIC rate, uplinks th
 capacity / oversubscription (:mod:`.compose`).
 
 Input: multi-document YAML (``---``) or ``kubectl get hypernodes -o json|yaml`` (a ``List``);
-other kinds in the file are skipped.  Errors name the file and line.
+other kinds in the file are skipped, except another kind of Volcano's ``topology.volcano.sh`` group (a
+misspelt ``HyperNodes``, say), which is refused.  Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from .slurm import Fabric, Switch, _finish
 __all__ = ["parse_volcano_hypernodes", "read_volcano_hypernodes"]
 
 _FIELD = "volcano_hypernodes"
+#: Volcano's network-topology API group (``apiVersion: topology.volcano.sh/v1alpha1``).
+API_GROUP = "topology.volcano.sh"
 MAX_PATTERN = 1024
 
 
@@ -92,6 +95,14 @@ def parse_volcano_hypernodes(text: str, source: str = "hypernodes",
     docs, is_json = _documents(text, source, _FIELD)
     where = _Where(text, source, is_json)
     objs = [o for o in _objects(docs) if isinstance(o, dict) and o.get("kind") == "HyperNode"]
+    for o in _objects(docs):  # Volcano's topology API group has HyperNode only: another kind is a typo
+        api = o.get("apiVersion") if isinstance(o, dict) else None
+        if isinstance(api, str) and api.startswith(API_GROUP + "/") and o.get("kind") != "HyperNode":
+            meta = o.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            raise InvalidArgumentError(
+                f"{where(meta if isinstance(meta, dict) else o, name if isinstance(name, str) else None)}: "
+                f"kind {o.get('kind')!r} is not a kind of {api} (HyperNode)", _FIELD)
     if not objs:
         raise InvalidArgumentError(f"{source}: no HyperNode object (kind: HyperNode, apiVersion "
                                    "topology.volcano.sh/v1alpha1)", _FIELD)
