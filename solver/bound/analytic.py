@@ -99,7 +99,7 @@ from ..megatron.config import ParallelConfig
 
 from ..megatron.catalogue import megatron_groups
 from ..fabric.cluster import Cluster
-from .rates import out_cap_per_gpu, inter_host_rate_gbps, suffix_rates
+from .rates import out_cap_per_gpu, inter_host_rate_gbps, pair_route_seconds, suffix_rates
 from .ncclterms import all_reduce_floor_seconds, crossing_bytes, latency_extra_seconds, max_channels, node_levels
 from .ringrate import RING_KINDS, ring_rate_gbps
 from .work import BOUND_PART_SECONDS, charge
@@ -267,6 +267,8 @@ def search_lower_bound(
     parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
     n_parts = sum(len(v) for v in size_terms.values())
     charge(BOUND_PART_SECONDS * n_parts * (1 if known is None else 0))
+    if known is None:  # the rates' exact pass over every GPU pair (cached per cluster, counted every time)
+        charge(pair_route_seconds(cluster))
     ksize = {c: [k for _p, _g, k in v] for c, v in parts.items()}
 
     def with_latency(c, i, floor):  # NCCL's latency beyond a part's bandwidth floor (ncclterms.py)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 
-__all__ = ["ecmp_parts", "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "all_pair_first_hops",
+__all__ = ["pair_route_seconds", "ecmp_parts", "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "all_pair_first_hops",
            "out_cap_per_gpu", "ECMP_EXACT_MAX_DEVICES"]
 
 #: ECMP parts are counted exactly over every GPU pair up to this many GPUs (routes in bulk).
@@ -32,6 +32,18 @@ def ecmp_parts(cluster: Cluster) -> int:
     has one attachment and there is no GPU-GPU link (a single option).
     """
     return _pair_rates(cluster)[0]
+
+
+def pair_route_seconds(cluster: Cluster) -> float:
+    """Nominal seconds of the exact ECMP pass over every ordered GPU pair (:data:`.work.PAIR_ROUTE_SECONDS`
+    per pair and route option ``A_slots² + 1``); 0 above ``ECMP_EXACT_MAX_DEVICES`` GPUs (not computed)."""
+    from .work import PAIR_ROUTE_SECONDS
+
+    n = cluster.num_devices
+    if n <= 1 or n > ECMP_EXACT_MAX_DEVICES:
+        return 0.0
+    A = int(cluster.fabric.att_node.shape[1])
+    return PAIR_ROUTE_SECONDS * n * (n - 1) * (A * A + 1)
 
 
 def level_rates_gbps(cluster: Cluster) -> np.ndarray:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
-__all__ = ["BOUND_PART_SECONDS", "bound_work_meter", "charge"]
+__all__ = ["BOUND_PART_SECONDS", "PAIR_ROUTE_SECONDS", "bound_work_meter", "charge"]
 
 #: Nominal seconds per evaluation of a dual's value (a batch of multiplier vectors, :mod:`.gridcut`).
 DUAL_VALUE_SECONDS = 1.5e-4
@@ -30,6 +30,14 @@ DOMAIN_COMBOS_SECONDS = 1.4e-3
 #: Nominal seconds per part of a class (and per order, for a launcher order's terms) of
 #: :func:`.analytic.search_lower_bound` outside the joint cut: rates, rings, cuts per part.
 BOUND_PART_SECONDS = 1.9e-3
+
+#: Nominal seconds per ordered GPU pair and route option of the exact ECMP pass over every pair
+#: (:func:`.rates._pair_rates`, up to ``ECMP_EXACT_MAX_DEVICES`` GPUs).  It is computed once per cluster and
+#: cached, but charged to every bound that needs it (a reused cluster must not change the budgets).
+#: Calibration (issue 28.4, 2026-12-03, CPU time scaled by the ratio of counted to measured work of the
+#: rest of the same bound): 212–360 ns on the 288–512-GPU quality instances (0.37–0.48 s of CPU at 512
+#: GPUs, uncounted until then: free 512-GPU solves on fat trees overran their budgets by that much).
+PAIR_ROUTE_SECONDS = 3.0e-7
 
 _METER: ContextVar[list | None] = ContextVar("rankmap_bound_work", default=None)
 
