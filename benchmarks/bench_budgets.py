@@ -1,0 +1,104 @@
+"""Work budgets against the wall clock: do solves end on their budgets, before the stop? (issue 28.4)
+
+A solve's answer is decided by deterministic work budgets sized from the time limit (work models in
+nominal seconds, ``solver/search/refine.py``, ``solver/bound/work.py``); the wall clock is only a safety
+stop.  When the budgets overrun the limit on a machine, the stop decides and the answer depends on the
+machine's speed.  Target: on an idle machine every 256–512-GPU quality instance ends before 0.9 × the
+limit in both modes, with ``stopped_by == ""``.
+
+Each solve runs in a fresh subprocess (cold caches, as a new ``rankmap solve`` or a new request's
+cluster), ``orders="all"``; the table gives the wall time of ``solve()``, its ratio to the limit, the
+stop reason, the predicted cost, and the load average before the run (the figures mean something only
+on an idle machine: on 2 cores a second busy process slows the first by up to 1.5×).
+
+    python benchmarks/bench_budgets.py                   # 256-512 GPUs, both modes, 6 s limit
+    python benchmarks/bench_budgets.py --match nvl72-frag-512 --modes free
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from quality_instances import instances, traffic_for
+from rankmap.solver import SolveOptions, cluster_from_graph, parallel_config, solve
+name, mode, limit = sys.argv[2], sys.argv[3], float(sys.argv[4])
+inst = next(i for i in instances(False) if i.name == name)
+cl = cluster_from_graph(inst.spec.build())
+cfg = parallel_config(cl.num_devices, **inst.sizes)
+tr = traffic_for(inst.mix, cfg)
+t0 = time.perf_counter()
+r = solve(cl, cfg, tr, SolveOptions(mode=mode, orders="all", time_limit_seconds=limit))
+print(json.dumps({"wall_s": time.perf_counter() - t0, "stopped_by": r.stopped_by,
+                  "cost_ms": r.cost.total_seconds * 1e3, "status": r.status}))
+"""
+
+
+def selected(args) -> list[str]:
+    """Names of the quality instances with ``--min-gpus``..``--max-gpus`` GPUs matching every ``--match``."""
+    sys.path.insert(0, str(HERE))
+    from quality_instances import instances, traffic_for
+    from rankmap.solver import cluster_from_graph, parallel_config
+
+    out = []
+    for inst in instances(False):
+        if args.match and not all(m in inst.name for m in args.match):
+            continue
+        n = cluster_from_graph(inst.spec.build()).num_devices
+        if not args.min_gpus <= n <= args.max_gpus:
+            continue
+        if traffic_for(inst.mix, parallel_config(n, **inst.sizes)) is None:
+            continue
+        out.append(inst.name)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=6.0)
+    ap.add_argument("--modes", default="launcher,free")
+    ap.add_argument("--min-gpus", type=int, default=256)
+    ap.add_argument("--max-gpus", type=int, default=512)
+    ap.add_argument("--match", action="append", default=[], help="substring of the instance name (repeatable)")
+    ap.add_argument("--share", type=float, default=0.9, help="the target: end before this share of the limit")
+    args = ap.parse_args()
+    names = selected(args)
+    modes = args.modes.split(",")
+    T = args.time_limit
+    print(f"{len(names)} instances x {len(modes)} modes, time limit {T:g} s, load average "
+          f"{os.getloadavg()[0]:.2f} before the run")
+    print(f"{'instance':52s} {'mode':8s} {'wall s':>7s} {'/limit':>7s} {'stopped_by':>11s} {'cost ms':>10s}")
+    ratios: dict[str, list[float]] = {m: [] for m in modes}
+    stopped: dict[str, int] = {m: 0 for m in modes}
+    for name in names:
+        for mode in modes:
+            out = subprocess.run([sys.executable, "-c", CHILD, str(HERE), name, mode, str(T)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            ratios[mode].append(r["wall_s"] / T)
+            stopped[mode] += bool(r["stopped_by"])
+            print(f"{name:52s} {mode:8s} {r['wall_s']:7.2f} {r['wall_s'] / T:7.2f} {r['stopped_by'] or '-':>11s} "
+                  f"{r['cost_ms']:10.3f}", flush=True)
+    print(f"\nload average after the run {os.getloadavg()[0]:.2f}")
+    for mode in modes:
+        rs = ratios[mode]
+        if not rs:
+            continue
+        under = sum(x < args.share for x in rs)
+        print(f"{mode:8s}: {under}/{len(rs)} end before {args.share:g} x the limit; wall/limit median "
+              f"{statistics.median(rs):.2f}, max {max(rs):.2f}; {stopped[mode]} stopped by the clock")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
