@@ -166,7 +166,9 @@ def _node_paths(blocks, rail_key, fb):
     to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
     ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
     Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
-    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
+    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c,
+    except the wrap of an odd number of nodes with an even c, which enters node 0 at the channel's own slot t
+    (rails crossed, as NCCL's alternation leaves it).
     """
     slots = []
     for members in blocks:
@@ -202,9 +204,12 @@ def _node_paths(blocks, rail_key, fb):
             if back:
                 out.append((x, e, fb / c))
         nxt = slots[(i + 1) % len(blocks)]
+        # NCCL swaps channels c <-> c^1 on odd nodes (connect.cc:401-411, even channel counts only): on an odd
+        # number of nodes the wrap (last node -> node 0) joins two unswapped nodes and crosses rails
+        wrap_cross = i == len(blocks) - 1 and len(blocks) % 2 == 1 and c % 2 == 0
         for t in range(c):
             xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
-            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
+            out.append((slots[i][xs][-1], nxt[t if wrap_cross or xs >= c else xs][0], fb / c))
     return out
 
 

@@ -213,3 +213,67 @@ def test_hosts_without_nics_run_one_channel_through_every_member():
     # host 0's own search pairs its 2 NICs (NET0 -> GPU 0 -> GPU 1 -> NET1) before the comm keeps 1 channel
     # (init.cc takes the least): the channel leaves host 0 from GPU 1 on NIC 1 and crosses to host 1's entry
     assert flows == Counter({(0, 1, 4.0): 1, (1, 2, 4.0): 1, (2, 3, 4.0): 1, (3, 0, 4.0): 1})
+
+
+def test_odd_host_count_wrap_crosses_rails():
+    # 3 nodes x 2 GPUs, each GPU its own NIC (rails 0, 1): NCCL's crossNic=2 pairs channel 0 (NET/a GPU0 GPU1
+    # NET/b) with channel 1 (NET/b GPU1 GPU0 NET/a) and swaps them on node 1 (connect.cc:401-411), so hops 0->1
+    # and 1->2 stay on their rail; node 2 (index 2, even, unswapped) leaves channel 0 on NIC b (GPU 5) and node 0
+    # takes it in on NIC a (GPU 0): the wrap crosses rails, 5 -> 0 and 4 -> 1 (rail-aligned would be 5 -> 1, 4 -> 0)
+    flows, c = _flows([0, 0, 1, 1, 2, 2], [0, 1] * 3, list(range(6)), 8.0)
+    assert c == 2
+    inside = [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]
+    across = [(1, 3), (0, 2), (3, 5), (2, 4), (5, 0), (4, 1)]
+    assert flows == Counter([(a, b, 4.0) for a, b in inside + across])
+    # 4 nodes: node 3 is swapped too, the wrap meets node 0 on the same rail (7 -> 1, 6 -> 0)
+    flows4, _ = _flows([0, 0, 1, 1, 2, 2, 3, 3], [0, 1] * 4, list(range(8)), 8.0)
+    assert (7, 1, 4.0) in flows4 and (6, 0, 4.0) in flows4 and (7, 0, 4.0) not in flows4
+    # an odd channel count is not swapped by NCCL (nor modelled as crossing): 3 nodes of 3 GPUs on 3 NICs keep
+    # every hop on its rail, the wrap too (GPU 3j+r sends on rail r to GPU r)
+    flows3, c3 = _flows([0] * 3 + [1] * 3 + [2] * 3, [0, 1, 2] * 3, list(range(9)), 6.0)
+    assert c3 == 3
+    assert {(a, b) for (a, b, _nb) in flows3 if a // 3 == 2 and b // 3 == 0} == {(6, 0), (7, 1), (8, 2)}
+
+
+def rail_hosts(hosts: int, uplink: float) -> nx.Graph:
+    """``hosts`` hosts of 2 GPUs on a 100 GB/s NVSwitch, GPU i on its own 50 GB/s NIC i; rail-optimised: NIC i of
+    every host on leaf i, both leaves on one spine through ``uplink`` GB/s."""
+    g = nx.Graph()
+    g.add_node("spine", kind="switch")
+    for r in range(2):
+        g.add_node(f"leaf{r}", kind="switch")
+        g.add_edge(f"leaf{r}", "spine", bandwidth=uplink)
+    for h in range(hosts):
+        nvs = f"h{h}/nvs"
+        g.add_node(nvs, kind="nvswitch")
+        for i in range(2):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, nvs, bandwidth=100.0)
+            g.add_edge(gpu, nic, bandwidth=50.0)
+            g.add_edge(nic, f"leaf{i}", bandwidth=50.0)
+    return g
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 4, 5])
+def test_odd_host_count_wrap_loads_the_spine(hosts):
+    # dp all-gather over every GPU of the rail-optimised fabric, S = 2·hosts GB: fb = (n-1)/n·S, 2 channels of fb/2.
+    # Even host counts: every hop rail-aligned, leaf to leaf on its rail; the NICs bound: fb/2 / 50 GB/s.
+    # Odd host counts: the wrap of each channel crosses rails (leaf -> spine -> leaf), fb/2 on each 10 GB/s
+    # uplink each way: fb/2 / 10 GB/s (5x the NIC time)
+    g = rail_hosts(hosts, 10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    n = 2 * hosts
+    S = 2.0 * hosts * 1e9
+    fb = (n - 1) / n * S
+    cfg = parallel_config(n)
+    cost = layout_cost(cl, cfg, np.arange(n), {"dp": S})
+    assert cost.classes["dp"].channels == 2
+    want = fb / 2 / (10e9 if hosts % 2 else 50e9)
+    assert cost.by_class["dp"] == pytest.approx(want, rel=1e-12)
+    if hosts % 2:
+        b = cost.classes["dp"].bottleneck
+        assert b.capacity_gbps == 10.0  # a leaf uplink (the wrap flow alone at its route's rate: per-flow)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": S}, [cl.devices[i] for i in range(n)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)

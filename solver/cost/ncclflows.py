@@ -112,7 +112,8 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     node's exit NIC meets the next node's entry NIC on the same rail (nccl#1189, 2 GPUs on
     2 NICs: ``NET/3 GPU/0 GPU/1 NET/2`` and ``NET/2 GPU/1 GPU/0 NET/3``); a partner slot
     beyond ``c`` is a NIC the next node's channels do not enter, and the channel crosses
-    rails to the next node's slot t.  The node's last slot when it has an odd count keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
+    rails to the next node's slot t.  With an odd number of nodes and an even ``c`` the wrap (last node ->
+    first) enters node 0 at the channel's own slot t, crossing rails (:func:`_wrap_crosses`).  The node's last slot when it has an odd count keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
     at the slot's last member when the NIC is shared (PIX), else at the member before the
     entry in the node's order, which hands the bytes back to the entry member (the PXN
     return to the channel's NIC, ``paths.cc``); so does a channel whose exit NIC is beside its
@@ -211,18 +212,39 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
         i_grp = np.concatenate([i_grp, rows[E[back]]])
     # inter-node flows, one per channel t: from the last member of its exit slot x on block b to the first
     # member of slot x on block b+1 (rail-aligned), or of slot t when x >= c (the partner NIC is one the
-    # next node's channels do not enter: the channel crosses rails, as NCCL's would)
+    # next node's channels do not enter: the channel crosses rails, as NCCL's would); on an odd number of
+    # nodes the wrap (last node -> first) of a paired channel crosses rails too (:func:`_wrap_crosses`)
     u = np.flatnonzero(use)
     grp_u = run_grp[u]
     blk_u = run_B[u] % k
     xr = np.where(paired[u], partner_run[u], u)
     y = np.where(slot[xr] < c[grp_u], slot[xr], slot[u])
+    y = np.where(_wrap_crosses(blk_u, nodes[grp_u], c[grp_u]), slot[u], y)
     s_key = run_B[u] * k + slot[u]
     t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + y
     so = np.argsort(s_key, kind="stable")
     x_src = flat[run_last[xr]]
     x_dst = flat[run_first[u][so][np.searchsorted(s_key[so], t_key)]]
     return i_src, i_dst, i_grp, x_src, x_dst, blk_u, grp_u, c
+
+
+def _wrap_crosses(blk: np.ndarray, nodes: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per inter-node flow leaving node block ``blk``: True where it is the ring's wrap (last node -> first) and
+    NCCL's rail alternation leaves it crossing rails.
+
+    NCCL's search (``NCCL_CROSS_NIC=2``) pairs the channels: odd channel c+1 enters on channel c's exit NIC
+    and leaves on its entry NIC (``ncclTopoSearchRecNet``, ``src/graph/search.cc:740-742``;
+    ``ncclTopoSearchCheckNet``, ``search.cc:602-603``).  ``ncclTopoPostset`` ("Alternate rings to avoid
+    crossing rails", ``src/graph/connect.cc:401-411``) then swaps channels c <-> c^1 on the nodes of odd
+    index (``rankToNode[r] % 2 == 1``), only when the channel count is even, so node i's exit NIC and node
+    i+1's entry NIC share a rail.  ``connectRings`` (``connect.cc:95-113``) closes the ring from the last
+    node to node 0: with an odd number of nodes both are of even index, unswapped, so channel c leaves
+    the last node on its exit NIC (the partner rail) and enters node 0 on its entry NIC: the wrap hop
+    crosses rails (on a rail-optimised fabric: leaf -> spine -> leaf).  The caller applies this to
+    channels whose exit is a paired slot within ``c``; an odd ``c`` (no swap, and NCCL's channel
+    duplication mixes the pairs) is not modelled: those rings stay rail-aligned.
+    """
+    return (blk == nodes - 1) & (nodes % 2 == 1) & (c % 2 == 0)
 
 
 def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0,
