@@ -32,10 +32,13 @@ Flows of one group, its members in ascending global rank, payload S, n members:
 
 * ``all_to_all``: S/n from every member to every other; ``p2p_chain``: S between
   consecutive members (rank order) each way, plus ``wrap``·S between the last and the
-  first each way (interleaved pipeline).  With PXN (NCCL's default) a flow to a member on
-  another node whose rail is r first crosses to the group's member on the sender's node
-  whose rail is r (the first in rank order), which sends it on; directly when the sender
-  is on rail r itself, when no member there is, or when the receiver has no rail.  Both
+  first each way (interleaved pipeline).  With PXN (NCCL's default, ``ncclTopoGetNetDev``,
+  ``src/graph/search.cc:1420-1477``) a flow to a member on another node first crosses to
+  the relay on the sender's host: the group's member there with the receiver's device index
+  (``local_index``, else position among the host's GPUs) if it has a NIC, or rather the
+  member owning the NIC that one uses (its send/recv NIC ``p2p``: ``ncclTopoGetLocalNet``,
+  ``topo.cc:2039-2075``; the owner: the member with the least device index whose NIC it is,
+  ``ncclTopoGetLocalGpu``); directly when that relay is the sender or there is none.  Both
   legs carry the flow's bytes.
 """
 
@@ -72,9 +75,13 @@ def _nic_index(data: Mapping) -> int:
 
 
 class RailMap(dict):
-    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending."""
+    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending;
+    ``.local``: GPU -> device index; ``.host``: GPU -> host; ``.p2p``: GPU -> its send/recv NIC's number."""
 
     all: dict = {}
+    local: dict = {}
+    host: dict = {}
+    p2p: dict = {}
 
 
 def nccl_view(graph) -> tuple[dict, dict]:
@@ -131,6 +138,29 @@ def nccl_view(graph) -> tuple[dict, dict]:
     # every NIC at the nearest distance (a GPU with two PIX NICs is on both rails), for the ring channels
     rail_of = RailMap(rail_of)
     rail_of.all = {gpu: tuple(sorted(number[(node_of[gpu], y)] for y in all_of[gpu])) for gpu in all_of}
+    # device index (local_index, else position among the host's GPUs) and host of each GPU
+    seen_host: dict[Any, int] = {}
+    for gpu in node_of:
+        data = nodes[gpu]
+        host = data.get("host")
+        host = str(gpu) if host in (None, "") else str(host)
+        pos = seen_host.get(host, 0)
+        seen_host[host] = pos + 1
+        li = data.get("local_index")
+        rail_of.local[gpu] = int(li) if li is not None else pos
+        rail_of.host[gpu] = host
+    # NCCL's send/recv NIC per GPU: nets = its nearest NICs ascending; GPUs near the first of them share it;
+    # net = dev % sharers, mirrored when the NIC count is a power of two (ncclTopoGetLocalNetType)
+    for gpu, nets in rail_of.all.items():
+        if len(nets) <= 1:
+            rail_of.p2p[gpu] = nets[0] if nets else None
+            continue
+        sharers = sum(1 for h, ns in rail_of.all.items() if node_of[h] == node_of[gpu] and nets[0] in ns)
+        net = rail_of.local[gpu] % max(sharers, 1)
+        if len(nets) & (len(nets) - 1) == 0:
+            bits = len(nets).bit_length() - 1
+            net = int(format(net & (len(nets) - 1), f"0{bits}b")[::-1], 2) if bits else 0
+        rail_of.p2p[gpu] = nets[net % len(nets)]
     return node_of, rail_of
 
 
@@ -247,11 +277,25 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
         return _node_paths(list(blocks.values()),
                            lambda d: tuple(_rail_sort(r) for r in every.get(d, (rail_of[d],))), fb)
 
+    local = getattr(rail_of, "local", {})
+    hosts = getattr(rail_of, "host", {})
+    p2p = getattr(rail_of, "p2p", {})
+
     def send(a, b, nbytes):
-        if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:
-            on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]
-            if on_rail and a not in on_rail:
-                return [(a, on_rail[0], nbytes), (on_rail[0], b, nbytes)]
+        if pxn and node_of[a] != node_of[b]:
+            if local:  # NCCL: the member with the receiver's device index on the sender's host, or its NIC's owner
+                same = [d for d in m if hosts[d] == hosts[a] and local[d] == local[b] and rail_of[d] is not None]
+                if not same:
+                    return [(a, b, nbytes)]
+                nic = p2p.get(same[0], rail_of[same[0]])
+                owners = sorted((local[d], i, d) for i, d in enumerate(m)
+                                if hosts[d] == hosts[a] and rail_of[d] is not None and p2p.get(d, rail_of[d]) == nic)
+                relay = owners[0][2] if owners else same[0]
+                return [(a, b, nbytes)] if relay == a else [(a, relay, nbytes), (relay, b, nbytes)]
+            if rail_of[b] is not None:
+                on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]
+                if on_rail and a not in on_rail:
+                    return [(a, on_rail[0], nbytes), (on_rail[0], b, nbytes)]
         return [(a, b, nbytes)]
 
     if kind == "all_to_all":

@@ -162,6 +162,40 @@ class Reference:
             self._rail[d] = self._numbers(d)[mine] if mine is not None else -1
         return self._rail[d]
 
+    def host(self, d):
+        h = self.g.nodes[d].get("host")
+        return str(d) if h in (None, "") else str(h)
+
+    def local(self, d):
+        """Device index: ``local_index``, else the position among the host's GPUs in graph order."""
+        li = self.g.nodes[d].get("local_index")
+        if li is not None:
+            return int(li)
+        return [x for x in self.g.nodes if is_gpu(self.g, x) and self.host(x) == self.host(d)].index(d)
+
+    def p2p(self, d):
+        """NCCL's send/recv NIC (rail) of GPU ``d`` (ncclTopoGetLocalNetType, NETDEVS_POLICY AUTO)."""
+        nets = [r for r in self.rails(d) if r >= 0]
+        if len(nets) <= 1:
+            return nets[0] if nets else -1
+        sharers = [x for x in self.g.nodes if is_gpu(self.g, x) and self.node(x) == self.node(d)
+                   and nets[0] in self.rails(x)]
+        net = self.local(d) % len(sharers)
+        c = len(nets)
+        if c & (c - 1) == 0:  # mirrorBits
+            net = sum(1 << (c.bit_length() - 2 - i) for i in range(c.bit_length() - 1) if net >> i & 1)
+        return nets[net % c]
+
+    def pxn_relay(self, a, b, devs):
+        """NCCL's PXN proxy for a send a -> b: the member on a's host with b's device index (None: none with a
+        NIC), or the member of least device index on that host whose send/recv NIC is the one it uses."""
+        same = [x for x in devs if self.host(x) == self.host(a) and self.local(x) == self.local(b) and self.rail(x) >= 0]
+        if not same:
+            return None
+        nic = self.p2p(same[0])
+        owners = [x for x in devs if self.host(x) == self.host(a) and self.rail(x) >= 0 and self.p2p(x) == nic]
+        return min(owners, key=self.local) if owners else same[0]
+
     def nccl_flows(self, cfg, cls, payload, device_of_rank):
         """[(src device, dst device, bytes)] of a class as NCCL runs it (module doc), and the most hosts of a group."""
         out, most = [], 1
@@ -185,13 +219,10 @@ class Reference:
                          if shape == "p2p" else [(a, b) for a in devs for b in devs if a != b])
                 nbytes = payload if shape == "p2p" else payload / n
                 for a, b in pairs:
-                    relay = None
-                    if self.pxn and self.node(a) != self.node(b) and self.rail(b) >= 0 and self.rail(a) != self.rail(b):
-                        relay = next((x for x in devs if self.node(x) == self.node(a) and self.rail(x) == self.rail(b)),
-                                     None)
-                    if relay is None:
+                    relay = self.pxn_relay(a, b, devs) if self.pxn and self.node(a) != self.node(b) else None
+                    if relay is None or relay == a:
                         out.append((a, b, nbytes))
-                    else:  # PXN: over NVLink to the member on b's rail, out through its NIC
+                    else:  # PXN: over NVLink to the relay, out through its NIC
                         out += [(a, relay, nbytes), (relay, b, nbytes)]
                 continue
             fb = payload if shape == "ring" else (2 if shape == "ar" else 1) * (n - 1) / n * payload

@@ -277,3 +277,64 @@ def test_odd_host_count_wrap_loads_the_spine(hosts):
         assert b.capacity_gbps == 10.0  # a leaf uplink (the wrap flow alone at its route's rate: per-flow)
     ref = Reference(g, latency=False).cost(cfg, {"dp": S}, [cl.devices[i] for i in range(n)])
     assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def hgx_a100_like(pcie: float) -> nx.Graph:
+    """2 hosts of 4 GPUs on a 100 GB/s NVSwitch; GPUs 2j and 2j+1 share NICs 2j and 2j+1 (a PCIe switch with two
+    GPUs and two NICs, as on HGX A100: every GPU PXB-near both, ``pcie`` GB/s to each); NICs 100 GB/s to one leaf."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        g.add_node(f"h{h}/nvs", kind="nvswitch")
+        for i in range(4):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, f"h{h}/nvs", bandwidth=100.0)
+            g.add_edge(nic, "leaf", bandwidth=100.0)
+        for i in range(4):
+            for j in (i & ~1, i | 1):
+                g.add_edge(f"h{h}/gpu{i}", f"h{h}/nic{j}", bandwidth=pcie)
+    return g
+
+
+def test_p2p_rails_follow_ncclTopoGetLocalNet():
+    from rankmap.solver.fabric.rails import p2p_rails
+
+    # two GPUs sharing two NICs use one each (dev % 2, mirrored); four GPUs sharing one NIC all use it; a GPU with
+    # three NICs of its own (12-NIC Hopper host, GPU0) the first
+    node = np.zeros(4, dtype=np.int64)
+    assert p2p_rails(node, np.array([[0, 1], [0, 1], [2, 3], [2, 3]]), np.arange(4)).tolist() == [0, 1, 2, 3]
+    assert p2p_rails(node, np.array([[0], [0], [0], [0]]), np.arange(4)).tolist() == [0, 0, 0, 0]
+    assert p2p_rails(node[:2], np.array([[0, 1, 2], [3, -1, -1]]), np.arange(2)).tolist() == [0, 3]
+    # four GPUs on four shared NICs: net = dev % 4 mirrored on 2 bits: 0, 2, 1, 3 (topo.cc:2069-2072)
+    assert p2p_rails(node, np.tile(np.arange(4), (4, 1)), np.arange(4)).tolist() == [0, 2, 1, 3]
+    g = hgx_a100_like(10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rail.tolist() == [0, 0, 2, 2] * 2
+    assert cl.nccl_topology.p2p_rails().tolist() == [0, 1, 2, 3] * 2
+
+
+def test_pxn_relays_through_the_receivers_device_index_not_the_first_rail():
+    # NCCL (search.cc:1430-1466): a send to h1/gpu1 is proxied by the sender host's gpu1 (same device index) out of
+    # gpu1's NIC (NIC 1, ncclTopoGetLocalNet), not by gpu0, the first GPU near rail 0.  ep=8 all-to-all of S = 8 GB:
+    # 1 GB per ordered pair.  h0's gpu0 now sends out its own flow to h1/gpu0 and the relays of gpu1-3 to it
+    # (4 GB over its two 10 GB/s PCIe edges, ECMP: 2 GB each, 0.2 s), as gpu1 for h1/gpu1; each h1 GPU takes in
+    # 4 GB over its two edges (0.2 s).  The first-rail relay put h1/gpu0's and h1/gpu1's relays on gpu0: 6 GB (0.3 s)
+    from rankmap.solver.cost.ncclflows import pxn_relay
+
+    g = hgx_a100_like(10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    topo = cl.nccl_topology
+    dev = np.arange(8)[None, :]
+    src, dst = np.array([2, 3, 2, 1, 0, 1]), np.array([5, 5, 4, 4, 5, 5])
+    relay = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, topo.rail, cl.local_index,
+                      cl.host_of, topo.p2p_rails())
+    assert relay.tolist() == [1, 1, 0, 0, 1, 1]  # the 1 -> 5 send goes out directly (gpu1 is its own proxy)
+    old = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, topo.rail)
+    assert old.tolist() == [0, 0, 0, 1, 0, 1]  # the first-rail rule: gpu0 relays for both, gpu1's sends direct
+    cfg = parallel_config(8, ep=8, etp=1)
+    cost = layout_cost(cl, cfg, np.arange(8), {"ep": 8e9})
+    assert cost.by_class["ep"] == pytest.approx(2e9 / 10e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"ep": 8e9}, [cl.devices[i] for i in range(8)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)

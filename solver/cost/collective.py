@@ -209,7 +209,8 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
         def batches():
             for src, dst, b, row in _p2p_batches(kind, dev, fb, wrap):
                 if model.pxn and topo is not None:
-                    relay = pxn_relay(src, dst, row, dev, node_of, rail)
+                    relay = pxn_relay(src, dst, row, dev, node_of, rail, cluster.local_index, cluster.host_of,
+                                      topo.p2p_rails())
                     hop = relay != src
                     if hop.any():
                         b = np.broadcast_to(np.asarray(b, dtype=float), src.shape)

@@ -330,26 +330,92 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
 
 
 def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray, node_of: np.ndarray,
-              rail: np.ndarray) -> np.ndarray:
-    """PXN relay device of each flow, shape (F,): the member of the flow's group (``row`` of
-    ``dev``) on the sender's node whose rail is the receiver's rail; ``src`` where there is
-    none or the flow stays inside a node (``src/graph/search.cc:1398-1477``)."""
+              rail: np.ndarray, local_index: np.ndarray | None = None, host_of: np.ndarray | None = None,
+              p2p_rail: np.ndarray | None = None) -> np.ndarray:
+    """PXN relay device of each flow, shape (F,); ``src`` where the flow goes out directly.
+
+    NCCL's send/recv with ``NCCL_P2P_PXN_LEVEL=2`` (``ncclTopoGetNetDev``,
+    ``src/graph/search.cc:1420-1477``): the sender looks up, on its own host, the GPU with the
+    receiver's device index (``ncclTopoDevToRank(.., peerInfo[peer].nvmlDev ..)``, ``search.cc:1430-1434``;
+    none in the communicator: the sender's own NIC, no relay), takes that GPU's NIC
+    (``ncclTopoGetLocalNet``, ``search.cc:1436``; ``p2p_rail``) and proxies through the NIC's local
+    GPU (``ncclTopoGetLocalGpu``, ``search.cc:1459``, ``src/graph/topo.cc:2110-2133``: the first GPU
+    whose own NIC it is).  So the relay is the member on the sender's host on the *receiver's* rail
+    (same device index), or the member that owns the NIC that GPU uses (GPUs sharing one NIC: the
+    first of them).
+
+    Parameters
+    ----------
+    src, dst, row : numpy.ndarray of int, shape (F,)
+        Flows and the group (row of ``dev``) of each.
+    dev : numpy.ndarray of int, shape (g, k)
+        Members' devices.
+    node_of : numpy.ndarray of int, shape (num_devices,)
+        NCCL node: flows inside one node are never relayed.
+    rail : numpy.ndarray of int, shape (num_devices,)
+        Nearest NIC's rail (-1: none; a member without a NIC relays nothing).
+    local_index : numpy.ndarray of int, shape (num_devices,), optional
+        CUDA device index; None: the member whose ``rail`` is the receiver's rail (the rule before
+        NCCL's device-index lookup was modelled, kept for callers without device indices).
+    host_of : numpy.ndarray of int, shape (num_devices,), optional
+        Host of each device (NCCL's ``systemId``: on a multi-node NVLink domain the relay is on
+        the sender's own tray); None: ``node_of``.
+    p2p_rail : numpy.ndarray of int, shape (num_devices,), optional
+        NCCL's send/recv NIC per device (:meth:`~rankmap.solver.fabric.rails.NcclTopology.p2p_rails`);
+        None: ``rail``.
+    """
     g, k = dev.shape
-    R = int(rail.max(initial=0)) + 1
-    NN = int(node_of.max(initial=0)) + 1
-    mr = rail[dev].ravel()
-    ok = mr >= 0
-    keys = ((np.repeat(np.arange(g), k) * NN + node_of[dev].ravel()) * R + np.maximum(mr, 0))[ok]
-    kd = dev.ravel()[ok]
-    uk, first = np.unique(keys, return_index=True)
-    ud = kd[first]
     out = src.copy()
-    need = (node_of[src] != node_of[dst]) & (rail[dst] >= 0) & (rail[src] != rail[dst])
-    if not need.any() or uk.size == 0:
+    need = node_of[src] != node_of[dst]
+    if not need.any():
         return out
-    q = (row[need] * NN + node_of[src[need]]) * R + rail[dst[need]]
-    pos = np.minimum(np.searchsorted(uk, q), uk.size - 1)
-    hit = uk[pos] == q
+    if local_index is None:
+        R = int(rail.max(initial=0)) + 1
+        NN = int(node_of.max(initial=0)) + 1
+        mr = rail[dev].ravel()
+        ok = mr >= 0
+        keys = ((np.repeat(np.arange(g), k) * NN + node_of[dev].ravel()) * R + np.maximum(mr, 0))[ok]
+        kd = dev.ravel()[ok]
+        uk, first = np.unique(keys, return_index=True)
+        ud = kd[first]
+        need &= (rail[dst] >= 0) & (rail[src] != rail[dst])
+        if not need.any() or uk.size == 0:
+            return out
+        q = (row[need] * NN + node_of[src[need]]) * R + rail[dst[need]]
+        pos = np.minimum(np.searchsorted(uk, q), uk.size - 1)
+        hit = uk[pos] == q
+        sel = np.flatnonzero(need)
+        out[sel[hit]] = ud[pos[hit]]
+        return out
+    host = node_of if host_of is None else host_of
+    p2p = rail if p2p_rail is None else p2p_rail
+    li = np.asarray(local_index, dtype=np.int64)
+    rows = np.repeat(np.arange(g), k)
+    md = dev.ravel()
+    has = rail[md] >= 0
+    md, rows = md[has], rows[has]
+    if md.size == 0:
+        return out
+    H = int(host.max(initial=0)) + 1
+    LI = int(li.max(initial=0)) + 1
+    R = int(p2p.max(initial=0)) + 2
+    # the member with a given device index on a given host, per group
+    k1 = (rows * H + host[md]) * LI + li[md]
+    u1, f1 = np.unique(k1, return_index=True)
+    d1 = md[f1]
+    # the owner of a NIC among a group's members on a host: the least device index using it
+    o = np.lexsort((li[md], (rows * H + host[md]) * R + p2p[md] + 1))
+    k2s = ((rows * H + host[md]) * R + p2p[md] + 1)[o]
+    first2 = np.ones(k2s.size, dtype=bool)
+    first2[1:] = k2s[1:] != k2s[:-1]
+    u2, d2 = k2s[first2], md[o][first2]
     sel = np.flatnonzero(need)
-    out[sel[hit]] = ud[pos[hit]]
+    q = (row[sel] * H + host[src[sel]]) * LI + li[dst[sel]]
+    pos = np.minimum(np.searchsorted(u1, q), u1.size - 1)
+    hit = u1[pos] == q
+    sel, cand = sel[hit], d1[pos[hit]]
+    q2 = (row[sel] * H + host[src[sel]]) * R + p2p[cand] + 1
+    pos2 = np.minimum(np.searchsorted(u2, q2), u2.size - 1)
+    relay = np.where(u2[pos2] == q2, d2[pos2], cand)
+    out[sel] = relay
     return out

@@ -43,6 +43,10 @@ class NcclTopology:
         Every NIC nearest the device (all at its nearest distance: NCCL's PIX NICs of the GPU,
         ``ncclTopoSelectNets`` lists them all and a ring channel may enter at each), as rail
         indices ascending, padded with -1; column 0 is ``rail``.  None: ``rail`` alone.
+    p2p_rail : numpy.ndarray of int64, shape (n,), or None
+        The NIC NCCL's send/recv uses for the device on channel 0 (``ncclTopoGetLocalNet``,
+        :func:`p2p_rails`): differs from ``rail`` only for a GPU among several sharing several
+        NICs (HGX A100: GPUs 0 and 1 on NICs 0 and 1 -> GPU 1 uses NIC 1).  None: ``rail``.
     """
 
     node_of: np.ndarray
@@ -51,6 +55,11 @@ class NcclTopology:
     nvlink_gbps: np.ndarray
     arch: str | None = None
     nic_rails: np.ndarray | None = None
+    p2p_rail: np.ndarray | None = None
+
+    def p2p_rails(self) -> np.ndarray:
+        """NCCL's channel-0 send/recv NIC (rail) of each device, shape (n,) (:attr:`p2p_rail`, else ``rail``)."""
+        return self.rail if self.p2p_rail is None else self.p2p_rail
 
     def rails(self) -> np.ndarray:
         """Every nearest NIC's rail per device, shape (n, m) (:attr:`nic_rails`, or ``rail`` as one column)."""
@@ -93,8 +102,59 @@ def _nearest_nic(graph: nx.Graph, d, every: bool = False) -> object:
     return [] if every else None
 
 
+def _mirror_bits(val: int, pow2: int) -> int:
+    """NCCL's ``mirrorBits`` (``src/graph/topo.h:288-294``): the low log2(pow2) bits of ``val`` reversed."""
+    out, b, mb = 0, 1, pow2 >> 1
+    while b < pow2:
+        if val & b:
+            out |= mb
+        b, mb = b << 1, mb >> 1
+    return out
+
+
+def p2p_rails(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray) -> np.ndarray:
+    """NCCL's channel-0 NIC of each GPU for send/recv, shape (n,) (-1: no NIC).
+
+    ``ncclTopoGetLocalNetType`` (``src/graph/topo.cc:2039-2075``, NETDEVS_POLICY AUTO): the GPU's
+    local NICs (``localNets``: its nearest, ascending), the GPUs local to the first of them
+    (``localGpuCount``), ``net = dev % localGpuCount``, bits mirrored when the NIC count is a power
+    of two, NIC ``localNets[net % count]``.  So GPUs sharing one NIC all use it, and two GPUs sharing
+    two NICs use one each (dev 0 -> the first, dev 1 -> the second).  Computed over every GPU of the
+    node (a sub-communicator sees only its members; the same for the groups rankmap meets, whose
+    members share NICs with each other).
+
+    Parameters
+    ----------
+    node_of : numpy.ndarray of int, shape (n,)
+    nic_rails : numpy.ndarray of int, shape (n, m)
+        Every nearest NIC's rail per device, ascending, -1 padded.
+    local_index : numpy.ndarray of int, shape (n,)
+        CUDA device index (NCCL's ``gpu.dev``).
+    """
+    R = np.asarray(nic_rails, dtype=np.int64)
+    out = R[:, 0].copy()
+    cnt = (R >= 0).sum(axis=1)
+    multi = np.flatnonzero(cnt > 1)
+    if multi.size == 0:
+        return out
+    ok = R >= 0
+    width = int(R.max(initial=0)) + 1
+    keys = (np.broadcast_to(node_of[:, None], R.shape)[ok].astype(np.int64) * width + R[ok])
+    uk, gpus = np.unique(keys, return_counts=True)  # GPUs near each NIC
+    for i in multi.tolist():
+        nets = R[i, :cnt[i]]
+        k0 = int(node_of[i]) * width + int(nets[0])
+        n_gpu = int(gpus[np.searchsorted(uk, k0)])
+        net = int(local_index[i]) % max(n_gpu, 1)
+        c = int(cnt[i])
+        if c & (c - 1) == 0:
+            net = _mirror_bits(net, c)
+        out[i] = nets[net % c]
+    return out
+
+
 def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
-                  edges: tuple, check=None) -> NcclTopology:
+                  edges: tuple, check=None, local_index: np.ndarray | None = None) -> NcclTopology:
     """The :class:`NcclTopology` of a validated cluster graph.
 
     Parameters
@@ -115,6 +175,9 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
         (GB/s), shapes (m,): a NIC's port rate is its fastest link to a network switch.
     check : callable, optional
         A cancellation check point, called every few thousand GPUs searched (it raises to stop).
+    local_index : numpy.ndarray of int, shape (n,), optional
+        CUDA device index of each device, for NCCL's send/recv NIC (:func:`p2p_rails`); None:
+        the send/recv NIC is ``rail``.
     """
     n = len(devices)
     nodes = dict(graph.nodes(data=True))  # plain dict lookups: the node view's cost a second at 131,072 GPUs
@@ -212,4 +275,9 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
             rs = sorted(index[(int(node_of[i]), x)] for x in xs)
             nic_rails[i, :len(rs)] = rs
             rail[i] = rs[0]
-    return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails)
+    p2p = None
+    if nic_rails is not None and local_index is not None:
+        p2p = p2p_rails(node_of, nic_rails, np.asarray(local_index, dtype=np.int64))
+        if np.array_equal(p2p, rail):
+            p2p = None
+    return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails, p2p)
