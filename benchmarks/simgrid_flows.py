@@ -149,19 +149,58 @@ def nccl_view(graph) -> tuple[dict, dict]:
         li = data.get("local_index")
         rail_of.local[gpu] = int(li) if li is not None else pos
         rail_of.host[gpu] = host
-    # NCCL's send/recv NIC per GPU: nets = its nearest NICs ascending; GPUs near the first of them share it;
-    # net = dev % sharers, mirrored when the NIC count is a power of two (ncclTopoGetLocalNetType)
+    # NCCL's NICs per GPU (ncclTopoGetLocalNetType): nets = its nearest NICs ascending; GPUs near the first of them
+    # share it; channel c uses nets[(dev % sharers, mirrored when len(nets) is a power of two) + c % ceil(len/sharers)],
+    # at most as many as the GPU's PCIe link carries at the NIC's speed; channel 0's is its send/recv NIC
+    caps = {gpu: _pcie_channels(graph, gpu, all_of[gpu]) for gpu, nets in rail_of.all.items() if len(nets) > 1}
+    rail_of.all, rail_of.p2p = local_nets(rail_of.all, node_of, rail_of.local, caps)
     for gpu, nets in rail_of.all.items():
-        if len(nets) <= 1:
-            rail_of.p2p[gpu] = nets[0] if nets else None
-            continue
-        sharers = sum(1 for h, ns in rail_of.all.items() if node_of[h] == node_of[gpu] and nets[0] in ns)
-        net = rail_of.local[gpu] % max(sharers, 1)
-        if len(nets) & (len(nets) - 1) == 0:
-            bits = len(nets).bit_length() - 1
-            net = int(format(net & (len(nets) - 1), f"0{bits}b")[::-1], 2) if bits else 0
-        rail_of.p2p[gpu] = nets[net % len(nets)]
+        rail_of[gpu] = nets[0] if nets else None
     return node_of, rail_of
+
+
+#: NCCL's PCIe rate over the graph's (Gen5 x16: 48 of 63 GB/s; ``src/graph/topo.cc:545-557,657``).
+NCCL_PCIE_FACTOR = 0.75 * 130 / 128
+
+
+def _pcie_channels(graph, gpu, nics) -> int:
+    """Ring channels at the NIC's speed the GPU's PCIe link (to its PCIe switch, host bridge or CPU) carries: NCCL's
+    search takes the channel's bandwidth on it (``ncclTopoFollowPath``); a large number when the GPU has none."""
+    links = [d.get("bandwidth", 0.0) for y, d in graph[gpu].items()
+             if graph.nodes[y].get("kind") in ("pcie_switch", "host_bridge", "cpu")]
+    ports = []
+    for x in nics:
+        rates = [d.get("bandwidth", 0.0) * (0.96 if str(d.get("link", "")).startswith("net") else 1.0)
+                 for y, d in graph[x].items() if graph.nodes[y].get("kind", "gpu") not in
+                 ("gpu", "pcie_switch", "cpu", "nvswitch", "nic")]
+        if rates:
+            ports.append(max(rates))
+    if not links or not ports or min(ports) <= 0:
+        return 1 << 20
+    return max(1, int(max(links) * NCCL_PCIE_FACTOR / min(ports) + 0.01))
+
+
+def local_nets(nets_of: Mapping, node_of: Mapping, local: Mapping, caps: Mapping | None = None) -> tuple[dict, dict]:
+    """``(GPU -> NICs it runs ring channels on, ascending; GPU -> its send/recv NIC)`` by NCCL's
+    ``ncclTopoGetLocalNetType`` (``src/graph/topo.cc:2039-2075``), from every GPU's nearest NICs ``nets_of``."""
+    out, p2p = {}, {}
+    for gpu, nets in nets_of.items():
+        nets = tuple(nets)
+        if len(nets) <= 1:
+            out[gpu], p2p[gpu] = nets, (nets[0] if nets else None)
+            continue
+        sharers = sum(1 for h, ns in nets_of.items() if node_of[h] == node_of[gpu] and nets[0] in ns)
+        c = len(nets)
+        base = local[gpu] % max(sharers, 1)
+        if c & (c - 1) == 0:
+            bits = c.bit_length() - 1
+            base = int(format(base & (c - 1), f"0{bits}b")[::-1], 2) if bits else 0
+        per = -(-c // max(sharers, 1))
+        if caps is not None and gpu in caps:
+            per = max(1, min(per, caps[gpu]))
+        use = [nets[(base + j) % c] for j in range(per)]
+        out[gpu], p2p[gpu] = tuple(sorted(use)), use[0]
+    return out, p2p
 
 
 def _ring(members, nbytes):

@@ -30,7 +30,7 @@ from rankmap.solver.megatron.ranks import TOKENS
 
 # NCCL's channel paths pair by pair: the one rule the SimGrid flow writer uses too (one copy)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-from simgrid_flows import _node_paths  # noqa: E402
+from simgrid_flows import _node_paths, _pcie_channels, local_nets  # noqa: E402
 
 GROUP = {
     "tp": "TENSOR_MODEL_PARALLEL_GROUP",
@@ -149,18 +149,29 @@ class Reference:
                       key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
         return {y: j for j, y in enumerate(nics)}
 
-    def rails(self, d):
-        """Rails of every NIC nearest GPU ``d``, ascending; ``(-1,)`` for none."""
+    def nearest_rails(self, d):
+        """Rails of every NIC nearest GPU ``d``, ascending; ``()`` for none."""
         num = self._numbers(d)
-        return tuple(sorted(num[y] for y in self.all_nics(d))) or (-1,)
+        return tuple(sorted(num[y] for y in self.all_nics(d)))
+
+    def _nets(self, d):
+        """(rails NCCL runs GPU ``d``'s ring channels on, its send/recv rail), as ``ncclTopoGetLocalNetType``."""
+        key = self.node(d)
+        if key not in self._rail:
+            gpus = [x for x in self.g.nodes if is_gpu(self.g, x) and self.node(x) == key]
+            near = {x: self.nearest_rails(x) for x in gpus}
+            caps = {x: _pcie_channels(self.g, x, self.all_nics(x)) for x in gpus if len(near[x]) > 1}
+            self._rail[key] = local_nets(near, {x: key for x in gpus}, {x: self.local(x) for x in gpus}, caps)
+        out, p2p = self._rail[key]
+        return out[d], p2p[d]
+
+    def rails(self, d):
+        """Rails GPU ``d`` runs ring channels on (NCCL's NICs for it), ascending; ``(-1,)`` for none."""
+        return self._nets(d)[0] or (-1,)
 
     def rail(self, d):
-        """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (by host, nic_index, name); -1 none."""
-        if d not in self._rail:
-            g = self.g
-            mine = self.nic(d)
-            self._rail[d] = self._numbers(d)[mine] if mine is not None else -1
-        return self._rail[d]
+        """Rail of GPU ``d``: the least of :meth:`rails`; -1 none."""
+        return self.rails(d)[0]
 
     def host(self, d):
         h = self.g.nodes[d].get("host")
@@ -174,17 +185,9 @@ class Reference:
         return [x for x in self.g.nodes if is_gpu(self.g, x) and self.host(x) == self.host(d)].index(d)
 
     def p2p(self, d):
-        """NCCL's send/recv NIC (rail) of GPU ``d`` (ncclTopoGetLocalNetType, NETDEVS_POLICY AUTO)."""
-        nets = [r for r in self.rails(d) if r >= 0]
-        if len(nets) <= 1:
-            return nets[0] if nets else -1
-        sharers = [x for x in self.g.nodes if is_gpu(self.g, x) and self.node(x) == self.node(d)
-                   and nets[0] in self.rails(x)]
-        net = self.local(d) % len(sharers)
-        c = len(nets)
-        if c & (c - 1) == 0:  # mirrorBits
-            net = sum(1 << (c.bit_length() - 2 - i) for i in range(c.bit_length() - 1) if net >> i & 1)
-        return nets[net % c]
+        """NCCL's send/recv NIC (rail) of GPU ``d`` (ncclTopoGetLocalNetType, NETDEVS_POLICY AUTO); -1 none."""
+        p = self._nets(d)[1]
+        return -1 if p is None else p
 
     def pxn_relay(self, a, b, devs):
         """NCCL's PXN proxy for a send a -> b: the member on a's host with b's device index (None: none with a

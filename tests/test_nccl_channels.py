@@ -174,10 +174,15 @@ def test_a_gpu_with_two_nics_runs_a_channel_on_each():
     assert pp.classes["pp"].channels == 4
 
 
-def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path):
-    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each
-    # have 3 PIX NICs, the others one: 12 rails per host.  dp2 of GPU0 on two hosts runs 3 channels (one per NIC);
-    # a full-host ring 12 (every NIC near a member); pipeline peers max(3 NICs, ceil(48/14) = 4) = 4
+def test_the_hopper_12_nic_host_runs_one_channel_per_gpu(capsys, tmp_path):
+    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each have
+    # 3 PIX NICs on their PCIe switch, the others one.  NCCL's ring search takes 48 GB/s per channel on the GPU's
+    # PCIe link (Gen5 x16: 32 GT/s -> 240 x 16 / 80 = 48 GB/s to NCCL, topo.cc:545-557,657; followPath subtracts
+    # the channel's bw from every link of the GPU-NIC path, search.cc:81-166): one channel in and one out per GPU,
+    # whatever the NICs behind its switch.  So a full-host ring runs 8 channels (also NCCL's NVLink ceiling:
+    # 9 x 48 x 7/8 > 370.8 per GPU), not 12; dp2 of GPU0 over two hosts one channel at 48 GB/s (NCCL: 1 x 48,
+    # duplicated into 2 x 24 on the same NIC), not three 50 GB/s NIC edges' worth (144); the reader
+    # links GPU0 to NIC0 only (NCCL's channel-0 NIC of GPU0: ncclTopoGetLocalNet; formats/common.py)
     import json
 
     from cli_helpers import run
@@ -188,16 +193,34 @@ def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path)
     code, _o, err = run(capsys, "cluster", "--host-topology", str(HOPPER), "--gpu", "h100", "--nodelist", "n[1-2]",
                         "-o", str(out))
     assert code == 0, err
-    cl = cluster_from_graph(load_graph(str(out)))
+    g = load_graph(str(out))
+    assert sorted(g["n1/gpu0"]) == ["n1/nic:mlx5_0", "n1/nvswitch", "n1/pcie0"]  # the reader keeps NCCL's NIC
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
     rails = cl.nccl_topology.rails()
-    assert (rails >= 0).sum(axis=1).tolist() == [3, 1, 1, 1, 3, 1, 1, 1] * 2
-    assert rails[0].tolist() == [0, 1, 2] and rails[4].tolist() == [6, 7, 8]
+    assert rails.tolist() == [[r] for r in range(8)] * 2  # one NIC per GPU: 8 rails (mlx5_1, 2, 7, 8 off the fabric)
     dev = np.array([cl.devices.index(f"n{h}/gpu{i}") for h in (1, 2) for i in range(8)])
-    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 1e9})
-    assert one.classes["dp"].channels == 3
-    full = layout_cost(cl, parallel_config(16), dev, {"dp": 1e9})
-    assert full.classes["dp"].channels == 12
+    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 2e9})
+    assert one.classes["dp"].channels == 1
+    assert one.by_class["dp"] == pytest.approx(1e9 / 48e9, rel=1e-12)  # fb = S/2 through one 48 GB/s NIC port
+    full = layout_cost(cl, parallel_config(16), dev, {"dp": 16e9})
+    assert full.classes["dp"].channels == 8
+    assert full.by_class["dp"] == pytest.approx(15e9 / 8 / 48e9, rel=1e-12)  # fb = 15/16 S over 8 NICs of 48
+    # pipeline peers: max(1 NIC, ceil(48/14) = 4) = 4
+    pp = layout_cost(cl, parallel_config(16, pp=2), dev, {"pp": 1e9})
+    assert pp.classes["pp"].channels == 4
     json.loads(out.read_text())
+
+
+def test_a_gpu_pcie_link_caps_its_ring_channels():
+    from rankmap.solver.fabric.rails import nccl_local_nets
+
+    # a GPU with three NICs of its own: one channel when its PCIe link fits one at the NIC's speed (Gen5 x16 and
+    # 400G), two with 200G NICs (2 x 24 <= 48); the GPUs sharing one NIC keep it
+    node = np.zeros(2, dtype=np.int64)
+    R = np.array([[0, 1, 2], [3, -1, -1]])
+    assert nccl_local_nets(node, R, np.arange(2), np.array([1, 1]))[0].tolist() == [[0, -1, -1], [3, -1, -1]]
+    assert nccl_local_nets(node, R, np.arange(2), np.array([2, 2]))[0].tolist() == [[0, 1, -1], [3, -1, -1]]
+    assert nccl_local_nets(node, R, np.arange(2))[0].tolist() == [[0, 1, 2], [3, -1, -1]]
 
 
 def test_hosts_without_nics_run_one_channel_through_every_member():
@@ -309,9 +332,10 @@ def test_p2p_rails_follow_ncclTopoGetLocalNet():
     assert p2p_rails(node[:2], np.array([[0, 1, 2], [3, -1, -1]]), np.arange(2)).tolist() == [0, 3]
     # four GPUs on four shared NICs: net = dev % 4 mirrored on 2 bits: 0, 2, 1, 3 (topo.cc:2069-2072)
     assert p2p_rails(node, np.tile(np.arange(4), (4, 1)), np.arange(4)).tolist() == [0, 2, 1, 3]
+    # so on the HGX-A100-like host each GPU runs its ring channels and its sends on its own NIC of the pair
     g = hgx_a100_like(10.0)
     cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
-    assert cl.nccl_topology.rail.tolist() == [0, 0, 2, 2] * 2
+    assert cl.nccl_topology.rails().tolist() == [[0], [1], [2], [3]] * 2
     assert cl.nccl_topology.p2p_rails().tolist() == [0, 1, 2, 3] * 2
 
 
@@ -331,10 +355,28 @@ def test_pxn_relays_through_the_receivers_device_index_not_the_first_rail():
     relay = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, topo.rail, cl.local_index,
                       cl.host_of, topo.p2p_rails())
     assert relay.tolist() == [1, 1, 0, 0, 1, 1]  # the 1 -> 5 send goes out directly (gpu1 is its own proxy)
-    old = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, topo.rail)
-    assert old.tolist() == [0, 0, 0, 1, 0, 1]  # the first-rail rule: gpu0 relays for both, gpu1's sends direct
+    # the first-rail rule on the nearest NICs' first rails (0, 0, 2, 2): gpu0 relays for both, gpu1's sends direct
+    old = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, np.array([0, 0, 2, 2] * 2))
+    assert old.tolist() == [0, 0, 0, 1, 0, 1]
     cfg = parallel_config(8, ep=8, etp=1)
     cost = layout_cost(cl, cfg, np.arange(8), {"ep": 8e9})
     assert cost.by_class["ep"] == pytest.approx(2e9 / 10e9, rel=1e-12)
     ref = Reference(g, latency=False).cost(cfg, {"ep": 8e9}, [cl.devices[i] for i in range(8)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def test_a_gpu_with_two_nics_behind_one_pcie_link_runs_one_channel():
+    # the two-NIC GPU of two_nic_gpu_and_pair, now with its PCIe link to a switch: 63 GB/s (Gen5 x16) is 48 to NCCL
+    # (topo.cc:545-557,657), under two channels at the NICs' 50: one channel (search.cc ncclTopoFollowPath), so h1
+    # runs one too: dp3 all-gather of S = 3 GB: fb = 2 GB on one channel: h1's entry NIC takes 2 GB in (40 ms)
+    g = two_nic_gpu_and_pair()
+    g.add_node("h0/pcie", kind="pcie_switch", host="h0")
+    g.add_edge("h0/gpu0", "h0/pcie", bandwidth=63.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == [[0], [0], [1]]
+    cfg = parallel_config(3)
+    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
+    assert cost.classes["dp"].channels == 1
+    assert cost.by_class["dp"] == pytest.approx(2e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
     assert ref == pytest.approx(cost.total_seconds, rel=1e-12)

@@ -112,16 +112,32 @@ def _mirror_bits(val: int, pow2: int) -> int:
     return out
 
 
-def p2p_rails(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray) -> np.ndarray:
-    """NCCL's channel-0 NIC of each GPU for send/recv, shape (n,) (-1: no NIC).
+#: NCCL's PCIe bandwidth over the data rate rankmap's readers give a PCIe link: NCCL counts 240 (x100 Mb/s) per
+#: Gen5 lane and width·speed/80 GB/s (``kvDictPciGen``, ``src/graph/topo.cc:545-557,657``: Gen5 x16 = 48, Gen4 x16
+#: = 24 GB/s) where the readers give 63 and 31.5 (128b/130b data rate): 0.75 · 130/128.
+NCCL_PCIE_FACTOR = 0.75 * 130 / 128
+
+
+def nccl_local_nets(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray,
+                    slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The NICs NCCL lets each GPU use, and its send/recv NIC: ``(rails (n, m), p2p (n,))``.
 
     ``ncclTopoGetLocalNetType`` (``src/graph/topo.cc:2039-2075``, NETDEVS_POLICY AUTO): the GPU's
     local NICs (``localNets``: its nearest, ascending), the GPUs local to the first of them
-    (``localGpuCount``), ``net = dev % localGpuCount``, bits mirrored when the NIC count is a power
-    of two, NIC ``localNets[net % count]``.  So GPUs sharing one NIC all use it, and two GPUs sharing
-    two NICs use one each (dev 0 -> the first, dev 1 -> the second).  Computed over every GPU of the
-    node (a sub-communicator sees only its members; the same for the groups rankmap meets, whose
-    members share NICs with each other).
+    (``localGpuCount``), ``netsPerGpu = ceil(#localNets / localGpuCount)``; channel c uses
+    ``localNets[(dev % localGpuCount, bits mirrored when #localNets is a power of two) + c % netsPerGpu]``.
+    So GPUs sharing one NIC all use it, two GPUs sharing two NICs use one each (HGX A100: dev 0
+    the first, dev 1 the second), a GPU with three NICs of its own all three.  A ring channel enters
+    a node at its NIC's local GPU (``net->net.localGpu``, ``ncclTopoSearchRecNet``, ``search.cc:791``;
+    ``ncclTopoGetLocalGpu``, ``topo.cc:2110-2133``: the GPU whose channel-0.. NIC it is).
+
+    ``slots`` caps the NICs per GPU: a ring channel of the search's speed (one NIC's: 48 GB/s per
+    400G) takes that bandwidth on the GPU's PCIe link each way (``ncclTopoFollowPath`` subtracts it
+    from every link of the GPU <-> NIC path, ``search.cc:81-166``), so a GPU whose x16 link is 48 GB/s
+    to NCCL (Gen5) carries one channel at 48 however many NICs sit on its switch (12-NIC Hopper
+    hosts: 8 channels, not 12).  Computed over every GPU of the node (a sub-communicator sees only
+    its members: a group holding one GPU of a pair sharing two NICs may use both where PCIe allows,
+    which this under-counts).
 
     Parameters
     ----------
@@ -130,27 +146,48 @@ def p2p_rails(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarra
         Every nearest NIC's rail per device, ascending, -1 padded.
     local_index : numpy.ndarray of int, shape (n,)
         CUDA device index (NCCL's ``gpu.dev``).
+    slots : numpy.ndarray of int, shape (n,), optional
+        Most channels the GPU's PCIe link carries at the NIC's speed (≥ 1); None: no cap.
+
+    Returns
+    -------
+    rails : numpy.ndarray of int64, shape (n, m)
+        The NICs each GPU may run ring channels on, ascending, -1 padded.
+    p2p : numpy.ndarray of int64, shape (n,)
+        Its channel-0 NIC (send/recv, PXN), -1 for none.
     """
     R = np.asarray(nic_rails, dtype=np.int64)
-    out = R[:, 0].copy()
+    out = R.copy()
+    p2p = R[:, 0].copy()
     cnt = (R >= 0).sum(axis=1)
     multi = np.flatnonzero(cnt > 1)
     if multi.size == 0:
-        return out
+        return out, p2p
     ok = R >= 0
     width = int(R.max(initial=0)) + 1
     keys = (np.broadcast_to(node_of[:, None], R.shape)[ok].astype(np.int64) * width + R[ok])
     uk, gpus = np.unique(keys, return_counts=True)  # GPUs near each NIC
     for i in multi.tolist():
-        nets = R[i, :cnt[i]]
-        k0 = int(node_of[i]) * width + int(nets[0])
-        n_gpu = int(gpus[np.searchsorted(uk, k0)])
-        net = int(local_index[i]) % max(n_gpu, 1)
         c = int(cnt[i])
+        nets = R[i, :c]
+        k0 = int(node_of[i]) * width + int(nets[0])
+        n_gpu = max(int(gpus[np.searchsorted(uk, k0)]), 1)
+        base = int(local_index[i]) % n_gpu
         if c & (c - 1) == 0:
-            net = _mirror_bits(net, c)
-        out[i] = nets[net % c]
-    return out
+            base = _mirror_bits(base, c)
+        per = -(-c // n_gpu)
+        if slots is not None:
+            per = max(1, min(per, int(slots[i])))
+        use = [int(nets[(base + j) % c]) for j in range(per)]
+        p2p[i] = use[0]
+        out[i] = -1
+        out[i, :len(use)] = sorted(use)
+    return out, p2p
+
+
+def p2p_rails(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray) -> np.ndarray:
+    """NCCL's channel-0 NIC of each GPU for send/recv, shape (n,) (-1: no NIC; :func:`nccl_local_nets`)."""
+    return nccl_local_nets(node_of, nic_rails, local_index)[1]
 
 
 def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
@@ -277,7 +314,17 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
             rail[i] = rs[0]
     p2p = None
     if nic_rails is not None and local_index is not None:
-        p2p = p2p_rails(node_of, nic_rails, np.asarray(local_index, dtype=np.int64))
+        # channels a GPU's PCIe link carries at its NIC's speed: NCCL's PCIe rate of its link to its PCIe parent
+        # over the NIC's (no PCIe parent in the graph: no cap)
+        pcie = np.where(np.isin(akind, ("pcie_switch", "host_bridge", "cpu")), fabric.att_gbps, 0.0).max(axis=1)
+        slots = np.where((pcie > 0) & (nic_gbps > 0),
+                         np.floor(pcie * NCCL_PCIE_FACTOR / np.maximum(nic_gbps, 1e-9) + 0.01), 1 << 20)
+        nic_rails, p2p = nccl_local_nets(node_of, nic_rails, np.asarray(local_index, dtype=np.int64),
+                                         np.maximum(slots, 1).astype(np.int64))
+        rail = nic_rails[:, 0].copy()
+        nic_rails = nic_rails[:, (nic_rails >= 0).any(axis=0)]
+        if nic_rails.shape[1] <= 1:
+            nic_rails = None
         if np.array_equal(p2p, rail):
             p2p = None
     return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails, p2p)
