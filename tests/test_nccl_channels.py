@@ -337,6 +337,12 @@ def test_p2p_rails_follow_ncclTopoGetLocalNet():
     cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
     assert cl.nccl_topology.rails().tolist() == [[0], [1], [2], [3]] * 2
     assert cl.nccl_topology.p2p_rails().tolist() == [0, 1, 2, 3] * 2
+    # the real HGX A100 dump (real-inputs, DeepEP#13): 2 GPUs + 2 NICs per PCIe switch, every GPU PXB-near both
+    from format_helpers import A100
+    from rankmap.solver.formats.nvsmi import read_nvsmi
+
+    topo = cluster_from_graph(read_nvsmi(A100, gpu="a100")).nccl_topology
+    assert topo.rails().tolist() == [[r] for r in range(8)] and topo.p2p_rails().tolist() == list(range(8))
 
 
 def test_pxn_relays_through_the_receivers_device_index_not_the_first_rail():
