@@ -167,21 +167,24 @@ def nccl_local_nets(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.
     width = int(R.max(initial=0)) + 1
     keys = (np.broadcast_to(node_of[:, None], R.shape)[ok].astype(np.int64) * width + R[ok])
     uk, gpus = np.unique(keys, return_counts=True)  # GPUs near each NIC
-    for i in multi.tolist():
-        c = int(cnt[i])
-        nets = R[i, :c]
-        k0 = int(node_of[i]) * width + int(nets[0])
-        n_gpu = max(int(gpus[np.searchsorted(uk, k0)]), 1)
-        base = int(local_index[i]) % n_gpu
-        if c & (c - 1) == 0:
-            base = _mirror_bits(base, c)
-        per = -(-c // n_gpu)
-        if slots is not None:
-            per = max(1, min(per, int(slots[i])))
-        use = [int(nets[(base + j) % c]) for j in range(per)]
-        p2p[i] = use[0]
-        out[i] = -1
-        out[i, :len(use)] = sorted(use)
+    Rm, c = R[multi], cnt[multi].astype(np.int64)
+    n_gpu = np.maximum(gpus[np.searchsorted(uk, node_of[multi].astype(np.int64) * width + Rm[:, 0])], 1)
+    base = np.asarray(local_index, dtype=np.int64)[multi] % n_gpu
+    # mirrorBits(base, c) where c is a power of two (topo.h:288-294): the low log2(c) bits reversed
+    pow2 = (c & (c - 1)) == 0
+    bits = np.where(pow2, np.log2(np.maximum(c, 1)).round().astype(np.int64), 0)
+    mirrored = np.zeros_like(base)
+    for b in range(int(bits.max(initial=0))):
+        mirrored |= np.where(b < bits, ((base >> b) & 1) << np.maximum(bits - 1 - b, 0), 0)
+    base = np.where(pow2, mirrored, base)
+    per = -(-c // n_gpu)
+    if slots is not None:
+        per = np.maximum(1, np.minimum(per, np.asarray(slots, dtype=np.int64)[multi]))
+    j = np.arange(R.shape[1])[None, :]
+    pick = np.where(j < per[:, None], Rm[np.arange(multi.size)[:, None], (base[:, None] + j) % c[:, None]], -1)
+    p2p[multi] = pick[:, 0]
+    out[multi] = np.sort(np.where(pick >= 0, pick, np.iinfo(np.int64).max), axis=1)
+    out[out == np.iinfo(np.int64).max] = -1
     return out, p2p
 
 
