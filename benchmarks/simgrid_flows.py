@@ -38,8 +38,9 @@ Flows of one group, its members in ascending global rank, payload S, n members:
   (``local_index``, else position among the host's GPUs) if it has a NIC, or rather the
   member owning the NIC that one uses (its send/recv NIC ``p2p``: ``ncclTopoGetLocalNet``,
   ``topo.cc:2039-2075``; the owner: the member with the least device index whose NIC it is,
-  ``ncclTopoGetLocalGpu``); directly when that relay is the sender or there is none.  Both
-  legs carry the flow's bytes.
+  ``ncclTopoGetLocalGpu``); directly when that relay is the sender, there is none, or it is not
+  NVLink-connected to the sender (both on an NVSwitch, or a direct GPU-GPU link).  Both legs
+  carry the flow's bytes.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class RailMap(dict):
     local: dict = {}
     host: dict = {}
     p2p: dict = {}
+    nvs: dict = {}
+    direct: set = set()
 
 
 def nccl_view(graph) -> tuple[dict, dict]:
@@ -156,6 +159,10 @@ def nccl_view(graph) -> tuple[dict, dict]:
     rail_of.all, rail_of.p2p = local_nets(rail_of.all, node_of, rail_of.local, caps)
     for gpu, nets in rail_of.all.items():
         rail_of[gpu] = nets[0] if nets else None
+    # NVLink reach for PXN (search.cc:1463: the proxy must be NVLink-connected to the sender): on an NVSwitch, or a
+    # direct GPU-GPU link
+    rail_of.nvs = {gpu: any(nodes[y].get("kind") == "nvswitch" for y in graph.neighbors(gpu)) for gpu in node_of}
+    rail_of.direct = {frozenset((gpu, y)) for gpu in node_of for y in graph.neighbors(gpu) if y in node_of}
     return node_of, rail_of
 
 
@@ -330,6 +337,9 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
                 owners = sorted((local[d], i, d) for i, d in enumerate(m)
                                 if hosts[d] == hosts[a] and rail_of[d] is not None and p2p.get(d, rail_of[d]) == nic)
                 relay = owners[0][2] if owners else same[0]
+                nvs, direct = getattr(rail_of, "nvs", {}), getattr(rail_of, "direct", set())
+                if nvs and not ((nvs[a] and nvs[relay]) or frozenset((a, relay)) in direct):
+                    relay = a  # no NVLink to the proxy: the sender's own NIC
                 return [(a, b, nbytes)] if relay == a else [(a, relay, nbytes), (relay, b, nbytes)]
             if rail_of[b] is not None:
                 on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]

@@ -197,7 +197,15 @@ class Reference:
             return None
         nic = self.p2p(same[0])
         owners = [x for x in devs if self.host(x) == self.host(a) and self.rail(x) >= 0 and self.p2p(x) == nic]
-        return min(owners, key=self.local) if owners else same[0]
+        relay = min(owners, key=self.local) if owners else same[0]
+
+        def on_nvs(x):
+            return any(self.g.nodes[y].get("kind") == "nvswitch" for y in self.g[x])
+
+        # NCCL proxies only through a GPU NVLink-connected to the sender (search.cc:1463)
+        if relay != a and not ((on_nvs(a) and on_nvs(relay)) or (relay in self.g[a] and is_gpu(self.g, relay))):
+            return None
+        return relay
 
     def nccl_flows(self, cfg, cls, payload, device_of_rank):
         """[(src device, dst device, bytes)] of a class as NCCL runs it (module doc), and the most hosts of a group."""

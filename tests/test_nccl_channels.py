@@ -386,3 +386,55 @@ def test_a_gpu_with_two_nics_behind_one_pcie_link_runs_one_channel():
     assert cost.by_class["dp"] == pytest.approx(2e9 / 50e9, rel=1e-12)
     ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
     assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def pcie_hosts() -> nx.Graph:
+    """2 hosts of 2 GPUs on a PCIe switch (32 GB/s each), no NVLink; GPU i on its own 50 GB/s NIC i, NICs on a leaf."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        sw = f"h{h}/pcie"
+        g.add_node(sw, kind="pcie_switch", host=f"h{h}")
+        for i in range(2):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, sw, bandwidth=32.0)
+            g.add_edge(gpu, nic, bandwidth=50.0)
+            g.add_edge(nic, "leaf", bandwidth=50.0)
+    return g
+
+
+def test_pxn_needs_nvlink_between_the_sender_and_its_proxy():
+    # NCCL proxies a send only through a GPU NVLink-connected to the sender (peerGpu->paths[GPU][g1].type <=
+    # PATH_NVL, search.cc:1463); on a PCIe-only host every GPU sends through its own NIC.  ep=4 all-to-all of
+    # S = 4 GB, 1 GB per ordered pair; routes are the widest (GPU -> NIC -> leaf -> NIC -> GPU, 50 GB/s, even
+    # inside a host).  Each GPU's NIC edge carries out its two remote flows and its host-local one: 3 GB (60 ms).
+    # Relayed over PCIe (no NVLink check) h0/gpu0's edge also carried its relay leg to gpu1 and gpu1's relayed
+    # flow to h1/gpu0: 4 GB (80 ms)
+    from rankmap.solver.cost.ncclflows import pxn_relay
+
+    g = pcie_hosts()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    topo = cl.nccl_topology
+    src, dst = np.array([0, 1]), np.array([3, 2])
+    args = (src, dst, np.zeros(2, dtype=np.int64), np.arange(4)[None, :], topo.node_of, topo.rail, cl.local_index,
+            cl.host_of, topo.p2p_rails())
+    assert pxn_relay(*args).tolist() == [1, 0]  # same device index as the receiver
+    assert pxn_relay(*args, (topo.nvlink_gbps > 0, cl.fabric.direct_key)).tolist() == [0, 1]  # no NVLink: direct
+    cfg = parallel_config(4, ep=4, etp=1)
+    cost = layout_cost(cl, cfg, np.arange(4), {"ep": 4e9})
+    assert cost.by_class["ep"] == pytest.approx(3e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"ep": 4e9}, [cl.devices[i] for i in range(4)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    # with an NVLink bridge between the two GPUs of each host, the relay runs over it (bridge 100 GB/s)
+    for h in range(2):
+        g.add_edge(f"h{h}/gpu0", f"h{h}/gpu1", bandwidth=100.0)
+    cl2 = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    t2 = cl2.nccl_topology
+    assert pxn_relay(src, dst, np.zeros(2, dtype=np.int64), np.arange(4)[None, :], t2.node_of, t2.rail,
+                     cl2.local_index, cl2.host_of, t2.p2p_rails(),
+                     (t2.nvlink_gbps > 0, cl2.fabric.direct_key)).tolist() == [1, 0]
+    cost2 = layout_cost(cl2, cfg, np.arange(4), {"ep": 4e9})
+    ref2 = Reference(g, latency=False).cost(cfg, {"ep": 4e9}, [cl2.devices[i] for i in range(4)])
+    assert ref2 == pytest.approx(cost2.total_seconds, rel=1e-12)

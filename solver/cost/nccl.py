@@ -28,7 +28,8 @@ in rank order.
 ``NCCL_P2P_PXN_LEVEL=2``, ``src/graph/search.cc:1398-1477``): the bytes first cross NVLink
 to the member on the sender's host with the destination's device index (the destination's
 rail), or to the first member sharing the NIC that one uses (``ncclTopoGetLocalGpu``), then
-leave through that member's NIC; without such a member, directly (:func:`.ncclflows.pxn_relay`).
+leave through that member's NIC; without such a member, or one NVLink-connected to the
+sender, directly (:func:`.ncclflows.pxn_relay`).
 
 **Algorithms** (``src/graph/tuning.cc``): all-reduce runs as ring, tree, NVLS (one NVSwitch
 node, Hopper and later) or NVLSTree (NVSwitch nodes across the network), the fastest at

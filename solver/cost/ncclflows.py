@@ -331,7 +331,7 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
 
 def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray, node_of: np.ndarray,
               rail: np.ndarray, local_index: np.ndarray | None = None, host_of: np.ndarray | None = None,
-              p2p_rail: np.ndarray | None = None) -> np.ndarray:
+              p2p_rail: np.ndarray | None = None, nvlink: tuple | None = None) -> np.ndarray:
     """PXN relay device of each flow, shape (F,); ``src`` where the flow goes out directly.
 
     NCCL's send/recv with ``NCCL_P2P_PXN_LEVEL=2`` (``ncclTopoGetNetDev``,
@@ -363,6 +363,12 @@ def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray
     p2p_rail : numpy.ndarray of int, shape (num_devices,), optional
         NCCL's send/recv NIC per device (:meth:`~rankmap.solver.fabric.rails.NcclTopology.p2p_rails`);
         None: ``rail``.
+    nvlink : (on_nvswitch, direct_key), optional
+        NCCL proxies only through a GPU NVLink-connected to the sender (``peerGpu->paths[GPU][g1].type
+        <= PATH_NVL``, ``search.cc:1463``): ``on_nvswitch`` (bool per device: linked to an NVSwitch; two
+        such GPUs of one host reach each other over it) and ``direct_key`` (sorted ``lo·n + hi`` of GPU
+        pairs joined by a direct link: NVLink bridges, hybrid cube meshes).  A relay that is neither
+        is dropped: the sender uses its own NIC.  None: no check.
     """
     g, k = dev.shape
     out = src.copy()
@@ -417,5 +423,16 @@ def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray
     q2 = (row[sel] * H + host[src[sel]]) * R + p2p[cand] + 1
     pos2 = np.minimum(np.searchsorted(u2, q2), u2.size - 1)
     relay = np.where(u2[pos2] == q2, d2[pos2], cand)
+    if nvlink is not None:
+        on_nvs, direct = nvlink
+        a, b = src[sel], relay
+        ok = (a == b) | (np.asarray(on_nvs)[a] & np.asarray(on_nvs)[b])
+        direct = np.asarray(direct, dtype=np.int64)
+        if direct.size:
+            n = int(np.asarray(on_nvs).size)
+            key = np.minimum(a, b) * n + np.maximum(a, b)
+            p = np.minimum(np.searchsorted(direct, key), direct.size - 1)
+            ok |= direct[p] == key
+        relay = np.where(ok, relay, a)
     out[sel] = relay
     return out
