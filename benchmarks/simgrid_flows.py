@@ -159,7 +159,7 @@ def nccl_view(graph) -> tuple[dict, dict]:
     rail_of.all, rail_of.p2p = local_nets(rail_of.all, node_of, rail_of.local, caps)
     for gpu, nets in rail_of.all.items():
         rail_of[gpu] = nets[0] if nets else None
-    # NVLink reach for PXN (search.cc:1463: the proxy must be NVLink-connected to the sender): on an NVSwitch, or a
+    # NVLink reach for PXN (search.cc:1465: the proxy must be NVLink-connected to the sender): on an NVSwitch, or a
     # direct GPU-GPU link
     rail_of.nvs = {gpu: any(nodes[y].get("kind") == "nvswitch" for y in graph.neighbors(gpu)) for gpu in node_of}
     rail_of.direct = {frozenset((gpu, y)) for gpu in node_of for y in graph.neighbors(gpu) if y in node_of}

@@ -202,7 +202,7 @@ class Reference:
         def on_nvs(x):
             return any(self.g.nodes[y].get("kind") == "nvswitch" for y in self.g[x])
 
-        # NCCL proxies only through a GPU NVLink-connected to the sender (search.cc:1463)
+        # NCCL proxies only through a GPU NVLink-connected to the sender (search.cc:1465)
         if relay != a and not ((on_nvs(a) and on_nvs(relay)) or (relay in self.g[a] and is_gpu(self.g, relay))):
             return None
         return relay

@@ -407,7 +407,7 @@ def pcie_hosts() -> nx.Graph:
 
 def test_pxn_needs_nvlink_between_the_sender_and_its_proxy():
     # NCCL proxies a send only through a GPU NVLink-connected to the sender (peerGpu->paths[GPU][g1].type <=
-    # PATH_NVL, search.cc:1463); on a PCIe-only host every GPU sends through its own NIC.  ep=4 all-to-all of
+    # PATH_NVL, search.cc:1465); on a PCIe-only host every GPU sends through its own NIC.  ep=4 all-to-all of
     # S = 4 GB, 1 GB per ordered pair; routes are the widest (GPU -> NIC -> leaf -> NIC -> GPU, 50 GB/s, even
     # inside a host).  Each GPU's NIC edge carries out its two remote flows and its host-local one: 3 GB (60 ms).
     # Relayed over PCIe (no NVLink check) h0/gpu0's edge also carried its relay leg to gpu1 and gpu1's relayed

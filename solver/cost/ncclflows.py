@@ -365,7 +365,7 @@ def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray
         None: ``rail``.
     nvlink : (on_nvswitch, direct_key), optional
         NCCL proxies only through a GPU NVLink-connected to the sender (``peerGpu->paths[GPU][g1].type
-        <= PATH_NVL``, ``search.cc:1463``): ``on_nvswitch`` (bool per device: linked to an NVSwitch; two
+        <= PATH_NVL``, ``search.cc:1465``): ``on_nvswitch`` (bool per device: linked to an NVSwitch; two
         such GPUs of one host reach each other over it) and ``direct_key`` (sorted ``lo·n + hi`` of GPU
         pairs joined by a direct link: NVLink bridges, hybrid cube meshes).  A relay that is neither
         is dropped: the sender uses its own NIC.  None: no check.
