@@ -32,11 +32,15 @@ Flows of one group, its members in ascending global rank, payload S, n members:
 
 * ``all_to_all``: S/n from every member to every other; ``p2p_chain``: S between
   consecutive members (rank order) each way, plus ``wrap``·S between the last and the
-  first each way (interleaved pipeline).  With PXN (NCCL's default) a flow to a member on
-  another node whose rail is r first crosses to the group's member on the sender's node
-  whose rail is r (the first in rank order), which sends it on; directly when the sender
-  is on rail r itself, when no member there is, or when the receiver has no rail.  Both
-  legs carry the flow's bytes.
+  first each way (interleaved pipeline).  With PXN (NCCL's default, ``ncclTopoGetNetDev``,
+  ``src/graph/search.cc:1420-1477``) a flow to a member on another node first crosses to
+  the relay on the sender's host: the group's member there with the receiver's device index
+  (``local_index``, else position among the host's GPUs) if it has a NIC, or rather the
+  member owning the NIC that one uses (its send/recv NIC ``p2p``: ``ncclTopoGetLocalNet``,
+  ``topo.cc:2039-2075``; the owner: the member with the least device index whose NIC it is,
+  ``ncclTopoGetLocalGpu``); directly when that relay is the sender, there is none, or it is not
+  NVLink-connected to the sender (both on an NVSwitch, or a direct GPU-GPU link).  Both legs
+  carry the flow's bytes.
 """
 
 from __future__ import annotations
@@ -72,9 +76,15 @@ def _nic_index(data: Mapping) -> int:
 
 
 class RailMap(dict):
-    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending."""
+    """GPU -> rail (its nearest NIC's number) or None; ``.all``: GPU -> every nearest NIC's number, ascending;
+    ``.local``: GPU -> device index; ``.host``: GPU -> host; ``.p2p``: GPU -> its send/recv NIC's number."""
 
     all: dict = {}
+    local: dict = {}
+    host: dict = {}
+    p2p: dict = {}
+    nvs: dict = {}
+    direct: set = set()
 
 
 def nccl_view(graph) -> tuple[dict, dict]:
@@ -131,7 +141,73 @@ def nccl_view(graph) -> tuple[dict, dict]:
     # every NIC at the nearest distance (a GPU with two PIX NICs is on both rails), for the ring channels
     rail_of = RailMap(rail_of)
     rail_of.all = {gpu: tuple(sorted(number[(node_of[gpu], y)] for y in all_of[gpu])) for gpu in all_of}
+    # device index (local_index, else position among the host's GPUs) and host of each GPU
+    seen_host: dict[Any, int] = {}
+    for gpu in node_of:
+        data = nodes[gpu]
+        host = data.get("host")
+        host = str(gpu) if host in (None, "") else str(host)
+        pos = seen_host.get(host, 0)
+        seen_host[host] = pos + 1
+        li = data.get("local_index")
+        rail_of.local[gpu] = int(li) if li is not None else pos
+        rail_of.host[gpu] = host
+    # NCCL's NICs per GPU (ncclTopoGetLocalNetType): nets = its nearest NICs ascending; GPUs near the first of them
+    # share it; channel c uses nets[(dev % sharers, mirrored when len(nets) is a power of two) + c % ceil(len/sharers)],
+    # at most as many as the GPU's PCIe link carries at the NIC's speed; channel 0's is its send/recv NIC
+    caps = {gpu: _pcie_channels(graph, gpu, all_of[gpu]) for gpu, nets in rail_of.all.items() if len(nets) > 1}
+    rail_of.all, rail_of.p2p = local_nets(rail_of.all, node_of, rail_of.local, caps)
+    for gpu, nets in rail_of.all.items():
+        rail_of[gpu] = nets[0] if nets else None
+    # NVLink reach for PXN (search.cc:1465: the proxy must be NVLink-connected to the sender): on an NVSwitch, or a
+    # direct GPU-GPU link
+    rail_of.nvs = {gpu: any(nodes[y].get("kind") == "nvswitch" for y in graph.neighbors(gpu)) for gpu in node_of}
+    rail_of.direct = {frozenset((gpu, y)) for gpu in node_of for y in graph.neighbors(gpu) if y in node_of}
     return node_of, rail_of
+
+
+#: NCCL's PCIe rate over the graph's (Gen5 x16: 48 of 63 GB/s; ``src/graph/topo.cc:545-557,657``).
+NCCL_PCIE_FACTOR = 0.75 * 130 / 128
+
+
+def _pcie_channels(graph, gpu, nics) -> int:
+    """Ring channels at the NIC's speed the GPU's PCIe link (to its PCIe switch, host bridge or CPU) carries: NCCL's
+    search takes the channel's bandwidth on it (``ncclTopoFollowPath``); a large number when the GPU has none."""
+    links = [d.get("bandwidth", 0.0) for y, d in graph[gpu].items()
+             if graph.nodes[y].get("kind") in ("pcie_switch", "host_bridge", "cpu")]
+    ports = []
+    for x in nics:
+        rates = [d.get("bandwidth", 0.0) * (0.96 if str(d.get("link", "")).startswith("net") else 1.0)
+                 for y, d in graph[x].items() if graph.nodes[y].get("kind", "gpu") not in
+                 ("gpu", "pcie_switch", "cpu", "nvswitch", "nic")]
+        if rates:
+            ports.append(max(rates))
+    if not links or not ports or min(ports) <= 0:
+        return 1 << 20
+    return max(1, int(max(links) * NCCL_PCIE_FACTOR / min(ports) + 0.01))
+
+
+def local_nets(nets_of: Mapping, node_of: Mapping, local: Mapping, caps: Mapping | None = None) -> tuple[dict, dict]:
+    """``(GPU -> NICs it runs ring channels on, ascending; GPU -> its send/recv NIC)`` by NCCL's
+    ``ncclTopoGetLocalNetType`` (``src/graph/topo.cc:2039-2075``), from every GPU's nearest NICs ``nets_of``."""
+    out, p2p = {}, {}
+    for gpu, nets in nets_of.items():
+        nets = tuple(nets)
+        if len(nets) <= 1:
+            out[gpu], p2p[gpu] = nets, (nets[0] if nets else None)
+            continue
+        sharers = sum(1 for h, ns in nets_of.items() if node_of[h] == node_of[gpu] and nets[0] in ns)
+        c = len(nets)
+        base = local[gpu] % max(sharers, 1)
+        if c & (c - 1) == 0:
+            bits = c.bit_length() - 1
+            base = int(format(base & (c - 1), f"0{bits}b")[::-1], 2) if bits else 0
+        per = -(-c // max(sharers, 1))
+        if caps is not None and gpu in caps:
+            per = max(1, min(per, caps[gpu]))
+        use = [nets[(base + j) % c] for j in range(per)]
+        out[gpu], p2p[gpu] = tuple(sorted(use)), use[0]
+    return out, p2p
 
 
 def _ring(members, nbytes):
@@ -166,7 +242,9 @@ def _node_paths(blocks, rail_key, fb):
     to the entry; so does a channel whose exit member is its entry member (a member near two NICs).
     ``rail_key(d)`` may return a tuple of keys: a member near several NICs is on each of their rails.
     Between entry and exit: the other members in cyclic order from the entry.  Slot t's last
-    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c.
+    member sends to node i+1's slot t first member (the last node to the first) when the exits pair within c,
+    except the wrap of an odd number of nodes with an even c, which enters node 0 at the channel's own slot t
+    (rails crossed, as NCCL's alternation leaves it).
     """
     slots = []
     for members in blocks:
@@ -202,9 +280,12 @@ def _node_paths(blocks, rail_key, fb):
             if back:
                 out.append((x, e, fb / c))
         nxt = slots[(i + 1) % len(blocks)]
+        # NCCL swaps channels c <-> c^1 on odd nodes (connect.cc:401-411, even channel counts only): on an odd
+        # number of nodes the wrap (last node -> node 0) joins two unswapped nodes and crosses rails
+        wrap_cross = i == len(blocks) - 1 and len(blocks) % 2 == 1 and c % 2 == 0
         for t in range(c):
             xs = t ^ 1 if t ^ 1 < len(slots[i]) else t  # exit slot; a partner beyond c crosses to slot t
-            out.append((slots[i][xs][-1], nxt[xs if xs < c else t][0], fb / c))
+            out.append((slots[i][xs][-1], nxt[t if wrap_cross or xs >= c else xs][0], fb / c))
     return out
 
 
@@ -242,11 +323,28 @@ def group_flows(kind: str, devices: Sequence, payload: float, node_of: Mapping, 
         return _node_paths(list(blocks.values()),
                            lambda d: tuple(_rail_sort(r) for r in every.get(d, (rail_of[d],))), fb)
 
+    local = getattr(rail_of, "local", {})
+    hosts = getattr(rail_of, "host", {})
+    p2p = getattr(rail_of, "p2p", {})
+
     def send(a, b, nbytes):
-        if pxn and node_of[a] != node_of[b] and rail_of[b] is not None:
-            on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]
-            if on_rail and a not in on_rail:
-                return [(a, on_rail[0], nbytes), (on_rail[0], b, nbytes)]
+        if pxn and node_of[a] != node_of[b]:
+            if local:  # NCCL: the member with the receiver's device index on the sender's host, or its NIC's owner
+                same = [d for d in m if hosts[d] == hosts[a] and local[d] == local[b] and rail_of[d] is not None]
+                if not same:
+                    return [(a, b, nbytes)]
+                nic = p2p.get(same[0], rail_of[same[0]])
+                owners = sorted((local[d], i, d) for i, d in enumerate(m)
+                                if hosts[d] == hosts[a] and rail_of[d] is not None and p2p.get(d, rail_of[d]) == nic)
+                relay = owners[0][2] if owners else same[0]
+                nvs, direct = getattr(rail_of, "nvs", {}), getattr(rail_of, "direct", set())
+                if nvs and not ((nvs[a] and nvs[relay]) or frozenset((a, relay)) in direct):
+                    relay = a  # no NVLink to the proxy: the sender's own NIC
+                return [(a, b, nbytes)] if relay == a else [(a, relay, nbytes), (relay, b, nbytes)]
+            if rail_of[b] is not None:
+                on_rail = [d for d in m if node_of[d] == node_of[a] and rail_of[d] == rail_of[b]]
+                if on_rail and a not in on_rail:
+                    return [(a, on_rail[0], nbytes), (on_rail[0], b, nbytes)]
         return [(a, b, nbytes)]
 
     if kind == "all_to_all":

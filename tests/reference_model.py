@@ -30,7 +30,7 @@ from rankmap.solver.megatron.ranks import TOKENS
 
 # NCCL's channel paths pair by pair: the one rule the SimGrid flow writer uses too (one copy)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-from simgrid_flows import _node_paths  # noqa: E402
+from simgrid_flows import _node_paths, _pcie_channels, local_nets  # noqa: E402
 
 GROUP = {
     "tp": "TENSOR_MODEL_PARALLEL_GROUP",
@@ -149,18 +149,63 @@ class Reference:
                       key=lambda x: (str(g.nodes[x].get("host", "")), g.nodes[x].get("nic_index", 1 << 30), str(x)))
         return {y: j for j, y in enumerate(nics)}
 
-    def rails(self, d):
-        """Rails of every NIC nearest GPU ``d``, ascending; ``(-1,)`` for none."""
+    def nearest_rails(self, d):
+        """Rails of every NIC nearest GPU ``d``, ascending; ``()`` for none."""
         num = self._numbers(d)
-        return tuple(sorted(num[y] for y in self.all_nics(d))) or (-1,)
+        return tuple(sorted(num[y] for y in self.all_nics(d)))
+
+    def _nets(self, d):
+        """(rails NCCL runs GPU ``d``'s ring channels on, its send/recv rail), as ``ncclTopoGetLocalNetType``."""
+        key = self.node(d)
+        if key not in self._rail:
+            gpus = [x for x in self.g.nodes if is_gpu(self.g, x) and self.node(x) == key]
+            near = {x: self.nearest_rails(x) for x in gpus}
+            caps = {x: _pcie_channels(self.g, x, self.all_nics(x)) for x in gpus if len(near[x]) > 1}
+            self._rail[key] = local_nets(near, {x: key for x in gpus}, {x: self.local(x) for x in gpus}, caps)
+        out, p2p = self._rail[key]
+        return out[d], p2p[d]
+
+    def rails(self, d):
+        """Rails GPU ``d`` runs ring channels on (NCCL's NICs for it), ascending; ``(-1,)`` for none."""
+        return self._nets(d)[0] or (-1,)
 
     def rail(self, d):
-        """Rail of GPU ``d``: its nearest NIC's index among its node's NICs (by host, nic_index, name); -1 none."""
-        if d not in self._rail:
-            g = self.g
-            mine = self.nic(d)
-            self._rail[d] = self._numbers(d)[mine] if mine is not None else -1
-        return self._rail[d]
+        """Rail of GPU ``d``: the least of :meth:`rails`; -1 none."""
+        return self.rails(d)[0]
+
+    def host(self, d):
+        h = self.g.nodes[d].get("host")
+        return str(d) if h in (None, "") else str(h)
+
+    def local(self, d):
+        """Device index: ``local_index``, else the position among the host's GPUs in graph order."""
+        li = self.g.nodes[d].get("local_index")
+        if li is not None:
+            return int(li)
+        return [x for x in self.g.nodes if is_gpu(self.g, x) and self.host(x) == self.host(d)].index(d)
+
+    def p2p(self, d):
+        """NCCL's send/recv NIC (rail) of GPU ``d`` (ncclTopoGetLocalNetType, NETDEVS_POLICY AUTO); -1 none."""
+        p = self._nets(d)[1]
+        return -1 if p is None else p
+
+    def pxn_relay(self, a, b, devs):
+        """NCCL's PXN proxy for a send a -> b: the member on a's host with b's device index (None: none with a
+        NIC), or the member of least device index on that host whose send/recv NIC is the one it uses."""
+        same = [x for x in devs if self.host(x) == self.host(a) and self.local(x) == self.local(b) and self.rail(x) >= 0]
+        if not same:
+            return None
+        nic = self.p2p(same[0])
+        owners = [x for x in devs if self.host(x) == self.host(a) and self.rail(x) >= 0 and self.p2p(x) == nic]
+        relay = min(owners, key=self.local) if owners else same[0]
+
+        def on_nvs(x):
+            return any(self.g.nodes[y].get("kind") == "nvswitch" for y in self.g[x])
+
+        # NCCL proxies only through a GPU NVLink-connected to the sender (search.cc:1465)
+        if relay != a and not ((on_nvs(a) and on_nvs(relay)) or (relay in self.g[a] and is_gpu(self.g, relay))):
+            return None
+        return relay
 
     def nccl_flows(self, cfg, cls, payload, device_of_rank):
         """[(src device, dst device, bytes)] of a class as NCCL runs it (module doc), and the most hosts of a group."""
@@ -185,13 +230,10 @@ class Reference:
                          if shape == "p2p" else [(a, b) for a in devs for b in devs if a != b])
                 nbytes = payload if shape == "p2p" else payload / n
                 for a, b in pairs:
-                    relay = None
-                    if self.pxn and self.node(a) != self.node(b) and self.rail(b) >= 0 and self.rail(a) != self.rail(b):
-                        relay = next((x for x in devs if self.node(x) == self.node(a) and self.rail(x) == self.rail(b)),
-                                     None)
-                    if relay is None:
+                    relay = self.pxn_relay(a, b, devs) if self.pxn and self.node(a) != self.node(b) else None
+                    if relay is None or relay == a:
                         out.append((a, b, nbytes))
-                    else:  # PXN: over NVLink to the member on b's rail, out through its NIC
+                    else:  # PXN: over NVLink to the relay, out through its NIC
                         out += [(a, relay, nbytes), (relay, b, nbytes)]
                 continue
             fb = payload if shape == "ring" else (2 if shape == "ar" else 1) * (n - 1) / n * payload

@@ -174,10 +174,15 @@ def test_a_gpu_with_two_nics_runs_a_channel_on_each():
     assert pp.classes["pp"].channels == 4
 
 
-def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path):
-    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each
-    # have 3 PIX NICs, the others one: 12 rails per host.  dp2 of GPU0 on two hosts runs 3 channels (one per NIC);
-    # a full-host ring 12 (every NIC near a member); pipeline peers max(3 NICs, ceil(48/14) = 4) = 4
+def test_the_hopper_12_nic_host_runs_one_channel_per_gpu(capsys, tmp_path):
+    # nvidia-smi topo -m of an 8-GPU Hopper host with 12 NICs (real-inputs, mooncake#2039): GPU0 and GPU4 each have
+    # 3 PIX NICs on their PCIe switch, the others one.  NCCL's ring search takes 48 GB/s per channel on the GPU's
+    # PCIe link (Gen5 x16: 32 GT/s -> 240 x 16 / 80 = 48 GB/s to NCCL, topo.cc:545-557,657; followPath subtracts
+    # the channel's bw from every link of the GPU-NIC path, search.cc:81-166): one channel in and one out per GPU,
+    # whatever the NICs behind its switch.  So a full-host ring runs 8 channels (also NCCL's NVLink ceiling:
+    # 9 x 48 x 7/8 > 370.8 per GPU), not 12; dp2 of GPU0 over two hosts one channel at 48 GB/s (NCCL: 1 x 48,
+    # duplicated into 2 x 24 on the same NIC), not three 50 GB/s NIC edges' worth (144); the reader
+    # links GPU0 to NIC0 only (NCCL's channel-0 NIC of GPU0: ncclTopoGetLocalNet; formats/common.py)
     import json
 
     from cli_helpers import run
@@ -188,16 +193,34 @@ def test_the_hopper_12_nic_host_has_three_pix_nics_on_two_gpus(capsys, tmp_path)
     code, _o, err = run(capsys, "cluster", "--host-topology", str(HOPPER), "--gpu", "h100", "--nodelist", "n[1-2]",
                         "-o", str(out))
     assert code == 0, err
-    cl = cluster_from_graph(load_graph(str(out)))
+    g = load_graph(str(out))
+    assert sorted(g["n1/gpu0"]) == ["n1/nic:mlx5_0", "n1/nvswitch", "n1/pcie0"]  # the reader keeps NCCL's NIC
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
     rails = cl.nccl_topology.rails()
-    assert (rails >= 0).sum(axis=1).tolist() == [3, 1, 1, 1, 3, 1, 1, 1] * 2
-    assert rails[0].tolist() == [0, 1, 2] and rails[4].tolist() == [6, 7, 8]
+    assert rails.tolist() == [[r] for r in range(8)] * 2  # one NIC per GPU: 8 rails (mlx5_1, 2, 7, 8 off the fabric)
     dev = np.array([cl.devices.index(f"n{h}/gpu{i}") for h in (1, 2) for i in range(8)])
-    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 1e9})
-    assert one.classes["dp"].channels == 3
-    full = layout_cost(cl, parallel_config(16), dev, {"dp": 1e9})
-    assert full.classes["dp"].channels == 12
+    one = layout_cost(cl, parallel_config(2), dev[[0, 8]], {"dp": 2e9})
+    assert one.classes["dp"].channels == 1
+    assert one.by_class["dp"] == pytest.approx(1e9 / 48e9, rel=1e-12)  # fb = S/2 through one 48 GB/s NIC port
+    full = layout_cost(cl, parallel_config(16), dev, {"dp": 16e9})
+    assert full.classes["dp"].channels == 8
+    assert full.by_class["dp"] == pytest.approx(15e9 / 8 / 48e9, rel=1e-12)  # fb = 15/16 S over 8 NICs of 48
+    # pipeline peers: max(1 NIC, ceil(48/14) = 4) = 4
+    pp = layout_cost(cl, parallel_config(16, pp=2), dev, {"pp": 1e9})
+    assert pp.classes["pp"].channels == 4
     json.loads(out.read_text())
+
+
+def test_a_gpu_pcie_link_caps_its_ring_channels():
+    from rankmap.solver.fabric.rails import nccl_local_nets
+
+    # a GPU with three NICs of its own: one channel when its PCIe link fits one at the NIC's speed (Gen5 x16 and
+    # 400G), two with 200G NICs (2 x 24 <= 48); the GPUs sharing one NIC keep it
+    node = np.zeros(2, dtype=np.int64)
+    R = np.array([[0, 1, 2], [3, -1, -1]])
+    assert nccl_local_nets(node, R, np.arange(2), np.array([1, 1]))[0].tolist() == [[0, -1, -1], [3, -1, -1]]
+    assert nccl_local_nets(node, R, np.arange(2), np.array([2, 2]))[0].tolist() == [[0, 1, -1], [3, -1, -1]]
+    assert nccl_local_nets(node, R, np.arange(2))[0].tolist() == [[0, 1, 2], [3, -1, -1]]
 
 
 def test_hosts_without_nics_run_one_channel_through_every_member():
@@ -213,3 +236,205 @@ def test_hosts_without_nics_run_one_channel_through_every_member():
     # host 0's own search pairs its 2 NICs (NET0 -> GPU 0 -> GPU 1 -> NET1) before the comm keeps 1 channel
     # (init.cc takes the least): the channel leaves host 0 from GPU 1 on NIC 1 and crosses to host 1's entry
     assert flows == Counter({(0, 1, 4.0): 1, (1, 2, 4.0): 1, (2, 3, 4.0): 1, (3, 0, 4.0): 1})
+
+
+def test_odd_host_count_wrap_crosses_rails():
+    # 3 nodes x 2 GPUs, each GPU its own NIC (rails 0, 1): NCCL's crossNic=2 pairs channel 0 (NET/a GPU0 GPU1
+    # NET/b) with channel 1 (NET/b GPU1 GPU0 NET/a) and swaps them on node 1 (connect.cc:401-411), so hops 0->1
+    # and 1->2 stay on their rail; node 2 (index 2, even, unswapped) leaves channel 0 on NIC b (GPU 5) and node 0
+    # takes it in on NIC a (GPU 0): the wrap crosses rails, 5 -> 0 and 4 -> 1 (rail-aligned would be 5 -> 1, 4 -> 0)
+    flows, c = _flows([0, 0, 1, 1, 2, 2], [0, 1] * 3, list(range(6)), 8.0)
+    assert c == 2
+    inside = [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]
+    across = [(1, 3), (0, 2), (3, 5), (2, 4), (5, 0), (4, 1)]
+    assert flows == Counter([(a, b, 4.0) for a, b in inside + across])
+    # 4 nodes: node 3 is swapped too, the wrap meets node 0 on the same rail (7 -> 1, 6 -> 0)
+    flows4, _ = _flows([0, 0, 1, 1, 2, 2, 3, 3], [0, 1] * 4, list(range(8)), 8.0)
+    assert (7, 1, 4.0) in flows4 and (6, 0, 4.0) in flows4 and (7, 0, 4.0) not in flows4
+    # an odd channel count is not swapped by NCCL (nor modelled as crossing): 3 nodes of 3 GPUs on 3 NICs keep
+    # every hop on its rail, the wrap too (GPU 3j+r sends on rail r to GPU r)
+    flows3, c3 = _flows([0] * 3 + [1] * 3 + [2] * 3, [0, 1, 2] * 3, list(range(9)), 6.0)
+    assert c3 == 3
+    assert {(a, b) for (a, b, _nb) in flows3 if a // 3 == 2 and b // 3 == 0} == {(6, 0), (7, 1), (8, 2)}
+
+
+def rail_hosts(hosts: int, uplink: float) -> nx.Graph:
+    """``hosts`` hosts of 2 GPUs on a 100 GB/s NVSwitch, GPU i on its own 50 GB/s NIC i; rail-optimised: NIC i of
+    every host on leaf i, both leaves on one spine through ``uplink`` GB/s."""
+    g = nx.Graph()
+    g.add_node("spine", kind="switch")
+    for r in range(2):
+        g.add_node(f"leaf{r}", kind="switch")
+        g.add_edge(f"leaf{r}", "spine", bandwidth=uplink)
+    for h in range(hosts):
+        nvs = f"h{h}/nvs"
+        g.add_node(nvs, kind="nvswitch")
+        for i in range(2):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, nvs, bandwidth=100.0)
+            g.add_edge(gpu, nic, bandwidth=50.0)
+            g.add_edge(nic, f"leaf{i}", bandwidth=50.0)
+    return g
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 4, 5])
+def test_odd_host_count_wrap_loads_the_spine(hosts):
+    # dp all-gather over every GPU of the rail-optimised fabric, S = 2·hosts GB: fb = (n-1)/n·S, 2 channels of fb/2.
+    # Even host counts: every hop rail-aligned, leaf to leaf on its rail; the NICs bound: fb/2 / 50 GB/s.
+    # Odd host counts: the wrap of each channel crosses rails (leaf -> spine -> leaf), fb/2 on each 10 GB/s
+    # uplink each way: fb/2 / 10 GB/s (5x the NIC time)
+    g = rail_hosts(hosts, 10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    n = 2 * hosts
+    S = 2.0 * hosts * 1e9
+    fb = (n - 1) / n * S
+    cfg = parallel_config(n)
+    cost = layout_cost(cl, cfg, np.arange(n), {"dp": S})
+    assert cost.classes["dp"].channels == 2
+    want = fb / 2 / (10e9 if hosts % 2 else 50e9)
+    assert cost.by_class["dp"] == pytest.approx(want, rel=1e-12)
+    if hosts % 2:
+        b = cost.classes["dp"].bottleneck
+        assert b.capacity_gbps == 10.0  # a leaf uplink (the wrap flow alone at its route's rate: per-flow)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": S}, [cl.devices[i] for i in range(n)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def hgx_a100_like(pcie: float) -> nx.Graph:
+    """2 hosts of 4 GPUs on a 100 GB/s NVSwitch; GPUs 2j and 2j+1 share NICs 2j and 2j+1 (a PCIe switch with two
+    GPUs and two NICs, as on HGX A100: every GPU PXB-near both, ``pcie`` GB/s to each); NICs 100 GB/s to one leaf."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        g.add_node(f"h{h}/nvs", kind="nvswitch")
+        for i in range(4):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, f"h{h}/nvs", bandwidth=100.0)
+            g.add_edge(nic, "leaf", bandwidth=100.0)
+        for i in range(4):
+            for j in (i & ~1, i | 1):
+                g.add_edge(f"h{h}/gpu{i}", f"h{h}/nic{j}", bandwidth=pcie)
+    return g
+
+
+def test_p2p_rails_follow_ncclTopoGetLocalNet():
+    from rankmap.solver.fabric.rails import p2p_rails
+
+    # two GPUs sharing two NICs use one each (dev % 2, mirrored); four GPUs sharing one NIC all use it; a GPU with
+    # three NICs of its own (12-NIC Hopper host, GPU0) the first
+    node = np.zeros(4, dtype=np.int64)
+    assert p2p_rails(node, np.array([[0, 1], [0, 1], [2, 3], [2, 3]]), np.arange(4)).tolist() == [0, 1, 2, 3]
+    assert p2p_rails(node, np.array([[0], [0], [0], [0]]), np.arange(4)).tolist() == [0, 0, 0, 0]
+    assert p2p_rails(node[:2], np.array([[0, 1, 2], [3, -1, -1]]), np.arange(2)).tolist() == [0, 3]
+    # four GPUs on four shared NICs: net = dev % 4 mirrored on 2 bits: 0, 2, 1, 3 (topo.cc:2069-2072)
+    assert p2p_rails(node, np.tile(np.arange(4), (4, 1)), np.arange(4)).tolist() == [0, 2, 1, 3]
+    # so on the HGX-A100-like host each GPU runs its ring channels and its sends on its own NIC of the pair
+    g = hgx_a100_like(10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == [[0], [1], [2], [3]] * 2
+    assert cl.nccl_topology.p2p_rails().tolist() == [0, 1, 2, 3] * 2
+    # the real HGX A100 dump (real-inputs, DeepEP#13): 2 GPUs + 2 NICs per PCIe switch, every GPU PXB-near both
+    from format_helpers import A100
+    from rankmap.solver.formats.nvsmi import read_nvsmi
+
+    topo = cluster_from_graph(read_nvsmi(A100, gpu="a100")).nccl_topology
+    assert topo.rails().tolist() == [[r] for r in range(8)] and topo.p2p_rails().tolist() == list(range(8))
+
+
+def test_pxn_relays_through_the_receivers_device_index_not_the_first_rail():
+    # NCCL (search.cc:1430-1466): a send to h1/gpu1 is proxied by the sender host's gpu1 (same device index) out of
+    # gpu1's NIC (NIC 1, ncclTopoGetLocalNet), not by gpu0, the first GPU near rail 0.  ep=8 all-to-all of S = 8 GB:
+    # 1 GB per ordered pair.  h0's gpu0 now sends out its own flow to h1/gpu0 and the relays of gpu1-3 to it
+    # (4 GB over its two 10 GB/s PCIe edges, ECMP: 2 GB each, 0.2 s), as gpu1 for h1/gpu1; each h1 GPU takes in
+    # 4 GB over its two edges (0.2 s).  The first-rail relay put h1/gpu0's and h1/gpu1's relays on gpu0: 6 GB (0.3 s)
+    from rankmap.solver.cost.ncclflows import pxn_relay
+
+    g = hgx_a100_like(10.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    topo = cl.nccl_topology
+    dev = np.arange(8)[None, :]
+    src, dst = np.array([2, 3, 2, 1, 0, 1]), np.array([5, 5, 4, 4, 5, 5])
+    relay = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, topo.rail, cl.local_index,
+                      cl.host_of, topo.p2p_rails())
+    assert relay.tolist() == [1, 1, 0, 0, 1, 1]  # the 1 -> 5 send goes out directly (gpu1 is its own proxy)
+    # the first-rail rule on the nearest NICs' first rails (0, 0, 2, 2): gpu0 relays for both, gpu1's sends direct
+    old = pxn_relay(src, dst, np.zeros(6, dtype=np.int64), dev, topo.node_of, np.array([0, 0, 2, 2] * 2))
+    assert old.tolist() == [0, 0, 0, 1, 0, 1]
+    cfg = parallel_config(8, ep=8, etp=1)
+    cost = layout_cost(cl, cfg, np.arange(8), {"ep": 8e9})
+    assert cost.by_class["ep"] == pytest.approx(2e9 / 10e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"ep": 8e9}, [cl.devices[i] for i in range(8)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def test_a_gpu_with_two_nics_behind_one_pcie_link_runs_one_channel():
+    # the two-NIC GPU of two_nic_gpu_and_pair, now with its PCIe link to a switch: 63 GB/s (Gen5 x16) is 48 to NCCL
+    # (topo.cc:545-557,657), under two channels at the NICs' 50: one channel (search.cc ncclTopoFollowPath), so h1
+    # runs one too: dp3 all-gather of S = 3 GB: fb = 2 GB on one channel: h1's entry NIC takes 2 GB in (40 ms)
+    g = two_nic_gpu_and_pair()
+    g.add_node("h0/pcie", kind="pcie_switch", host="h0")
+    g.add_edge("h0/gpu0", "h0/pcie", bandwidth=63.0)
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == [[0], [0], [1]]
+    cfg = parallel_config(3)
+    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
+    assert cost.classes["dp"].channels == 1
+    assert cost.by_class["dp"] == pytest.approx(2e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+
+
+def pcie_hosts() -> nx.Graph:
+    """2 hosts of 2 GPUs on a PCIe switch (32 GB/s each), no NVLink; GPU i on its own 50 GB/s NIC i, NICs on a leaf."""
+    g = nx.Graph()
+    g.add_node("leaf", kind="switch")
+    for h in range(2):
+        sw = f"h{h}/pcie"
+        g.add_node(sw, kind="pcie_switch", host=f"h{h}")
+        for i in range(2):
+            gpu, nic = f"h{h}/gpu{i}", f"h{h}/nic{i}"
+            g.add_node(gpu, kind="gpu", host=f"h{h}", local_index=i)
+            g.add_node(nic, kind="nic", host=f"h{h}", nic_index=i)
+            g.add_edge(gpu, sw, bandwidth=32.0)
+            g.add_edge(gpu, nic, bandwidth=50.0)
+            g.add_edge(nic, "leaf", bandwidth=50.0)
+    return g
+
+
+def test_pxn_needs_nvlink_between_the_sender_and_its_proxy():
+    # NCCL proxies a send only through a GPU NVLink-connected to the sender (peerGpu->paths[GPU][g1].type <=
+    # PATH_NVL, search.cc:1465); on a PCIe-only host every GPU sends through its own NIC.  ep=4 all-to-all of
+    # S = 4 GB, 1 GB per ordered pair; routes are the widest (GPU -> NIC -> leaf -> NIC -> GPU, 50 GB/s, even
+    # inside a host).  Each GPU's NIC edge carries out its two remote flows and its host-local one: 3 GB (60 ms).
+    # Relayed over PCIe (no NVLink check) h0/gpu0's edge also carried its relay leg to gpu1 and gpu1's relayed
+    # flow to h1/gpu0: 4 GB (80 ms)
+    from rankmap.solver.cost.ncclflows import pxn_relay
+
+    g = pcie_hosts()
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    topo = cl.nccl_topology
+    src, dst = np.array([0, 1]), np.array([3, 2])
+    args = (src, dst, np.zeros(2, dtype=np.int64), np.arange(4)[None, :], topo.node_of, topo.rail, cl.local_index,
+            cl.host_of, topo.p2p_rails())
+    assert pxn_relay(*args).tolist() == [1, 0]  # same device index as the receiver
+    assert pxn_relay(*args, (topo.nvlink_gbps > 0, cl.fabric.direct_key)).tolist() == [0, 1]  # no NVLink: direct
+    cfg = parallel_config(4, ep=4, etp=1)
+    cost = layout_cost(cl, cfg, np.arange(4), {"ep": 4e9})
+    assert cost.by_class["ep"] == pytest.approx(3e9 / 50e9, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"ep": 4e9}, [cl.devices[i] for i in range(4)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    # with an NVLink bridge between the two GPUs of each host, the relay runs over it (bridge 100 GB/s)
+    for h in range(2):
+        g.add_edge(f"h{h}/gpu0", f"h{h}/gpu1", bandwidth=100.0)
+    cl2 = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    t2 = cl2.nccl_topology
+    assert pxn_relay(src, dst, np.zeros(2, dtype=np.int64), np.arange(4)[None, :], t2.node_of, t2.rail,
+                     cl2.local_index, cl2.host_of, t2.p2p_rails(),
+                     (t2.nvlink_gbps > 0, cl2.fabric.direct_key)).tolist() == [1, 0]
+    cost2 = layout_cost(cl2, cfg, np.arange(4), {"ep": 4e9})
+    ref2 = Reference(g, latency=False).cost(cfg, {"ep": 4e9}, [cl2.devices[i] for i in range(4)])
+    assert ref2 == pytest.approx(cost2.total_seconds, rel=1e-12)

@@ -206,10 +206,16 @@ def part_times(cluster: Cluster, part: Collective, groups: np.ndarray, layouts: 
     if kind in ("all_to_all", "p2p_chain"):
         wrap = part.wrap * S if kind == "p2p_chain" else 0.0
 
+        nvlinked = None
+        if model.pxn and topo is not None:  # who may proxy for whom: NVLink-connected GPUs only
+            fab = getattr(cluster, "fabric", None)
+            nvlinked = (nvl > 0, fab.direct_key if fab is not None else np.zeros(0, dtype=np.int64))
+
         def batches():
             for src, dst, b, row in _p2p_batches(kind, dev, fb, wrap):
                 if model.pxn and topo is not None:
-                    relay = pxn_relay(src, dst, row, dev, node_of, rail)
+                    relay = pxn_relay(src, dst, row, dev, node_of, rail, cluster.local_index, cluster.host_of,
+                                      topo.p2p_rails(), nvlinked)
                     hop = relay != src
                     if hop.any():
                         b = np.broadcast_to(np.asarray(b, dtype=float), src.shape)

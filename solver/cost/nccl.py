@@ -14,7 +14,9 @@ members there (``src/init.cc:1439-1442`` takes the least over ranks; sub-communi
 see only their own GPUs, ``src/graph/topo.cc:1800``).  Nodes are ordered by first
 appearance in the group's rank list (``src/init.cc:1290-1301``); channel j crosses from
 node i to node i+1 between the members on the j-th rail of each (rings are kept
-rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes.  Inside a node
+rail-aligned, ``src/graph/connect.cc:401-411``) carrying 1/c of the bytes; on an odd
+number of nodes the wrap from the last node to the first crosses rails (NCCL swaps
+channel pairs on odd-index nodes only, :func:`.ncclflows._wrap_crosses`).  Inside a node
 a channel is a *path*, not a closed ring (``search.cc``: ``NET n -> GPU a -> .. -> GPU x
 -> NET m``): it enters at the member beside its NIC, visits the other members and leaves
 from its exit member (the last member on the paired rail, or on its own shared NIC;
@@ -24,8 +26,10 @@ in rank order.
 
 **All-to-all and send/recv** cross nodes through PXN (``NCCL_PXN_DISABLE=0``,
 ``NCCL_P2P_PXN_LEVEL=2``, ``src/graph/search.cc:1398-1477``): the bytes first cross NVLink
-to the member on the destination's rail, then leave through that member's NIC; without
-such a member, directly.
+to the member on the sender's host with the destination's device index (the destination's
+rail), or to the first member sharing the NIC that one uses (``ncclTopoGetLocalGpu``), then
+leave through that member's NIC; without such a member, or one NVLink-connected to the
+sender, directly (:func:`.ncclflows.pxn_relay`).
 
 **Algorithms** (``src/graph/tuning.cc``): all-reduce runs as ring, tree, NVLS (one NVSwitch
 node, Hopper and later) or NVLSTree (NVSwitch nodes across the network), the fastest at

@@ -112,7 +112,8 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
     node's exit NIC meets the next node's entry NIC on the same rail (nccl#1189, 2 GPUs on
     2 NICs: ``NET/3 GPU/0 GPU/1 NET/2`` and ``NET/2 GPU/1 GPU/0 NET/3``); a partner slot
     beyond ``c`` is a NIC the next node's channels do not enter, and the channel crosses
-    rails to the next node's slot t.  The node's last slot when it has an odd count keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
+    rails to the next node's slot t.  With an odd number of nodes and an even ``c`` the wrap (last node ->
+    first) enters node 0 at the channel's own slot t, crossing rails (:func:`_wrap_crosses`).  The node's last slot when it has an odd count keeps its NIC (``crossNic`` 0, ``ncclTopoSearchCheckNet``): its path ends
     at the slot's last member when the NIC is shared (PIX), else at the member before the
     entry in the node's order, which hands the bytes back to the entry member (the PXN
     return to the channel's NIC, ``paths.cc``); so does a channel whose exit NIC is beside its
@@ -211,18 +212,39 @@ def _node_channels(dev: np.ndarray, block: np.ndarray, nodes: np.ndarray, rail: 
         i_grp = np.concatenate([i_grp, rows[E[back]]])
     # inter-node flows, one per channel t: from the last member of its exit slot x on block b to the first
     # member of slot x on block b+1 (rail-aligned), or of slot t when x >= c (the partner NIC is one the
-    # next node's channels do not enter: the channel crosses rails, as NCCL's would)
+    # next node's channels do not enter: the channel crosses rails, as NCCL's would); on an odd number of
+    # nodes the wrap (last node -> first) of a paired channel crosses rails too (:func:`_wrap_crosses`)
     u = np.flatnonzero(use)
     grp_u = run_grp[u]
     blk_u = run_B[u] % k
     xr = np.where(paired[u], partner_run[u], u)
     y = np.where(slot[xr] < c[grp_u], slot[xr], slot[u])
+    y = np.where(_wrap_crosses(blk_u, nodes[grp_u], c[grp_u]), slot[u], y)
     s_key = run_B[u] * k + slot[u]
     t_key = (grp_u * k + (blk_u + 1) % nodes[grp_u]) * k + y
     so = np.argsort(s_key, kind="stable")
     x_src = flat[run_last[xr]]
     x_dst = flat[run_first[u][so][np.searchsorted(s_key[so], t_key)]]
     return i_src, i_dst, i_grp, x_src, x_dst, blk_u, grp_u, c
+
+
+def _wrap_crosses(blk: np.ndarray, nodes: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per inter-node flow leaving node block ``blk``: True where it is the ring's wrap (last node -> first) and
+    NCCL's rail alternation leaves it crossing rails.
+
+    NCCL's search (``NCCL_CROSS_NIC=2``) pairs the channels: odd channel c+1 enters on channel c's exit NIC
+    and leaves on its entry NIC (``ncclTopoSearchRecNet``, ``src/graph/search.cc:740-742``;
+    ``ncclTopoSearchCheckNet``, ``search.cc:602-603``).  ``ncclTopoPostset`` ("Alternate rings to avoid
+    crossing rails", ``src/graph/connect.cc:401-411``) then swaps channels c <-> c^1 on the nodes of odd
+    index (``rankToNode[r] % 2 == 1``), only when the channel count is even, so node i's exit NIC and node
+    i+1's entry NIC share a rail.  ``connectRings`` (``connect.cc:95-113``) closes the ring from the last
+    node to node 0: with an odd number of nodes both are of even index, unswapped, so channel c leaves
+    the last node on its exit NIC (the partner rail) and enters node 0 on its entry NIC: the wrap hop
+    crosses rails (on a rail-optimised fabric: leaf -> spine -> leaf).  The caller applies this to
+    channels whose exit is a paired slot within ``c``; an odd ``c`` (no swap, and NCCL's channel
+    duplication mixes the pairs) is not modelled: those rings stay rail-aligned.
+    """
+    return (blk == nodes - 1) & (nodes % 2 == 1) & (c % 2 == 0)
 
 
 def ring_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, fb: float, channels_cap: int = 0,
@@ -308,26 +330,109 @@ def chain_flows(dev: np.ndarray, node_of: np.ndarray, rail: np.ndarray, nbytes: 
 
 
 def pxn_relay(src: np.ndarray, dst: np.ndarray, row: np.ndarray, dev: np.ndarray, node_of: np.ndarray,
-              rail: np.ndarray) -> np.ndarray:
-    """PXN relay device of each flow, shape (F,): the member of the flow's group (``row`` of
-    ``dev``) on the sender's node whose rail is the receiver's rail; ``src`` where there is
-    none or the flow stays inside a node (``src/graph/search.cc:1398-1477``)."""
+              rail: np.ndarray, local_index: np.ndarray | None = None, host_of: np.ndarray | None = None,
+              p2p_rail: np.ndarray | None = None, nvlink: tuple | None = None) -> np.ndarray:
+    """PXN relay device of each flow, shape (F,); ``src`` where the flow goes out directly.
+
+    NCCL's send/recv with ``NCCL_P2P_PXN_LEVEL=2`` (``ncclTopoGetNetDev``,
+    ``src/graph/search.cc:1420-1477``): the sender looks up, on its own host, the GPU with the
+    receiver's device index (``ncclTopoDevToRank(.., peerInfo[peer].nvmlDev ..)``, ``search.cc:1430-1434``;
+    none in the communicator: the sender's own NIC, no relay), takes that GPU's NIC
+    (``ncclTopoGetLocalNet``, ``search.cc:1436``; ``p2p_rail``) and proxies through the NIC's local
+    GPU (``ncclTopoGetLocalGpu``, ``search.cc:1459``, ``src/graph/topo.cc:2110-2133``: the first GPU
+    whose own NIC it is).  So the relay is the member on the sender's host on the *receiver's* rail
+    (same device index), or the member that owns the NIC that GPU uses (GPUs sharing one NIC: the
+    first of them).
+
+    Parameters
+    ----------
+    src, dst, row : numpy.ndarray of int, shape (F,)
+        Flows and the group (row of ``dev``) of each.
+    dev : numpy.ndarray of int, shape (g, k)
+        Members' devices.
+    node_of : numpy.ndarray of int, shape (num_devices,)
+        NCCL node: flows inside one node are never relayed.
+    rail : numpy.ndarray of int, shape (num_devices,)
+        Nearest NIC's rail (-1: none; a member without a NIC relays nothing).
+    local_index : numpy.ndarray of int, shape (num_devices,), optional
+        CUDA device index; None: the member whose ``rail`` is the receiver's rail (the rule before
+        NCCL's device-index lookup was modelled, kept for callers without device indices).
+    host_of : numpy.ndarray of int, shape (num_devices,), optional
+        Host of each device (NCCL's ``systemId``: on a multi-node NVLink domain the relay is on
+        the sender's own tray); None: ``node_of``.
+    p2p_rail : numpy.ndarray of int, shape (num_devices,), optional
+        NCCL's send/recv NIC per device (:meth:`~rankmap.solver.fabric.rails.NcclTopology.p2p_rails`);
+        None: ``rail``.
+    nvlink : (on_nvswitch, direct_key), optional
+        NCCL proxies only through a GPU NVLink-connected to the sender (``peerGpu->paths[GPU][g1].type
+        <= PATH_NVL``, ``search.cc:1465``): ``on_nvswitch`` (bool per device: linked to an NVSwitch; two
+        such GPUs of one host reach each other over it) and ``direct_key`` (sorted ``lo·n + hi`` of GPU
+        pairs joined by a direct link: NVLink bridges, hybrid cube meshes).  A relay that is neither
+        is dropped: the sender uses its own NIC.  None: no check.
+    """
     g, k = dev.shape
-    R = int(rail.max(initial=0)) + 1
-    NN = int(node_of.max(initial=0)) + 1
-    mr = rail[dev].ravel()
-    ok = mr >= 0
-    keys = ((np.repeat(np.arange(g), k) * NN + node_of[dev].ravel()) * R + np.maximum(mr, 0))[ok]
-    kd = dev.ravel()[ok]
-    uk, first = np.unique(keys, return_index=True)
-    ud = kd[first]
     out = src.copy()
-    need = (node_of[src] != node_of[dst]) & (rail[dst] >= 0) & (rail[src] != rail[dst])
-    if not need.any() or uk.size == 0:
+    need = node_of[src] != node_of[dst]
+    if not need.any():
         return out
-    q = (row[need] * NN + node_of[src[need]]) * R + rail[dst[need]]
-    pos = np.minimum(np.searchsorted(uk, q), uk.size - 1)
-    hit = uk[pos] == q
+    if local_index is None:
+        R = int(rail.max(initial=0)) + 1
+        NN = int(node_of.max(initial=0)) + 1
+        mr = rail[dev].ravel()
+        ok = mr >= 0
+        keys = ((np.repeat(np.arange(g), k) * NN + node_of[dev].ravel()) * R + np.maximum(mr, 0))[ok]
+        kd = dev.ravel()[ok]
+        uk, first = np.unique(keys, return_index=True)
+        ud = kd[first]
+        need &= (rail[dst] >= 0) & (rail[src] != rail[dst])
+        if not need.any() or uk.size == 0:
+            return out
+        q = (row[need] * NN + node_of[src[need]]) * R + rail[dst[need]]
+        pos = np.minimum(np.searchsorted(uk, q), uk.size - 1)
+        hit = uk[pos] == q
+        sel = np.flatnonzero(need)
+        out[sel[hit]] = ud[pos[hit]]
+        return out
+    host = node_of if host_of is None else host_of
+    p2p = rail if p2p_rail is None else p2p_rail
+    li = np.asarray(local_index, dtype=np.int64)
+    rows = np.repeat(np.arange(g), k)
+    md = dev.ravel()
+    has = rail[md] >= 0
+    md, rows = md[has], rows[has]
+    if md.size == 0:
+        return out
+    H = int(host.max(initial=0)) + 1
+    LI = int(li.max(initial=0)) + 1
+    R = int(p2p.max(initial=0)) + 2
+    # the member with a given device index on a given host, per group
+    k1 = (rows * H + host[md]) * LI + li[md]
+    u1, f1 = np.unique(k1, return_index=True)
+    d1 = md[f1]
+    # the owner of a NIC among a group's members on a host: the least device index using it
+    o = np.lexsort((li[md], (rows * H + host[md]) * R + p2p[md] + 1))
+    k2s = ((rows * H + host[md]) * R + p2p[md] + 1)[o]
+    first2 = np.ones(k2s.size, dtype=bool)
+    first2[1:] = k2s[1:] != k2s[:-1]
+    u2, d2 = k2s[first2], md[o][first2]
     sel = np.flatnonzero(need)
-    out[sel[hit]] = ud[pos[hit]]
+    q = (row[sel] * H + host[src[sel]]) * LI + li[dst[sel]]
+    pos = np.minimum(np.searchsorted(u1, q), u1.size - 1)
+    hit = u1[pos] == q
+    sel, cand = sel[hit], d1[pos[hit]]
+    q2 = (row[sel] * H + host[src[sel]]) * R + p2p[cand] + 1
+    pos2 = np.minimum(np.searchsorted(u2, q2), u2.size - 1)
+    relay = np.where(u2[pos2] == q2, d2[pos2], cand)
+    if nvlink is not None:
+        on_nvs, direct = nvlink
+        a, b = src[sel], relay
+        ok = (a == b) | (np.asarray(on_nvs)[a] & np.asarray(on_nvs)[b])
+        direct = np.asarray(direct, dtype=np.int64)
+        if direct.size:
+            n = int(np.asarray(on_nvs).size)
+            key = np.minimum(a, b) * n + np.maximum(a, b)
+            p = np.minimum(np.searchsorted(direct, key), direct.size - 1)
+            ok |= direct[p] == key
+        relay = np.where(ok, relay, a)
+    out[sel] = relay
     return out

@@ -505,5 +505,5 @@ def cluster_from_graph(graph: nx.Graph, check=None, nccl: "NcclModel | None" = N
     if check is not None:  # each phase takes a second or more at 131,072 GPUs on a loaded machine
         check()
     object.__setattr__(cl, "nccl_topology", nccl_topology(graph, devices, cl.host_of, fabric, arch,
-                                                        (nodes, src, dst, raw_bw), check))
+                                                        (nodes, src, dst, raw_bw), check, cl.local_index))
     return cl

@@ -43,6 +43,10 @@ class NcclTopology:
         Every NIC nearest the device (all at its nearest distance: NCCL's PIX NICs of the GPU,
         ``ncclTopoSelectNets`` lists them all and a ring channel may enter at each), as rail
         indices ascending, padded with -1; column 0 is ``rail``.  None: ``rail`` alone.
+    p2p_rail : numpy.ndarray of int64, shape (n,), or None
+        The NIC NCCL's send/recv uses for the device on channel 0 (``ncclTopoGetLocalNet``,
+        :func:`p2p_rails`): differs from ``rail`` only for a GPU among several sharing several
+        NICs (HGX A100: GPUs 0 and 1 on NICs 0 and 1 -> GPU 1 uses NIC 1).  None: ``rail``.
     """
 
     node_of: np.ndarray
@@ -51,6 +55,11 @@ class NcclTopology:
     nvlink_gbps: np.ndarray
     arch: str | None = None
     nic_rails: np.ndarray | None = None
+    p2p_rail: np.ndarray | None = None
+
+    def p2p_rails(self) -> np.ndarray:
+        """NCCL's channel-0 send/recv NIC (rail) of each device, shape (n,) (:attr:`p2p_rail`, else ``rail``)."""
+        return self.rail if self.p2p_rail is None else self.p2p_rail
 
     def rails(self) -> np.ndarray:
         """Every nearest NIC's rail per device, shape (n, m) (:attr:`nic_rails`, or ``rail`` as one column)."""
@@ -93,8 +102,99 @@ def _nearest_nic(graph: nx.Graph, d, every: bool = False) -> object:
     return [] if every else None
 
 
+def _mirror_bits(val: int, pow2: int) -> int:
+    """NCCL's ``mirrorBits`` (``src/graph/topo.h:288-294``): the low log2(pow2) bits of ``val`` reversed."""
+    out, b, mb = 0, 1, pow2 >> 1
+    while b < pow2:
+        if val & b:
+            out |= mb
+        b, mb = b << 1, mb >> 1
+    return out
+
+
+#: NCCL's PCIe bandwidth over the data rate rankmap's readers give a PCIe link: NCCL counts 240 (x100 Mb/s) per
+#: Gen5 lane and width·speed/80 GB/s (``kvDictPciGen``, ``src/graph/topo.cc:545-557,657``: Gen5 x16 = 48, Gen4 x16
+#: = 24 GB/s) where the readers give 63 and 31.5 (128b/130b data rate): 0.75 · 130/128.
+NCCL_PCIE_FACTOR = 0.75 * 130 / 128
+
+
+def nccl_local_nets(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray,
+                    slots: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The NICs NCCL lets each GPU use, and its send/recv NIC: ``(rails (n, m), p2p (n,))``.
+
+    ``ncclTopoGetLocalNetType`` (``src/graph/topo.cc:2039-2075``, NETDEVS_POLICY AUTO): the GPU's
+    local NICs (``localNets``: its nearest, ascending), the GPUs local to the first of them
+    (``localGpuCount``), ``netsPerGpu = ceil(#localNets / localGpuCount)``; channel c uses
+    ``localNets[(dev % localGpuCount, bits mirrored when #localNets is a power of two) + c % netsPerGpu]``.
+    So GPUs sharing one NIC all use it, two GPUs sharing two NICs use one each (HGX A100: dev 0
+    the first, dev 1 the second), a GPU with three NICs of its own all three.  A ring channel enters
+    a node at its NIC's local GPU (``net->net.localGpu``, ``ncclTopoSearchRecNet``, ``search.cc:791``;
+    ``ncclTopoGetLocalGpu``, ``topo.cc:2110-2133``: the GPU whose channel-0.. NIC it is).
+
+    ``slots`` caps the NICs per GPU: a ring channel of the search's speed (one NIC's: 48 GB/s per
+    400G) takes that bandwidth on the GPU's PCIe link each way (``ncclTopoFollowPath`` subtracts it
+    from every link of the GPU <-> NIC path, ``search.cc:81-166``), so a GPU whose x16 link is 48 GB/s
+    to NCCL (Gen5) carries one channel at 48 however many NICs sit on its switch (12-NIC Hopper
+    hosts: 8 channels, not 12).  Computed over every GPU of the node (a sub-communicator sees only
+    its members: a group holding one GPU of a pair sharing two NICs may use both where PCIe allows,
+    which this under-counts).
+
+    Parameters
+    ----------
+    node_of : numpy.ndarray of int, shape (n,)
+    nic_rails : numpy.ndarray of int, shape (n, m)
+        Every nearest NIC's rail per device, ascending, -1 padded.
+    local_index : numpy.ndarray of int, shape (n,)
+        CUDA device index (NCCL's ``gpu.dev``).
+    slots : numpy.ndarray of int, shape (n,), optional
+        Most channels the GPU's PCIe link carries at the NIC's speed (≥ 1); None: no cap.
+
+    Returns
+    -------
+    rails : numpy.ndarray of int64, shape (n, m)
+        The NICs each GPU may run ring channels on, ascending, -1 padded.
+    p2p : numpy.ndarray of int64, shape (n,)
+        Its channel-0 NIC (send/recv, PXN), -1 for none.
+    """
+    R = np.asarray(nic_rails, dtype=np.int64)
+    out = R.copy()
+    p2p = R[:, 0].copy()
+    cnt = (R >= 0).sum(axis=1)
+    multi = np.flatnonzero(cnt > 1)
+    if multi.size == 0:
+        return out, p2p
+    ok = R >= 0
+    width = int(R.max(initial=0)) + 1
+    keys = (np.broadcast_to(node_of[:, None], R.shape)[ok].astype(np.int64) * width + R[ok])
+    uk, gpus = np.unique(keys, return_counts=True)  # GPUs near each NIC
+    Rm, c = R[multi], cnt[multi].astype(np.int64)
+    n_gpu = np.maximum(gpus[np.searchsorted(uk, node_of[multi].astype(np.int64) * width + Rm[:, 0])], 1)
+    base = np.asarray(local_index, dtype=np.int64)[multi] % n_gpu
+    # mirrorBits(base, c) where c is a power of two (topo.h:288-294): the low log2(c) bits reversed
+    pow2 = (c & (c - 1)) == 0
+    bits = np.where(pow2, np.log2(np.maximum(c, 1)).round().astype(np.int64), 0)
+    mirrored = np.zeros_like(base)
+    for b in range(int(bits.max(initial=0))):
+        mirrored |= np.where(b < bits, ((base >> b) & 1) << np.maximum(bits - 1 - b, 0), 0)
+    base = np.where(pow2, mirrored, base)
+    per = -(-c // n_gpu)
+    if slots is not None:
+        per = np.maximum(1, np.minimum(per, np.asarray(slots, dtype=np.int64)[multi]))
+    j = np.arange(R.shape[1])[None, :]
+    pick = np.where(j < per[:, None], Rm[np.arange(multi.size)[:, None], (base[:, None] + j) % c[:, None]], -1)
+    p2p[multi] = pick[:, 0]
+    out[multi] = np.sort(np.where(pick >= 0, pick, np.iinfo(np.int64).max), axis=1)
+    out[out == np.iinfo(np.int64).max] = -1
+    return out, p2p
+
+
+def p2p_rails(node_of: np.ndarray, nic_rails: np.ndarray, local_index: np.ndarray) -> np.ndarray:
+    """NCCL's channel-0 NIC of each GPU for send/recv, shape (n,) (-1: no NIC; :func:`nccl_local_nets`)."""
+    return nccl_local_nets(node_of, nic_rails, local_index)[1]
+
+
 def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabric, arch: str | None,
-                  edges: tuple, check=None) -> NcclTopology:
+                  edges: tuple, check=None, local_index: np.ndarray | None = None) -> NcclTopology:
     """The :class:`NcclTopology` of a validated cluster graph.
 
     Parameters
@@ -115,6 +215,9 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
         (GB/s), shapes (m,): a NIC's port rate is its fastest link to a network switch.
     check : callable, optional
         A cancellation check point, called every few thousand GPUs searched (it raises to stop).
+    local_index : numpy.ndarray of int, shape (n,), optional
+        CUDA device index of each device, for NCCL's send/recv NIC (:func:`p2p_rails`); None:
+        the send/recv NIC is ``rail``.
     """
     n = len(devices)
     nodes = dict(graph.nodes(data=True))  # plain dict lookups: the node view's cost a second at 131,072 GPUs
@@ -212,4 +315,19 @@ def nccl_topology(graph: nx.Graph, devices: Sequence, host_of: np.ndarray, fabri
             rs = sorted(index[(int(node_of[i]), x)] for x in xs)
             nic_rails[i, :len(rs)] = rs
             rail[i] = rs[0]
-    return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails)
+    p2p = None
+    if nic_rails is not None and local_index is not None:
+        # channels a GPU's PCIe link carries at its NIC's speed: NCCL's PCIe rate of its link to its PCIe parent
+        # over the NIC's (no PCIe parent in the graph: no cap)
+        pcie = np.where(np.isin(akind, ("pcie_switch", "host_bridge", "cpu")), fabric.att_gbps, 0.0).max(axis=1)
+        slots = np.where((pcie > 0) & (nic_gbps > 0),
+                         np.floor(pcie * NCCL_PCIE_FACTOR / np.maximum(nic_gbps, 1e-9) + 0.01), 1 << 20)
+        nic_rails, p2p = nccl_local_nets(node_of, nic_rails, np.asarray(local_index, dtype=np.int64),
+                                         np.maximum(slots, 1).astype(np.int64))
+        rail = nic_rails[:, 0].copy()
+        nic_rails = nic_rails[:, (nic_rails >= 0).any(axis=0)]
+        if nic_rails.shape[1] <= 1:
+            nic_rails = None
+        if np.array_equal(p2p, rail):
+            p2p = None
+    return NcclTopology(node_of, rail, nic_gbps, nvl, arch, nic_rails, p2p)

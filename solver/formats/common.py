@@ -78,6 +78,11 @@ __all__ = [
 
 # ---------------------------------------------------------------- PCIe
 
+#: NCCL's PCIe bandwidth over the data rate these readers give a PCIe link: NCCL counts width x (240 per Gen5 lane) / 80
+#: (``kvDictPciGen``, ``NVIDIA/nccl:src/graph/topo.cc:545-557,657``: Gen5 x16 = 48, Gen4 x16 = 24 GB/s) where
+#: :func:`pcie_rate` gives 63 and 31.5 (128b/130b): 0.75 x 130/128.
+NCCL_PCIE_FACTOR = 0.75 * 130 / 128
+
 #: PCIe per-lane data rate, GB/s per direction, by transfer rate in GT/s.
 #: Gen3/4/5: 0.985 / 1.97 / 3.94 GB/s per lane [bw §4, src 14, 15]; Gen6: the lower of
 #: the published ~7.56-7.88 GB/s [bw §4, src 15, 16].  Gen1/Gen2 (2.5 / 5 GT/s, 8b/10b
@@ -396,6 +401,7 @@ class HostTemplate:
                     x = prev.get(x)
                 picks.append((n, best[n][0], best[n][1], path[::-1]))
             chosen[g] = picks
+        self._one_channel_per_gpu_link(chosen, adj, port)
         used = list(dict.fromkeys(n for picks in chosen.values() for n, *_ in picks))
         for n in nics:
             attrs_of[n]["fabric_port"] = n in used
@@ -441,6 +447,44 @@ class HostTemplate:
                 f"NICs {', '.join(x.removeprefix('nic:') for x in unused)} are no GPU's nearest NIC: kept on their "
                 "PCIe switch, not linked to the fabric")
     
+    def _one_channel_per_gpu_link(self, chosen: dict, adj: Mapping, port: Mapping) -> None:
+        """Several NICs nearest one GPU alone, behind its own PCIe link: keep those NCCL can drive through it.
+
+        NCCL's ring search takes the channel's speed (one NIC's, 48 GB/s per 400G) on every link of
+        the GPU <-> NIC path (``ncclTopoFollowPath``, ``src/graph/search.cc:81-166``), and its PCIe
+        rate is ``width · GT/s`` per ``kvDictPciGen`` (``src/graph/topo.cc:545-557,657``: Gen5 x16 =
+        48, Gen4 x16 = 24 GB/s; :data:`NCCL_PCIE_FACTOR` of the data rate): a GPU with three NICs on
+        its switch (12-NIC Hopper hosts) runs one channel at 48, not three, and its sends use its
+        first NIC (``ncclTopoGetLocalNet``, channel 0).  Linking every NIC to the GPU would give it
+        3 x 50 GB/s to the network through a 63 GB/s link; so the GPU keeps ``max(1, ⌊link ·
+        factor / (0.96 · port)⌋)`` of them, first by NIC index, and the rest are left on the PCIe
+        switch (no GPU's nearest), with a warning.
+        """
+        from collections import Counter
+
+        count = Counter(n for picks in chosen.values() for n, *_ in picks)
+        for g, picks in chosen.items():
+            alone = [p for p in picks if count[p[0]] == 1]
+            if len(alone) < 2:
+                continue
+            first = {p[3][0] if p[3] else None for p in alone}
+            if len(first) != 1 or None in first:
+                continue
+            link = adj[g].get(first.pop())
+            if not link:
+                continue
+            channel = min(port[n] for n, *_ in alone) * 0.96  # NCCL's ladder speed for the NIC (fabric.rates)
+            keep = max(1, int(link * NCCL_PCIE_FACTOR / channel + 0.01))
+            if keep >= len(alone):
+                continue
+            drop = {p[0] for p in alone[keep:]}
+            chosen[g] = [p for p in picks if p[0] not in drop]
+            self.warnings.append(
+                f"GPU {g}: NICs {', '.join(sorted(x.removeprefix('nic:') for x in drop))} share its "
+                f"{fmt_gbps(link)} GB/s PCIe link with {', '.join(p[0].removeprefix('nic:') for p in alone[:keep])}; "
+                f"NCCL runs {keep} ring channel{'s' if keep > 1 else ''} through it at the NIC's speed "
+                "(search.cc ncclTopoFollowPath): they are not linked to the GPU")
+
     # -- queries
     @property
     def gpu_count(self) -> int:
