@@ -28,14 +28,17 @@ DUAL_ROUNDS = 3
 
 
 class _Term:
-    """One part's time as a function of the split count ``s`` of its class:
-    ``max(c0, [s≥1]·c1, max over lines (g·s + h))`` (the cut term: ``g·s``; a chain's also ``2g·s − g·ē``)."""
+    """One part's time as a function of the split count ``s`` of its class and its touched-group count ``p``:
+    ``max(c0, [s≥1]·c1, max over lines (g·s + h), [s≥1]·max over plines (β·p + h))`` (the cut term:
+    ``g·s``; a chain's also ``2g·s − g·ē``; ``β·p``: NCCL's channels (:mod:`.cutbound`), embedding
+    pairs a domain must split (:mod:`.endpair`))."""
 
-    __slots__ = ("c0", "c1", "lines")
+    __slots__ = ("c0", "c1", "lines", "plines")
 
-    def __init__(self, c0: float, c1: float, g: float, lines: tuple = ()):
+    def __init__(self, c0: float, c1: float, g: float, lines: tuple = (), plines: tuple = ()):
         self.c0, self.c1 = float(c0), float(c1)
         self.lines = tuple((float(a), float(b)) for a, b in lines) or ((float(g), 0.0),)
+        self.plines = tuple((float(a), float(b)) for a, b in plines if a > 0)
 
 
 def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
@@ -93,20 +96,23 @@ def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
 
 
 def _pieces(terms: list[_Term], a: float, b: float):
-    """Σ_terms max(c', max over lines (g·u + h)) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
+    """Σ_terms max(c', max over lines (g·u + h), β_t·P) with ``u = a·P + b`` (``P = e^y``), as pieces
+    (P lo, P hi, α, β).
 
     The cost of a class with at least one split group when ``s ≥ u``: ``s ≥
     max(1, u)`` makes each term ``max(c0, c1, g·max(1, u) + h, …) = max(c', g·u + h, …)``
-    (slopes ``g ≥ 0``).  On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces
-    are in increasing ``P`` and cover ``[0, ∞)``.
+    (slopes ``g ≥ 0``).  A term's line ``β·P + h`` in ``P`` itself (``plines``, not in ``s``) joins
+    the lines as ``(β/a)·u − β·b/a + h`` but not ``c'`` (its value at ``s = 1`` is no floor).
+    On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces are in increasing ``P`` and cover ``[0, ∞)``.
     """
     cs = [max([t.c0, t.c1] + [g + h for g, h in t.lines]) for t in terms]
+    lines_of = [t.lines + tuple((be / a, h - be * b / a) for be, h in t.plines) for t in terms]
     bps = set()
-    for c, t in zip(cs, terms):
-        for i, (g, h) in enumerate(t.lines):
+    for c, t, tl in zip(cs, terms, lines_of):
+        for i, (g, h) in enumerate(tl):
             if g > 0:
                 bps.add(((c - h) / g - b) / a)  # g·(aP + b) + h = c'
-            for g2, h2 in t.lines[i + 1:]:
+            for g2, h2 in tl[i + 1:]:
                 if g != g2:
                     bps.add(((h2 - h) / (g - g2) - b) / a)  # two lines cross
     edges = [0.0] + sorted(x for x in bps if x > 0 and np.isfinite(x)) + [np.inf]
@@ -115,8 +121,8 @@ def _pieces(terms: list[_Term], a: float, b: float):
         mid = lo + 1.0 if hi == np.inf else 0.5 * (lo + hi)
         u = a * mid + b
         alpha = beta = 0.0
-        for c, t in zip(cs, terms):
-            g, h = max(t.lines, key=lambda gh: gh[0] * u + gh[1])
+        for c, tl in zip(cs, lines_of):
+            g, h = max(tl, key=lambda gh: gh[0] * u + gh[1])
             if g > 0 and g * u + h > c:
                 alpha += g * b + h
                 beta += g * a
@@ -346,8 +352,13 @@ def domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class
     return 0.0 if not np.isfinite(best) else best
 
 
+def _half(pieces):
+    """A class's pieces at half its time (``α/2 + β/2·P``)."""
+    return [(lo, hi, a / 2.0, b / 2.0) for lo, hi, a, b in pieces]
+
+
 def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, covers,
-                      target: float = 0.0, own: tuple[dict, dict] | None = None) -> float:
+                      target: float = 0.0, own: tuple[dict, dict] | None = None, both: frozenset = frozenset()) -> float:
     """Least Σ_c max(T_c of the inner domain, T_c of the outer) over two nested domains, seconds.
 
     A class's time is at least its term for every domain, so for a domain of
@@ -363,6 +374,9 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
     soon as a pair's value is at most ``target`` (the caller's bound so far:
     the result could not raise it).  ``own``: caches of each side's own duals
     by combination index, shared between calls on the same combinations.
+    ``both``: indices (in sorted class order) of classes whose two sides' terms bound
+    two different parts (:mod:`.endpair`: a pipeline class's chains on one domain, its
+    embedding pairs on the other), charged on both sides (``t_c(inner) + t_c(outer)``).
     0 when either side has no combination.
     """
     if not inner or not outer:
@@ -372,7 +386,10 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
     own_in, own_out = own if own is not None else ({}, {})
     f_in = np.array([f for f, _b, _p in inner])
     f_out = np.array([f for f, _b, _p in outer])
-    floors = np.maximum(f_in[:, None, :], f_out[None, :, :]).sum(axis=2)
+    floors = np.maximum(f_in[:, None, :], f_out[None, :, :])
+    for c in both:
+        floors[:, :, c] = f_in[:, None, c] + f_out[None, :, c]
+    floors = floors.sum(axis=2)
     order = np.argsort(floors, axis=None, kind="stable")
     free = [(0.0, np.inf, 0.0, 0.0)]
     best = np.inf
@@ -385,6 +402,9 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
             best = min(best, fl)
             break
         theta = f_in[i] >= f_out[j]
+        keep_out = ~theta
+        for c in both:
+            theta[c] = keep_out[c] = True
         (_f, b_in, p_in), (_g, b_out, p_out) = inner[i], outer[j]
         if i not in own_in:
             own_in[i] = _dual_bound(lm_in, wmat, b_in, p_in)
@@ -393,7 +413,11 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
         v = max(own_in[i], own_out[j])
         if v < best:
             v = max(v, _dual_bound(lm_in, wmat, b_in, [p if t else free for p, t in zip(p_in, theta)])
-                    + _dual_bound(lm_out, wmat, b_out, [free if t else p for p, t in zip(p_out, theta)]))
+                    + _dual_bound(lm_out, wmat, b_out, [p if t else free for p, t in zip(p_out, keep_out)]))
+        if both and v < best:
+            # Σ_c max(a_c, b_c) ≥ Σ_c (a_c + b_c)/2: the other classes at half their terms on each side
+            v = max(v, _dual_bound(lm_in, wmat, b_in, [p if c in both else _half(p) for c, p in enumerate(p_in)])
+                    + _dual_bound(lm_out, wmat, b_out, [p if c in both else _half(p) for c, p in enumerate(p_out)]))
         best = min(best, v)
         if best <= target:
             break
