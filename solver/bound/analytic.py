@@ -284,13 +284,17 @@ def search_lower_bound(
         lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
                                                          for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
-        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
+        def plain_joint() -> float:
+            return joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min
+
+        split = None
         if mode == "free":
             from .casesplit import tp_case_bound
 
             # tp groups inside hosts (launcher layouts of tp-first orders) or some split (module casesplit)
-            plain = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
-                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain)
+            split = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
+                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint)
+        plain = max(plain, plain_joint()) if split is None else max(plain, split)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf

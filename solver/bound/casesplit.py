@@ -20,7 +20,8 @@ members, every free layout (any order, any bijection) is in one of two cases:
   rest of the bound (classes apart, then jointly: :func:`~rankmap.solver.bound.cutbound.joint_cut_bound`,
   NCCL's latency beyond each floor) bounds case B.
 
-The free bound is then at least ``min(A, B)``.  Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
+The free bound is then at least ``min(A, B)``; ``B`` is at least the joint bound without the split
+(the same with some floors raised), so when ``B ≤ A`` that one is not computed.  Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
 hosts, 50 GB/s NICs): keeping tp inside hosts leaves each data-parallel group one member per host,
 one channel (the launcher bound, 28.5 ms); splitting a tp group costs ``2·7/8·1.61 GB /
 (4 · 50 GB/s) = 14.1 ms`` for tp alone (B: 26.2 ms); the one-host-at-a-time joint bound saw 24.8 ms.
@@ -28,7 +29,7 @@ one channel (the launcher bound, 28.5 ms); splitting a tp group costs ``2·7/8·
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -87,11 +88,14 @@ def _tp_first_orders(cfg0: ParallelConfig, G: int) -> list[ParallelConfig]:
 
 
 def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, float],
-                  exposure: Mapping[str, float], parts: dict, own: dict, plain: float) -> float:
-    """``max(plain, min(A, B))`` (module doc), seconds; ``plain`` when the split does not apply.
+                  exposure: Mapping[str, float], parts: dict, own: dict, plain: float,
+                  plain_joint: Callable[[], float]) -> float | None:
+    """``max(plain, plain joint bound, min(A, B))`` (module doc), seconds; None when the split does not apply.
 
     ``parts``: per class its parts ``(Collective, groups, size)``; ``own``: per class the parts'
-    own floors (the size terms); ``plain``: the free bound so far (a bound on both cases).
+    own floors (the size terms); ``plain``: the classes apart (their floors and latency);
+    ``plain_joint()``: the joint bound over the size terms, computed only when ``A < B`` (``B`` is
+    at least it: the same joint bound with some floors raised, and latency nondecreasing in them).
     """
     from ..traffic import class_group_size
     from .analytic import search_lower_bound
@@ -103,19 +107,19 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     topo = cluster.nccl_topology
     if not (CASE_SPLIT_RANKS[0] < W <= CASE_SPLIT_RANKS[1]) or not cluster.equal_hosts or topo is None \
             or not np.array_equal(topo.node_of, cluster.host_of) or cluster.num_devices != W:
-        return plain
+        return None
     G = int(cluster.gpus_per_host[0])
     tp = parts.get("tp") or []
     x_tp = float(exposure.get("tp", 1.0))
     if G < 2 or class_group_size("tp", cfg0) != G or x_tp <= 0 or not tp \
             or any(p.kind not in RING_KINDS or k != G for p, _g, k in tp):
-        return plain
+        return None
     orders = _tp_first_orders(cfg0, G)
     if not orders:
-        return plain
+        return None
     a = search_lower_bound(cluster, orders, traffic, exposure, "launcher", plain=plain)
     if a <= plain:
-        return plain
+        return None
     charge(BOUND_PART_SECONDS * sum(len(v) for v in parts.values()))
     floors = {c: list(v) for c, v in own.items()}
     floors["tp"] = [max(f, split_floor_seconds(cluster, p, k)) for f, (p, _g, k) in zip(floors["tp"], tp)]
@@ -128,7 +132,7 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     b = max(total, joint + lat)
     if b < a:
         b = max(b, _latency_chord(cluster, cfg0, parts, exposure, floors, extra, joint, lat))
-    return max(plain, min(a, b))
+    return max(plain, b) if b <= a else max(plain, a, plain_joint())
 
 
 def _latency_chord(cluster, cfg0, parts, exposure, floors, extra, joint: float, lat: float) -> float:

@@ -90,7 +90,7 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .rates import suffix_rates
-from .endpair import level_end_pair_bound
+from .endpair import END_PAIR_MAX_RANKS, level_end_pair_bound
 from .gridcut import _chain_term, _Term, domain_combos, domain_grid_bound, nested_grid_bound
 
 __all__ = ["joint_cut_bound", "grid_classes"]
@@ -347,9 +347,9 @@ def joint_cut_bound(
                         int(m), axes, classes, covers, strong, class_k, class_groups))
                 if np.isfinite(least_strong):
                     best = max(best, least_strong)
-                if pair_shapes:
+                if pair_shapes and cfg.world_size <= END_PAIR_MAX_RANKS:
                     best = max(best, level_end_pair_bound(pair_shapes, axes, classes, covers, class_k,
-                                                          class_groups, best))
+                                                          class_groups))
                 levels.append((doms[lvl], sizes, caps, weak_of))
         best = max(best, _nested_best(levels, axes, classes, covers, class_k, class_groups, best))
         return best

@@ -12,9 +12,9 @@ embedding class for its own busiest one, so
 
 ``T_pp + T_emb ≥ pp(D−) + emb(D+)``  for any two domains ``D−``, ``D+`` of the level,
 
-and the other classes pay at least ``max(t_c(D−), t_c(D+)) ≥`` either term (the pair is split
-between the two domains' duals as in :func:`~rankmap.solver.bound.gridcut.nested_grid_bound`,
-the pipeline class charged on both sides: ``both``).
+and the other classes pay at least ``max(t_c(D−), t_c(D+)) ≥ (t_c(D−) + t_c(D+))/2``: the two
+domains are bounded apart, each with the other classes at half their time
+(:func:`_half_side`), and the two least values summed.
 
 Which two.  In a domain ``D`` let ``a`` chains lie whole, ``b`` be split with both ends in
 ``D``, ``e`` split with exactly one end in ``D`` (each splits its embedding pair: one flow of
@@ -30,11 +30,10 @@ pair, ``E0`` the embedding parts' own floor; a line in ``p``, ``_Term.plines``).
 2G/n``, the mean), whose pipeline flows are ``max(s, 2s − ē)`` per chain part
 (:func:`~rankmap.solver.bound.gridcut._chain_term` without embedding parts).  ``D−`` and ``D+``
 may be the same domain: the bound then holds a fortiori (one domain meets both
-constraints).  The domains' shapes are not known: the least over every pair of the level's
-shapes (up to ``PAIR_SHAPES_MAX`` shapes), each pair as in ``nested_grid_bound`` (the other
-classes on the side of their higher floor) and, splitting ``max(t_c(D−), t_c(D+)) ≥ (t_c(D−) +
-t_c(D+))/2``, the two domains apart: the least over shapes of each side's bound with the other
-classes at half their time, summed (valid for every pair, so the larger of the two stands).
+constraints).  The domains' shapes are not known: each side is the least over the level's shapes
+(up to ``PAIR_SHAPES_MAX`` shapes).  (Charging each other class on the side of its higher floor,
+as :func:`~rankmap.solver.bound.gridcut.nested_grid_bound` does for nested domains, raised no
+quality instance further and took shapes² pairs of duals.)
 
 Example (``tests/test_endpair.py``): eight leaves of 32 GPUs under 4:1 uplinks, tp4 cp2 pp4:
 dp at its floor needs each leaf to hold one stage, so the leaves of the first and last stage
@@ -46,13 +45,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gridcut import _chain_term, _dual_bound, _half, _Term, _weights, domain_combos, nested_grid_bound
+from .gridcut import _chain_term, _dual_bound, _half, _Term, _weights, domain_combos
 
-__all__ = ["level_end_pair_bound", "PAIR_SHAPES_MAX"]
+__all__ = ["level_end_pair_bound", "PAIR_SHAPES_MAX", "END_PAIR_MAX_RANKS"]
 
-#: Levels with more distinct domain shapes than this skip the end-pair bound (shapes² pairs; fragmented
-#: levels, where it added work at 512 GPUs and no bound on the quality instances).
+#: Levels with more distinct domain shapes than this skip the end-pair bound (fragmented levels).
 PAIR_SHAPES_MAX = 4
+#: The end-pair bound runs up to this many ranks: at 512 GPUs it added 0.1-0.3 s of bound work and
+#: raised no quality instance's bound (ft-oversub-32x8, 256 GPUs: 44.9 -> 45.5 ms; nvpairs-8x8: 101.0 -> 102.2).
+END_PAIR_MAX_RANKS = 256
 
 
 def emb_only_term(embs, m: float, mean_chains: float) -> _Term:
@@ -80,18 +81,16 @@ def _half_side(m: int, combos: list, pp: int, wmat: np.ndarray) -> float:
     return best
 
 
-def level_end_pair_bound(shapes: dict, axes, classes, covers, class_k, class_groups, target: float) -> float:
-    """The least over pairs of the level's shapes of the end-pair bound (module doc), seconds (0: none).
+def level_end_pair_bound(shapes: dict, axes, classes, covers, class_k, class_groups) -> float:
+    """The end-pair bound of one level (module doc), seconds (0: none).
 
     ``shapes``: ``{(m, capacity): (terms, ends)}`` with ``terms`` the shape's class terms and
     ``ends = (other pp terms, chain parts, embedding parts, ē, G/n)`` (the chain and embedding
-    tuples of :func:`~rankmap.solver.bound.gridcut._chain_term`).  Stops once the least is at most
-    ``target`` (it could not raise the caller's bound).
+    tuples of :func:`~rankmap.solver.bound.gridcut._chain_term`).
     """
     if not shapes or "pp" not in classes or len(shapes) > PAIR_SHAPES_MAX:
         return 0.0
     names = sorted(classes)
-    both = frozenset({names.index("pp")})
     minus, plus = {}, {}
     for key, (terms, (other, chain, embs, ebar, mean)) in shapes.items():
         m = int(key[0])
@@ -107,16 +106,4 @@ def level_end_pair_bound(shapes: dict, axes, classes, covers, class_k, class_gro
     wmat = _weights(covers, names)
     half = (min(_half_side(int(k[0]), c, names.index("pp"), wmat) for k, c in minus.items())
             + min(_half_side(int(k[0]), c, names.index("pp"), wmat) for k, c in plus.items()))
-    if not np.isfinite(half):
-        return 0.0
-    target = max(target, half)
-    best = np.inf
-    for k1, c1 in minus.items():
-        for k2, c2 in plus.items():
-            if not c1 or not c2:
-                return 0.0
-            best = min(best, nested_grid_bound(int(k1[0]), c1, int(k2[0]), c2, classes, covers, target, both=both))
-            if best <= target:
-                return float(half)  # the pairs cannot raise the caller's bound nor the two sides' bound
-    best = max(best, half)  # the pairs' least, and the two sides apart (each a bound on every pair)
-    return 0.0 if not np.isfinite(best) else float(best)
+    return float(half) if np.isfinite(half) else 0.0

@@ -353,12 +353,12 @@ def domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class
 
 
 def _half(pieces):
-    """A class's pieces at half its time (``α/2 + β/2·P``)."""
+    """A class's pieces at half its time (``α/2 + β/2·P``; :mod:`.endpair`)."""
     return [(lo, hi, a / 2.0, b / 2.0) for lo, hi, a, b in pieces]
 
 
 def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, covers,
-                      target: float = 0.0, own: tuple[dict, dict] | None = None, both: frozenset = frozenset()) -> float:
+                      target: float = 0.0, own: tuple[dict, dict] | None = None) -> float:
     """Least Σ_c max(T_c of the inner domain, T_c of the outer) over two nested domains, seconds.
 
     A class's time is at least its term for every domain, so for a domain of
@@ -374,9 +374,6 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
     soon as a pair's value is at most ``target`` (the caller's bound so far:
     the result could not raise it).  ``own``: caches of each side's own duals
     by combination index, shared between calls on the same combinations.
-    ``both``: indices (in sorted class order) of classes whose two sides' terms bound
-    two different parts (:mod:`.endpair`: a pipeline class's chains on one domain, its
-    embedding pairs on the other), charged on both sides (``t_c(inner) + t_c(outer)``).
     0 when either side has no combination.
     """
     if not inner or not outer:
@@ -386,10 +383,7 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
     own_in, own_out = own if own is not None else ({}, {})
     f_in = np.array([f for f, _b, _p in inner])
     f_out = np.array([f for f, _b, _p in outer])
-    floors = np.maximum(f_in[:, None, :], f_out[None, :, :])
-    for c in both:
-        floors[:, :, c] = f_in[:, None, c] + f_out[None, :, c]
-    floors = floors.sum(axis=2)
+    floors = np.maximum(f_in[:, None, :], f_out[None, :, :]).sum(axis=2)
     order = np.argsort(floors, axis=None, kind="stable")
     free = [(0.0, np.inf, 0.0, 0.0)]
     best = np.inf
@@ -402,9 +396,6 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
             best = min(best, fl)
             break
         theta = f_in[i] >= f_out[j]
-        keep_out = ~theta
-        for c in both:
-            theta[c] = keep_out[c] = True
         (_f, b_in, p_in), (_g, b_out, p_out) = inner[i], outer[j]
         if i not in own_in:
             own_in[i] = _dual_bound(lm_in, wmat, b_in, p_in)
@@ -413,11 +404,7 @@ def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, 
         v = max(own_in[i], own_out[j])
         if v < best:
             v = max(v, _dual_bound(lm_in, wmat, b_in, [p if t else free for p, t in zip(p_in, theta)])
-                    + _dual_bound(lm_out, wmat, b_out, [p if t else free for p, t in zip(p_out, keep_out)]))
-        if both and v < best:
-            # Σ_c max(a_c, b_c) ≥ Σ_c (a_c + b_c)/2: the other classes at half their terms on each side
-            v = max(v, _dual_bound(lm_in, wmat, b_in, [p if c in both else _half(p) for c, p in enumerate(p_in)])
-                    + _dual_bound(lm_out, wmat, b_out, [p if c in both else _half(p) for c, p in enumerate(p_out)]))
+                    + _dual_bound(lm_out, wmat, b_out, [free if t else p for p, t in zip(p_out, theta)]))
         best = min(best, v)
         if best <= target:
             break
