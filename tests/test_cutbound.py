@@ -304,7 +304,10 @@ def test_embedding_pairs_tie_the_chain_ends():
     fbt, fbp = flow_bytes("all_reduce", 4e9, 2), flow_bytes("p2p_chain", 1e9, 4)
     fbe = flow_bytes("all_reduce", 2e9, 2)
     lb = lower_bound(cl, cfg, traffic)
-    assert lb == pytest.approx(fbt / 360e9 + 4 * fbp / 48e9 + fbe / 360e9 + (15.2 + 22.4 + 15.2) * 1e-6, rel=1e-9)
+    # one host at a time: the value above; over the level the chain ends raise it
+    # (tests/test_endpair.py::test_first_and_last_stage_hosts_pay_the_embedding_pairs: 3·fb_pp/48 + fb_emb/48)
+    assert lb >= (fbt / 360e9 + 4 * fbp / 48e9 + fbe / 360e9 + (15.2 + 22.4 + 15.2) * 1e-6) * (1 - 1e-9)
+    assert lb == pytest.approx(fbt / 360e9 + 3 * fbp / 48e9 + fbe / 48e9 + (15.2 + 22.4 + 15.2) * 1e-6, rel=1e-6)
     opt = optimum(cl, candidate_orders(cfg, "all"), traffic, None, "free")
     assert opt == pytest.approx(fbt / 360e9 + 4 * fbp / 48e9 + fbe / 24e9 + (15.2 + 22.4 + 50.96) * 1e-6,
                                 rel=1e-9)

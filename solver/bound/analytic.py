@@ -82,7 +82,8 @@ flows between them; its connected components have sizes ``c_1, c_2, …``.
 
 The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
-the size terms (order-independent).  Both take the larger of that and the joint
+the size terms (order-independent), free mode at 513–16,384 ranks also the least of two
+cases: tp groups inside hosts or not (:mod:`.casesplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
 per-part floors are these terms.  Nothing here is n×n: group arrays, block
@@ -285,7 +286,17 @@ def search_lower_bound(
         lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
                                                          for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
-        plain = max(plain, joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min)
+        def plain_joint() -> float:
+            return joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min
+
+        split = None
+        if mode == "free":
+            from .casesplit import tp_case_bound
+
+            # tp groups inside hosts (launcher layouts of tp-first orders) or some split (module casesplit)
+            split = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
+                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint)
+        plain = max(plain, plain_joint()) if split is None else max(plain, split)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf

@@ -90,6 +90,7 @@ import numpy as np
 from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 from .rates import suffix_rates
+from .endpair import END_PAIR_MAX_RANKS, level_end_pair_bound
 from .gridcut import _chain_term, _Term, domain_combos, domain_grid_bound, nested_grid_bound
 
 __all__ = ["joint_cut_bound", "grid_classes"]
@@ -232,7 +233,7 @@ def joint_cut_bound(
     float
         A lower bound, seconds; at least ``Σ x_c·F0`` of the parts.
     """
-    from .ncclterms import crossing_bytes, node_levels
+    from .ncclterms import RING_KINDS, crossing_bytes, max_channels, nics_per_gpu, node_levels
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
 
@@ -280,8 +281,12 @@ def joint_cut_bound(
         best = f0_here
 
         def shape_terms(m, cap, r_above, n_domains, node_level=True):
-            """Per class, the parts' terms for one domain shape: (weak, strong, has chains)."""
-            terms, strong, chains = {}, {}, False
+            """Per class, the parts' terms for one domain shape: (weak, strong, has chains, chain ends).
+
+            Chain ends: ``(other pp terms, chain parts, embedding parts, ē, G/n)`` for :mod:`.endpair`
+            when the pipeline class has chains and embedding parts, else None.
+            """
+            terms, strong, chains, ends = {}, {}, False, None
             for c in classes:
                 if c not in grid_parts:
                     continue
@@ -296,16 +301,23 @@ def joint_cut_bound(
                         chain.append((f0, max(f0, x * fb / r_above), g))
                         ebar = 2.0 * g_p / n_domains  # mean chain ends per domain
                         continue
-                    lst.append(_Term(f0, x * fb_flow / r_above, g))
+                    beta = 0.0
+                    if node_level and p.kind in RING_KINDS and np.isfinite(r_above) and r_above > 0:
+                        # NCCL's channels: a split group has at most nics·|g ∩ D| of them, and the group
+                        # of the class touching D with the fewest members there has at most m/p
+                        beta = x * fb_flow * max_channels(cluster, kp) / (nics_per_gpu(cluster) * m * r_above)
+                    lst.append(_Term(f0, x * fb_flow / r_above, g, plines=((beta, 0.0),)))
                     slst.append(lst[-1])
                 if chain:
                     embs = [(f0, x * flow_bytes(p.kind, p.payload_bytes, kp) / (cap * 1e9))
                             for p, _g, kp, x, f0 in embs_here]
+                    if embs:
+                        ends = (list(lst), chain, embs, ebar, ebar / 2.0)
                     lst.append(_chain_term(chain, embs))
                     slst.append(_chain_term(chain, embs, ebar))
                     chains = True
                 terms[c], strong[c] = lst, slst
-            return terms, strong, chains
+            return terms, strong, chains, ends
 
         levels = []  # (labels, {label: weak terms or None})
         for doms, outs, widest in _hierarchies(cluster):
@@ -319,11 +331,15 @@ def joint_cut_bound(
                     np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
                 least_strong = np.inf  # the chain-crossing bound holds for one domain of the level: the least
                 weak_of = {}  # shape -> (terms, its own bound)
+                pair_shapes: dict | None = {}  # shape -> (terms, chain ends) for the end-pair bound (.endpair)
                 for m, cap in set(zip(sizes.tolist(), caps.tolist())):
                     if cap <= 0 or m < 1 or m >= cfg.world_size:
                         least_strong = 0.0  # that domain may be the one
+                        pair_shapes = None
                         continue
-                    terms, strong, chains = shape_terms(m, cap, r_above, sizes.size, bool(whole_nodes[lvl]))
+                    terms, strong, chains, ends = shape_terms(m, cap, r_above, sizes.size, bool(whole_nodes[lvl]))
+                    if pair_shapes is not None:
+                        pair_shapes = None if ends is None else {**pair_shapes, (m, cap): (terms, ends)}
                     weak = domain_grid_bound(int(m), axes, classes, covers, terms, class_k, class_groups)
                     weak_of[(m, cap)] = (terms, weak)
                     best = max(best, weak)
@@ -331,6 +347,9 @@ def joint_cut_bound(
                         int(m), axes, classes, covers, strong, class_k, class_groups))
                 if np.isfinite(least_strong):
                     best = max(best, least_strong)
+                if pair_shapes and cfg.world_size <= END_PAIR_MAX_RANKS:
+                    best = max(best, level_end_pair_bound(pair_shapes, axes, classes, covers, class_k,
+                                                          class_groups))
                 levels.append((doms[lvl], sizes, caps, weak_of))
         best = max(best, _nested_best(levels, axes, classes, covers, class_k, class_groups, best))
         return best

@@ -28,14 +28,17 @@ DUAL_ROUNDS = 3
 
 
 class _Term:
-    """One part's time as a function of the split count ``s`` of its class:
-    ``max(c0, [s≥1]·c1, max over lines (g·s + h))`` (the cut term: ``g·s``; a chain's also ``2g·s − g·ē``)."""
+    """One part's time as a function of the split count ``s`` of its class and its touched-group count ``p``:
+    ``max(c0, [s≥1]·c1, max over lines (g·s + h), [s≥1]·max over plines (β·p + h))`` (the cut term:
+    ``g·s``; a chain's also ``2g·s − g·ē``; ``β·p``: NCCL's channels (:mod:`.cutbound`), embedding
+    pairs a domain must split (:mod:`.endpair`))."""
 
-    __slots__ = ("c0", "c1", "lines")
+    __slots__ = ("c0", "c1", "lines", "plines")
 
-    def __init__(self, c0: float, c1: float, g: float, lines: tuple = ()):
+    def __init__(self, c0: float, c1: float, g: float, lines: tuple = (), plines: tuple = ()):
         self.c0, self.c1 = float(c0), float(c1)
         self.lines = tuple((float(a), float(b)) for a, b in lines) or ((float(g), 0.0),)
+        self.plines = tuple((float(a), float(b)) for a, b in plines if a > 0)
 
 
 def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
@@ -93,20 +96,23 @@ def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
 
 
 def _pieces(terms: list[_Term], a: float, b: float):
-    """Σ_terms max(c', max over lines (g·u + h)) with ``u = a·P + b`` (``P = e^y``), as pieces (P lo, P hi, α, β).
+    """Σ_terms max(c', max over lines (g·u + h), β_t·P) with ``u = a·P + b`` (``P = e^y``), as pieces
+    (P lo, P hi, α, β).
 
     The cost of a class with at least one split group when ``s ≥ u``: ``s ≥
     max(1, u)`` makes each term ``max(c0, c1, g·max(1, u) + h, …) = max(c', g·u + h, …)``
-    (slopes ``g ≥ 0``).  On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces
-    are in increasing ``P`` and cover ``[0, ∞)``.
+    (slopes ``g ≥ 0``).  A term's line ``β·P + h`` in ``P`` itself (``plines``, not in ``s``) joins
+    the lines as ``(β/a)·u − β·b/a + h`` but not ``c'`` (its value at ``s = 1`` is no floor).
+    On each piece the sum is ``α + β·P`` (``β ≥ 0``); pieces are in increasing ``P`` and cover ``[0, ∞)``.
     """
     cs = [max([t.c0, t.c1] + [g + h for g, h in t.lines]) for t in terms]
+    lines_of = [t.lines + tuple((be / a, h - be * b / a) for be, h in t.plines) for t in terms]
     bps = set()
-    for c, t in zip(cs, terms):
-        for i, (g, h) in enumerate(t.lines):
+    for c, t, tl in zip(cs, terms, lines_of):
+        for i, (g, h) in enumerate(tl):
             if g > 0:
                 bps.add(((c - h) / g - b) / a)  # g·(aP + b) + h = c'
-            for g2, h2 in t.lines[i + 1:]:
+            for g2, h2 in tl[i + 1:]:
                 if g != g2:
                     bps.add(((h2 - h) / (g - g2) - b) / a)  # two lines cross
     edges = [0.0] + sorted(x for x in bps if x > 0 and np.isfinite(x)) + [np.inf]
@@ -115,8 +121,8 @@ def _pieces(terms: list[_Term], a: float, b: float):
         mid = lo + 1.0 if hi == np.inf else 0.5 * (lo + hi)
         u = a * mid + b
         alpha = beta = 0.0
-        for c, t in zip(cs, terms):
-            g, h = max(t.lines, key=lambda gh: gh[0] * u + gh[1])
+        for c, tl in zip(cs, lines_of):
+            g, h = max(tl, key=lambda gh: gh[0] * u + gh[1])
             if g > 0 and g * u + h > c:
                 alpha += g * b + h
                 beta += g * a
@@ -344,6 +350,11 @@ def domain_grid_bound(m: int, axes, classes, covers, class_terms, class_k, class
             break  # this combination's dual is at least its floor: it cannot lower the least
         best = min(best, _dual_bound(logm, wmat, boxes, pieces))
     return 0.0 if not np.isfinite(best) else best
+
+
+def _half(pieces):
+    """A class's pieces at half its time (``α/2 + β/2·P``; :mod:`.endpair`)."""
+    return [(lo, hi, a / 2.0, b / 2.0) for lo, hi, a, b in pieces]
 
 
 def nested_grid_bound(m_in: int, inner: list, m_out: int, outer: list, classes, covers,

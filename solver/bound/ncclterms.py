@@ -31,7 +31,7 @@ import numpy as np
 from ..cost.nccl import NVLS_EFFICIENCY, NVLS_MAX_HEADS, nvls_bus_gbps, nvlstree_bus_gbps, tree_bus_gbps
 from ..fabric.cluster import Cluster
 
-__all__ = ["max_channels", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run",
+__all__ = ["max_channels", "nics_per_gpu", "node_levels", "all_reduce_floor_seconds", "crossing_bytes", "tree_may_run",
            "latency_extra_seconds"]
 
 _CH: "weakref.WeakKeyDictionary[Cluster, tuple]" = weakref.WeakKeyDictionary()
@@ -61,6 +61,12 @@ def max_channels(cluster: Cluster, k: int | None = None) -> int:
     if k is not None:
         c = min(c, max(1, (k // 2) * m))
     return max(1, c)
+
+
+def nics_per_gpu(cluster: Cluster) -> int:
+    """The most NICs local to one GPU (≥ 1): a member adds at most this many channel slots on its node."""
+    max_channels(cluster)
+    return int(_CH[cluster][1])
 
 
 def node_levels(cluster: Cluster, doms: np.ndarray) -> np.ndarray:

@@ -123,6 +123,14 @@ def _pair_rates(cluster: Cluster):
         # bottleneck is at most k_max × the graph's widest path
         k_max = max((name.count("|") + 1 for name in fab.node_names), default=1)
         R = p * k_max * b
+        # a flow between two hosts is no faster than its sender's links that lead out of its host
+        # (cross_host_rate_gbps): the levels whose pairs are always on two hosts
+        cross = cross_host_rate_gbps(cluster)
+        H = int(np.max(cluster.host_of, initial=0)) + 1
+        for j in range(1, b.size):
+            K = int(wd[j - 1].max(initial=0)) + 1
+            if np.unique(np.asarray(cluster.host_of, dtype=np.int64) * K + wd[j - 1]).size == H:
+                R[j] = min(R[j], cross)  # every host inside one level-(j−1) domain: a pair first joined at j spans two
     _ECMP[cluster] = (p, R, hops)
     return p, R
 
@@ -132,6 +140,39 @@ def all_pair_first_hops(cluster: Cluster):
     from the same routing pass as the exact ECMP rates; None above ``ECMP_EXACT_MAX_DEVICES`` GPUs."""
     _pair_rates(cluster)
     return _ECMP[cluster][2]
+
+
+def cross_host_rate_gbps(cluster: Cluster) -> float:
+    """The most a single flow between GPUs of two hosts gets alone, GB/s (an upper bound, no pair routed).
+
+    A route leaves its sender over one of its attachments into the switch forest (or a direct link to
+    the receiver) and :meth:`~rankmap.solver.fabric.links.Fabric.lone_rates_gbps` gives a flow of ``p``
+    parts, ``c_i`` of them over attachment ``i``, at most ``cap_i · p / c_i``: so the rate is at most
+    ``Σ cap_i`` over the attachments its parts use (``rate · c_i / p ≤ cap_i``, summed; a direct part
+    adds at most its link).  A route to another host only uses an attachment whose forest tree also
+    holds an attachment of some GPU of another host (a host's NVSwitch, on its own tree, does not),
+    so the rate is at most the largest such sum over GPUs, plus their direct links to other hosts.
+    """
+    fab = cluster.fabric
+    host = np.asarray(cluster.host_of, dtype=np.int64)
+    att = fab.att_node
+    if att.size == 0 or fab.parent.size == 0:
+        return np.inf
+    ok = att >= 0
+    root = np.where(ok, fab.anc[np.maximum(att, 0), 0], -1)
+    # trees holding attachments of two hosts or more
+    r, h = root[ok], np.broadcast_to(host[:, None], att.shape)[ok]
+    pairs = np.unique(r * (int(host.max()) + 1) + h)
+    multi = np.flatnonzero(np.bincount(pairs // (int(host.max()) + 1)) >= 2)
+    leads = ok & np.isin(root, multi)
+    out = np.where(leads, fab.att_gbps, 0.0).sum(axis=1)
+    if fab.direct_key.size:
+        n = att.shape[0]
+        lo, hi = np.divmod(fab.direct_key, n)
+        x = host[lo] != host[hi]
+        out = out + np.bincount(lo[x], weights=fab.direct_gbps[x], minlength=n) + np.bincount(
+            hi[x], weights=fab.direct_gbps[x], minlength=n)
+    return float(out.max(initial=0.0))
 
 
 def out_cap_per_gpu(cluster: Cluster) -> np.ndarray:
