@@ -295,7 +295,9 @@ def search_lower_bound(
 
             # tp groups inside hosts (launcher layouts of tp-first orders) or some split (module casesplit)
             split = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
-                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint)
+                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint,
+                                  lambda tp_first: search_lower_bound(cluster, tp_first, traffic, exposure, "launcher",
+                                                                      plain=plain))
         plain = max(plain, plain_joint()) if split is None else max(plain, split)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain

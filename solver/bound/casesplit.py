@@ -89,16 +89,19 @@ def _tp_first_orders(cfg0: ParallelConfig, G: int) -> list[ParallelConfig]:
 
 def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, float],
                   exposure: Mapping[str, float], parts: dict, own: dict, plain: float,
-                  plain_joint: Callable[[], float]) -> float | None:
+                  plain_joint: Callable[[], float],
+                  launcher_bound: Callable[[list[ParallelConfig]], float]) -> float | None:
     """``max(plain, plain joint bound, min(A, B))`` (module doc), seconds; None when the split does not apply.
 
     ``parts``: per class its parts ``(Collective, groups, size)``; ``own``: per class the parts'
     own floors (the size terms); ``plain``: the classes apart (their floors and latency);
     ``plain_joint()``: the joint bound over the size terms, computed only when ``A < B`` (``B`` is
-    at least it: the same joint bound with some floors raised, and latency nondecreasing in them).
+    at least it: the same joint bound with some floors raised, and latency nondecreasing in them);
+    ``launcher_bound(orders)``: the launcher-mode bound over ``orders`` with these size terms
+    (:func:`~rankmap.solver.bound.analytic.search_lower_bound` with ``plain``; passed in, so this module
+    does not import the one that calls it).
     """
     from ..traffic import class_group_size
-    from .analytic import search_lower_bound
     from .cutbound import joint_cut_bound
     from .ncclterms import RING_KINDS, latency_extra_seconds
     from .work import BOUND_PART_SECONDS, charge
@@ -117,7 +120,7 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     orders = _tp_first_orders(cfg0, G)
     if not orders:
         return None
-    a = search_lower_bound(cluster, orders, traffic, exposure, "launcher", plain=plain)
+    a = launcher_bound(orders)
     if a <= plain:
         return None
     charge(BOUND_PART_SECONDS * sum(len(v) for v in parts.values()))
