@@ -82,21 +82,16 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
     from rankmap.solver.bound.work import BOUND_PART_SECONDS, bound_work_meter
     from rankmap.solver.megatron.orders import candidate_orders
 
-    # the budgets are shares × the limit they are sized from; that limit loses the work beyond the room
-    # under 0.75 of T divided by the shares, so bound + budgets = 0.75 T; at least 0.4 of T.  Free mode's
-    # shares (0.81513) leave no room: 1.93 s of bound work leaves 6 - 1.93 / 0.81513 = 3.6323 s
-    assert solve_module.SOLVE_WORK_SHARE == 0.75
+    # the limit less the work beyond the room under 0.8 of it, at least half of it.  Free mode's shares
+    # (0.8151) leave no room: 1.93 s of bound work leaves 6 - 1.93 = 4.07 s
+    assert solve_module.SOLVE_WORK_SHARE == 0.8
     assert solve_module.budget_shares("free") == pytest.approx(0.8151, abs=1e-4)
-    assert solve_module.search_budget_seconds(6.0, 1.93, "free") == pytest.approx(6 - 1.93 / 0.81513, abs=1e-4)
-    assert solve_module.search_budget_seconds(6.0, 1.93, "free") == pytest.approx(3.6323, abs=1e-3)
-    # launcher: room (0.75 - 0.62333) · 6 = 0.76 s; 1.93 s: 6 - 1.17 / 0.62333 = 4.1230 s; 0.5 s: all of T
-    assert solve_module.search_budget_seconds(6.0, 1.93, "launcher") == pytest.approx(4.1230, abs=1e-3)
-    L = solve_module.search_budget_seconds(6.0, 1.93, "launcher")
-    assert 1.93 + solve_module.budget_shares("launcher") * L == pytest.approx(0.75 * 6)
-    assert solve_module.search_budget_seconds(6.0, 0.5, "launcher") == 6.0
-    # 5 s of bound work: the floor, 0.4 · 6 = 2.4 s
-    assert solve_module.search_budget_seconds(6.0, 5.0, "free") == pytest.approx(2.4)
-    assert solve_module.SEARCH_BUDGET_MIN_SHARE == 0.4
+    assert solve_module.search_budget_seconds(6.0, 1.93, "free") == pytest.approx(4.07)
+    # launcher: room (0.8 - 0.6233) * 6 = 1.06 s; 1.93 s leaves 6 - 0.87 = 5.13 s; 1 s leaves the whole limit
+    assert solve_module.search_budget_seconds(6.0, 1.93, "launcher") == pytest.approx(5.13, abs=1e-3)
+    assert solve_module.search_budget_seconds(6.0, 1.0, "launcher") == 6.0
+    assert solve_module.search_budget_seconds(6.0, 5.0, "free") == pytest.approx(3.0)
+    assert solve_module.SEARCH_BUDGET_MIN_SHARE == 0.5
 
     cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
     cfg = parallel_config(64, tp=4, pp=2)
@@ -125,11 +120,9 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
     monkeypatch.setattr(solve_module, "refine", spy)
     r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=0.2),
               deadline=Deadline(1e9))
-    # a 0.2 s limit leaves (0.75 - 0.6233) * 0.2 = 0.0253 s of room: the rest of the bound's work, divided
-    # by the launcher shares, comes off
+    # a 0.2 s limit leaves (0.8 - 0.6233) * 0.2 = 0.035 s of room: the rest of the bound's work comes off
     assert works[0] > 0.05
-    shares = solve_module.budget_shares("launcher")
-    assert seen and seen[0] == pytest.approx(max(0.4 * 0.2, 0.2 - (works[0] - (0.75 - shares) * 0.2) / shares),
+    assert seen and seen[0] == pytest.approx(0.2 - (works[0] - (0.8 - solve_module.budget_shares("launcher")) * 0.2),
                                              rel=1e-12)
     assert r.bound_seconds == pytest.approx(b, rel=1e-12)
 
@@ -168,24 +161,24 @@ def test_free_mode_launcher_phase_has_the_launcher_solves_budgets(monkeypatch):
 
 def test_free_only_phases_get_what_the_launcher_phase_leaves():
     """Free mode on equal hosts: the launcher phase (bound + a launcher solve's budgets) comes first; the
-    free-only phases are sized from what it leaves under 0.75 of the limit, at least 0.2 of it (issue 28.4:
-    sized from the free limit, the 512-GPU fragmented-NVL72 free solves, whose bound counts 2.4 s, ended at
-    the stop)."""
+    free-only phases are sized from what it leaves under 0.8 of the limit (issue 28.4: sized from the free
+    limit, the 512-GPU fragmented-NVL72 free solves, whose bound counts 2.4 s, ended at the stop)."""
     launcher = solve_module.budget_shares("launcher")  # 0.62333
     extra = solve_module.budget_shares("free") - launcher  # 0.12 + 0.12 · 0.59833 = 0.19180
     assert extra == pytest.approx(0.19180, abs=1e-5)
-    # bound 0.25 s, T = 6: under the launcher room (0.76 s) the launcher limit is all of T; the launcher
-    # phase counts 0.25 + 0.62333 · 6 = 3.99 s, which leaves 4.5 - 3.99 = 0.51 s; / 0.19180 = 2.6590 s (the
-    # free limit 6 - 0.25 / 0.81513 = 5.693 s would have bought 1.09 s)
+    # bound 0.25 s, T = 6: the launcher limit is all of T (room 0.1767 · 6 = 1.06 s); the launcher phase
+    # counts 0.25 + 0.62333 · 6 = 3.99 s, which leaves 4.8 - 3.99 = 0.81 s; / 0.19180 = 4.2231 s (the free
+    # limit 6 - 0.25 = 5.75 s would have bought 1.10 s)
     L = solve_module.search_budget_seconds(6.0, 0.25, "launcher")
     assert L == 6.0
-    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx((4.5 - 0.25 - launcher * 6) / extra)
-    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx(2.6590, abs=1e-3)
-    # bound 2.42 s: launcher limit 6 - (2.42 - 0.76) / 0.62333 = 3.3369 s; the phase counts exactly 0.75 · 6:
-    # nothing is left, the free-only phases get the floor, 0.2 · 6 = 1.2 s
+    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx((4.8 - 0.25 - launcher * 6) / extra)
+    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx(4.2231, abs=1e-4)
+    # bound 2.42 s: launcher limit 6 - (2.42 - 1.06) = 4.64 s; the phase counts 2.42 + 0.62333 · 4.64 = 5.31 s,
+    # over 4.8: the free-only phases get the floor, 0.3 · 6 = 1.8 s
     L = solve_module.search_budget_seconds(6.0, 2.42, "launcher")
-    assert L == pytest.approx(3.3369, abs=1e-3)
-    assert solve_module.free_phase_limit(6.0, 2.42, L) == pytest.approx(1.2)
-    # no bound work on a long limit: (45 - 0.62333 · 60) / 0.19180 = 39.62 s, below the free limit 60 s
-    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) == pytest.approx((45 - launcher * 60) / extra)
-    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) == pytest.approx(39.62, abs=0.01)
+    assert L == pytest.approx(4.64, abs=1e-3)
+    assert solve_module.free_phase_limit(6.0, 2.42, L) == pytest.approx(1.8)
+    # no bound work on a long limit: 48 - 0.62333 · 60 = 10.6 s / 0.19180 = 55.3 s, capped at the free limit 60 s
+    # less nothing: 55.3 s
+    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) == pytest.approx((48 - launcher * 60) / extra)
+    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) < 60.0

@@ -87,15 +87,15 @@ FREE_AFTER_LAUNCHER_SHARE = 0.12
 FREE_PARTITION_SHARE = 0.12
 #: The search's budgets are sized from the time limit less the bound's counted work beyond the room the
 #: mode's shares leave (:func:`search_budget_seconds`), but from at least this share of it.
-SEARCH_BUDGET_MIN_SHARE = 0.4
+SEARCH_BUDGET_MIN_SHARE = 0.5
 #: What the search's budgets, the bound and the rest of a solve (cluster model, baseline, answer) may
 #: take together, as a share of the time limit, on an idle machine (issue 28.4: end before 0.9 of it).
-SOLVE_WORK_SHARE = 0.75  # issue 28.4: at 0.8, 512-GPU solves measured up to 1.13x their counted work, 0.92 of T
+SOLVE_WORK_SHARE = 0.8
 #: Free mode on equal hosts: the free-only phases (tree partitions, grid layouts, the free phase after the
 #: launcher one) are sized from what the launcher phase leaves under ``SOLVE_WORK_SHARE`` of the limit
 #: (:func:`free_phase_limit`), but from at least this share of the limit (issue 28.4: sized from the free
 #: limit, 512-GPU free solves whose bound took 2.4 s ended at the wall-clock stop, 5.7 s of 6).
-FREE_PHASE_MIN_SHARE = 0.2
+FREE_PHASE_MIN_SHARE = 0.3
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
 FREE_GRID_SHARE = 0.03
@@ -237,24 +237,15 @@ def budget_shares(mode: str) -> float:
 def search_budget_seconds(time_limit_seconds: float, bound_seconds: float, mode: str = "free") -> float:
     """The time limit the search's work budgets are sized from, seconds.
 
-    The budgets are ``budget_shares(mode)`` of the limit they are sized from; that limit is ``T`` less the
-    bound's work beyond the room the mode's shares leave under ``SOLVE_WORK_SHARE`` of ``T``
-    (``SOLVE_WORK_SHARE − budget_shares(mode)``: 0.127 of the limit in launcher mode, none in free mode),
-    divided by the shares, so bound + budgets = ``SOLVE_WORK_SHARE``·T; at least
-    ``SEARCH_BUDGET_MIN_SHARE`` of the limit.  (Issue 28.4: taking the excess off the limit itself took
-    only shares × excess off the budgets, and the 512-GPU fragmented-NVL72 launcher solves, 2.8 s of
-    bound, counted 0.91 of the limit and ended at the stop.)
+    The limit less the bound's work beyond the room the mode's shares leave under
+    ``SOLVE_WORK_SHARE`` of it (``SOLVE_WORK_SHARE − budget_shares(mode)``: 0.23 of the limit in
+    launcher mode, 0.035 in free mode), and at least ``SEARCH_BUDGET_MIN_SHARE`` of the limit.
     ``bound_seconds``: the nominal work the bounds counted (:func:`~rankmap.solver.bound.work.bound_work_meter`,
     deterministic), so budgets stay a function of the input and the limit.
     """
     T = float(time_limit_seconds)
-    shares = budget_shares(mode)
-    room = max(0.0, SOLVE_WORK_SHARE - shares) * T
-    over = max(0.0, float(bound_seconds) - room)
-    if over <= 0 or shares <= 0:
-        return T
-    # budgets of shares·limit: taking over/shares off the limit takes ``over`` off the budgets
-    return max(T * SEARCH_BUDGET_MIN_SHARE, T - over / shares)
+    room = max(0.0, SOLVE_WORK_SHARE - budget_shares(mode)) * T
+    return max(T * SEARCH_BUDGET_MIN_SHARE, T - max(0.0, float(bound_seconds) - room))
 
 
 def free_phase_limit(time_limit_seconds: float, bound_seconds: float, launcher_limit_seconds: float) -> float:
