@@ -157,28 +157,3 @@ def test_free_mode_launcher_phase_has_the_launcher_solves_budgets(monkeypatch):
     free_phase = [t for m, t in runs["free limits"] if m == "free"]
     assert len(free_phase) == 1 and free_phase[0] < launcher_T[1] * solve_module.FREE_AFTER_LAUNCHER_SHARE + 1e-12
     assert runs["free"].cost.total_seconds <= runs["launcher"].cost.total_seconds
-
-
-def test_free_only_phases_get_what_the_launcher_phase_leaves():
-    """Free mode on equal hosts: the launcher phase (bound + a launcher solve's budgets) comes first; the
-    free-only phases are sized from what it leaves under 0.8 of the limit (issue 28.4: sized from the free
-    limit, the 512-GPU fragmented-NVL72 free solves, whose bound counts 2.4 s, ended at the stop)."""
-    launcher = solve_module.budget_shares("launcher")  # 0.62333
-    extra = solve_module.budget_shares("free") - launcher  # 0.12 + 0.12 · 0.59833 = 0.19180
-    assert extra == pytest.approx(0.19180, abs=1e-5)
-    # bound 0.25 s, T = 6: the launcher limit is all of T (room 0.1767 · 6 = 1.06 s); the launcher phase
-    # counts 0.25 + 0.62333 · 6 = 3.99 s, which leaves 4.8 - 3.99 = 0.81 s; / 0.19180 = 4.2231 s (the free
-    # limit 6 - 0.25 = 5.75 s would have bought 1.10 s)
-    L = solve_module.search_budget_seconds(6.0, 0.25, "launcher")
-    assert L == 6.0
-    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx((4.8 - 0.25 - launcher * 6) / extra)
-    assert solve_module.free_phase_limit(6.0, 0.25, L) == pytest.approx(4.2231, abs=1e-4)
-    # bound 2.42 s: launcher limit 6 - (2.42 - 1.06) = 4.64 s; the phase counts 2.42 + 0.62333 · 4.64 = 5.31 s,
-    # over 4.8: the free-only phases get the floor, 0.3 · 6 = 1.8 s
-    L = solve_module.search_budget_seconds(6.0, 2.42, "launcher")
-    assert L == pytest.approx(4.64, abs=1e-3)
-    assert solve_module.free_phase_limit(6.0, 2.42, L) == pytest.approx(1.8)
-    # no bound work on a long limit: 48 - 0.62333 · 60 = 10.6 s / 0.19180 = 55.3 s, capped at the free limit 60 s
-    # less nothing: 55.3 s
-    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) == pytest.approx((48 - launcher * 60) / extra)
-    assert solve_module.free_phase_limit(60.0, 0.0, 60.0) < 60.0

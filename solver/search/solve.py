@@ -91,11 +91,6 @@ SEARCH_BUDGET_MIN_SHARE = 0.5
 #: What the search's budgets, the bound and the rest of a solve (cluster model, baseline, answer) may
 #: take together, as a share of the time limit, on an idle machine (issue 28.4: end before 0.9 of it).
 SOLVE_WORK_SHARE = 0.8
-#: Free mode on equal hosts: the free-only phases (tree partitions, grid layouts, the free phase after the
-#: launcher one) are sized from what the launcher phase leaves under ``SOLVE_WORK_SHARE`` of the limit
-#: (:func:`free_phase_limit`), but from at least this share of the limit (issue 28.4: sized from the free
-#: limit, 512-GPU free solves whose bound took 2.4 s ended at the wall-clock stop, 5.7 s of 6).
-FREE_PHASE_MIN_SHARE = 0.3
 #: Share of the time limit for free mode's grid-permutation layouts (:mod:`.gridperm`, by the evaluation work
 #: model; at least the first order's).
 FREE_GRID_SHARE = 0.03
@@ -186,9 +181,6 @@ def solve(
     # free mode's launcher phase gets a launcher solve's budgets (the two bounds count what a launcher
     # solve's bound counts), so it reaches the launcher solve's answer: free mode is never worse
     launcher_limit = search_budget_seconds(options.time_limit_seconds, bound_work(), "launcher")
-    if free_first:  # the free-only phases get what the launcher phase leaves
-        p = p.with_options(replace(options, time_limit_seconds=free_phase_limit(
-            options.time_limit_seconds, bound_work(), launcher_limit)))
     report("search", candidates)
 
     if options.mode == "fixed" or p.world_size <= EXHAUSTIVE_MAX_DEVICES:
@@ -246,22 +238,6 @@ def search_budget_seconds(time_limit_seconds: float, bound_seconds: float, mode:
     T = float(time_limit_seconds)
     room = max(0.0, SOLVE_WORK_SHARE - budget_shares(mode)) * T
     return max(T * SEARCH_BUDGET_MIN_SHARE, T - max(0.0, float(bound_seconds) - room))
-
-
-def free_phase_limit(time_limit_seconds: float, bound_seconds: float, launcher_limit_seconds: float) -> float:
-    """The time limit free mode's free-only phases are sized from, seconds (free mode on equal hosts).
-
-    The launcher phase runs first with a launcher solve's budgets: ``bound_seconds`` of counted bound work
-    plus ``budget_shares("launcher")`` of ``launcher_limit_seconds`` (nominal seconds).  What that leaves under
-    ``SOLVE_WORK_SHARE`` of the limit pays for the free-only shares (``budget_shares("free") −
-    budget_shares("launcher")``: 0.19 of their limit); the result is at least ``FREE_PHASE_MIN_SHARE`` of the
-    limit and at most :func:`search_budget_seconds` in free mode.  Deterministic: a function of the limit and
-    of counted work only.
-    """
-    T = float(time_limit_seconds)
-    extra = budget_shares("free") - budget_shares("launcher")
-    left = SOLVE_WORK_SHARE * T - float(bound_seconds) - budget_shares("launcher") * float(launcher_limit_seconds)
-    return min(search_budget_seconds(T, bound_seconds, "free"), max(FREE_PHASE_MIN_SHARE * T, left / extra))
 
 
 def _free_after_launcher(p: Problem, candidates: list[Candidate], bound: float, lbound: float,
