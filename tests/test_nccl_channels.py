@@ -155,20 +155,27 @@ def two_nic_gpu_and_pair() -> nx.Graph:
     return g
 
 
+def _dp3_ring(g: nx.Graph, rails: list, channels: int, seconds: float):
+    """The 3-GPU dp all-gather of 3 GB on ``g`` (rank r on device r): its rails, channel count and time as
+    given, and SimGrid's reference flows (tests/reference_model.py) at the same time.  Returns the cluster."""
+    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
+    assert cl.nccl_topology.rails().tolist() == rails
+    cfg = parallel_config(3)
+    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
+    assert cost.classes["dp"].channels == channels
+    assert cost.by_class["dp"] == pytest.approx(seconds, rel=1e-12)
+    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
+    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    return cl
+
+
 def test_a_gpu_with_two_nics_runs_a_channel_on_each():
     # NCCL lists every NIC local to the GPU (ncclTopoSelectNets) and starts a ring channel at each whose bandwidth
     # remains (ncclTopoSearchRecNet): h0's one GPU gives 2 channels, so h1 uses both its NICs.  dp3 all-gather of
     # S = 3 GB: fb = 2/3·S = 2 GB, 2 channels of 1 GB: each NIC sends and receives 1 GB: 1 GB / 50 GB/s = 20 ms
     # (one rail per GPU gave 1 channel: h1's first NIC carried fb both ways, 40 ms)
     g = two_nic_gpu_and_pair()
-    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
-    assert cl.nccl_topology.rails().tolist() == [[0, 1], [0, -1], [1, -1]]
-    cfg = parallel_config(3)
-    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
-    assert cost.classes["dp"].channels == 2
-    assert cost.by_class["dp"] == pytest.approx(1e9 / 50e9, rel=1e-12)
-    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
-    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    cl = _dp3_ring(g, [[0, 1], [0, -1], [1, -1]], channels=2, seconds=1e9 / 50e9)
     # pipeline sends across the hosts: p2p channels per peer max(2 NICs... least over members: 1 NIC, ceil(50/14) = 4)
     pp = layout_cost(cl, parallel_config(3, pp=3), np.arange(3), {"pp": 1e9})
     assert pp.classes["pp"].channels == 4
@@ -378,14 +385,7 @@ def test_a_gpu_with_two_nics_behind_one_pcie_link_runs_one_channel():
     g = two_nic_gpu_and_pair()
     g.add_node("h0/pcie", kind="pcie_switch", host="h0")
     g.add_edge("h0/gpu0", "h0/pcie", bandwidth=63.0)
-    cl = cluster_from_graph(g, nccl=BANDWIDTH_ONLY)
-    assert cl.nccl_topology.rails().tolist() == [[0], [0], [1]]
-    cfg = parallel_config(3)
-    cost = layout_cost(cl, cfg, np.arange(3), {"dp": 3e9})
-    assert cost.classes["dp"].channels == 1
-    assert cost.by_class["dp"] == pytest.approx(2e9 / 50e9, rel=1e-12)
-    ref = Reference(g, latency=False).cost(cfg, {"dp": 3e9}, [cl.devices[i] for i in range(3)])
-    assert ref == pytest.approx(cost.total_seconds, rel=1e-12)
+    cl = _dp3_ring(g, [[0], [0], [1]], channels=1, seconds=2e9 / 50e9)
 
 
 def pcie_hosts() -> nx.Graph:
