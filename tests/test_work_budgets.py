@@ -111,13 +111,13 @@ def test_the_bound_work_is_counted_and_left_out_of_the_search_budgets(monkeypatc
     assert pair_route_seconds(cluster_from_graph(fat_tree_cluster(65, 8, tiers=[(2, 4.0)]))) == 0.0
     assert b > 0
     seen = []
-    real_refine = solve_module.refine
+    real_limit = solve_module.refine_limit_seconds
 
-    def spy(cluster, candidates, surrogate, traffic, exposure, options, *a, **k):
-        seen.append(options.time_limit_seconds)
-        return real_refine(cluster, candidates, surrogate, traffic, exposure, options, *a, **k)
+    def spy(time_limit_seconds, scoring_seconds, mode):
+        seen.append(time_limit_seconds)
+        return real_limit(time_limit_seconds, scoring_seconds, mode)
 
-    monkeypatch.setattr(solve_module, "refine", spy)
+    monkeypatch.setattr(solve_module, "refine_limit_seconds", spy)
     r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=0.2),
               deadline=Deadline(1e9))
     # a 0.2 s limit leaves (0.8 - 0.6233) * 0.2 = 0.035 s of room: the rest of the bound's work comes off
@@ -136,13 +136,13 @@ def test_free_mode_launcher_phase_has_the_launcher_solves_budgets(monkeypatch):
     cfg = parallel_config(64, tp=4, pp=2)
     traffic = {"tp": 4e9, "dp": 2e9, "pp": 6e8}
     seen = []
-    real_refine = solve_module.refine
 
-    def spy(cluster, candidates, surrogate, traffic, exposure, options, *a, **k):
-        seen.append((options.mode, options.time_limit_seconds))
-        return real_refine(cluster, candidates, surrogate, traffic, exposure, options, *a, **k)
+    def spy(time_limit_seconds, scoring_seconds, mode):
+        seen.append((mode, time_limit_seconds))
+        return real_limit(time_limit_seconds, scoring_seconds, mode)
 
-    monkeypatch.setattr(solve_module, "refine", spy)
+    real_limit = solve_module.refine_limit_seconds
+    monkeypatch.setattr(solve_module, "refine_limit_seconds", spy)
     runs = {}
     for mode in ("launcher", "free"):
         seen.clear()
@@ -157,3 +157,75 @@ def test_free_mode_launcher_phase_has_the_launcher_solves_budgets(monkeypatch):
     free_phase = [t for m, t in runs["free limits"] if m == "free"]
     assert len(free_phase) == 1 and free_phase[0] < launcher_T[1] * solve_module.FREE_AFTER_LAUNCHER_SHARE + 1e-12
     assert runs["free"].cost.total_seconds <= runs["launcher"].cost.total_seconds
+
+
+def test_refine_limit_takes_the_proposals_scoring_off_refines_budgets():
+    """Scoring the proposals is real-objective evaluations no share paid for (0.78 s of a 6 s limit at 512 GPUs):
+    their nominal seconds come off refine's budgets, so proposals and refine stay within refine's shares."""
+    # launcher: refine's shares FAQ 1/12 + polish 0.1 + descent 0.22 = 0.40333; free adds digit orders 1/8: 0.52833
+    assert solve_module.refine_shares("launcher") == pytest.approx(1 / 12 + 0.1 + 0.22)
+    assert solve_module.refine_shares("free") == pytest.approx(1 / 12 + 0.1 + 0.22 + 1 / 8)
+    # 0.40333 s of scoring in launcher mode: 6 - 0.40333 / 0.40333 = 5 s; refine's budgets 5 · 0.40333 = 2.0167 s,
+    # which with the scoring is 6 · 0.40333 = 2.42 s, as without proposals
+    assert solve_module.refine_limit_seconds(6.0, 1 / 12 + 0.1 + 0.22, "launcher") == pytest.approx(5.0)
+    assert solve_module.refine_limit_seconds(6.0, 0.52833, "free") == pytest.approx(5.0, abs=1e-4)
+    assert solve_module.refine_limit_seconds(6.0, 0.0, "free") == 6.0
+    assert solve_module.refine_limit_seconds(1.0, 5.0, "launcher") == 1e-3  # never below a millisecond
+
+
+def test_search_counts_one_evaluation_per_scored_proposal(monkeypatch):
+    """``_search`` charges each distinct proposal it scores one real-objective evaluation (``eval_seconds`` of the
+    order) and each tree partition its work model, and sizes refine from what is left."""
+    from rankmap.solver.search.problem import Problem
+
+    cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
+    cfg = parallel_config(64, tp=4, pp=2)
+    traffic = {"tp": 4e9, "dp": 2e9, "pp": 6e8}
+    events = []
+    real_candidate, real_limit = Problem.candidate, solve_module.refine_limit_seconds
+
+    def count(self, idx, dev, groups):
+        events.append(("scored", refine.eval_seconds(self.cluster, self.orders[idx], self.traffic)))
+        return real_candidate(self, idx, dev, groups)
+
+    def spy(time_limit_seconds, scoring_seconds, mode):
+        events.append(("refine", scoring_seconds))
+        return real_limit(time_limit_seconds, scoring_seconds, mode)
+
+    monkeypatch.setattr(Problem, "candidate", count)
+    monkeypatch.setattr(solve_module, "refine_limit_seconds", spy)
+    r = solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=1.0),
+              deadline=Deadline(1e9))
+    kinds = [k for k, _v in events]
+    assert kinds.count("refine") == 1
+    before = [v for k, v in events[:kinds.index("refine")] if k == "scored"]
+    # the proposals of every order, each scored once (the baseline is scored by Problem.baseline, not here);
+    # 64 GPUs, 3 classes: a few milliseconds each
+    assert len(before) >= 2 and all(0 < v < 0.05 for v in before)
+    # and per order its two tree partitions of the 8 hosts: 2 · (2e-3 + 8 · 1.6e-4) = 6.56 ms (partition_seconds)
+    from rankmap.solver.search.partition import partition_seconds
+
+    assert partition_seconds(8) == pytest.approx(3.28e-3)
+    orders = len(r.orders_searched)
+    assert orders == 6  # tp4 pp2 on 64 GPUs: every order fits the budget
+    assert events[kinds.index("refine")][1] == pytest.approx(sum(before) + orders * 2 * 3.28e-3, rel=1e-12)
+
+
+def test_orders_stop_when_the_proposals_budget_is_spent(monkeypatch):
+    """The next order's proposals start only if what the first order took (CP-SAT budget, partitions, scoring)
+    still fits CP-SAT's and refine's shares of the limit: a count, not the clock (at 8,192 GPUs the wall clock
+    decided how many proposals were scored, and the answer with it)."""
+    cluster = cluster_from_graph(fat_tree_cluster(8, 8, tiers=[(2, 4.0)]))
+    cfg = parallel_config(64, tp=4, pp=2)
+    traffic = {"tp": 4e9, "dp": 2e9, "pp": 6e8}
+    # each evaluation counted as 0.05 s, T = 1 s: the proposals may take (0.15 + 0.40333) · 1 = 0.55333 s.  The
+    # first order takes its CP-SAT budget max(0.05, 0.15 / 6) = 0.05 s, two partitions of 8 hosts 6.56 ms and
+    # 0.05 s per distinct proposal; the second would start only if 0.05 + 2 · first <= 0.55333, i.e. first
+    # <= 0.2517 s: at most 3 proposals scored.  The first order has more (its launcher, index, depth-first,
+    # CP-SAT, domain and partition host orders), so it is the only one.
+    monkeypatch.setattr(solve_module, "eval_seconds", lambda *a: 0.05)
+    runs = [solve(cluster, cfg, traffic, SolveOptions(mode="launcher", orders="all", time_limit_seconds=1.0),
+                  deadline=Deadline(1e9)) for _ in range(2)]
+    assert runs[0].orders_searched == runs[1].orders_searched
+    assert runs[0].orders_searched == ("tp-cp-ep-dp-pp",)  # the budget, not the 6 orders, ended the proposals
+    assert runs[0].stopped_by == "" and runs[0].layout.assignment == runs[1].layout.assignment

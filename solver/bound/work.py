@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
-__all__ = ["BOUND_PART_SECONDS", "PAIR_ROUTE_SECONDS", "bound_work_meter", "charge"]
+__all__ = ["BOUND_PART_SECONDS", "PAIR_ROUTE_SECONDS", "bound_work_meter", "charge", "work_meter"]
 
 #: Nominal seconds per evaluation of a dual's value (a batch of multiplier vectors, :mod:`.gridcut`).
 DUAL_VALUE_SECONDS = 1.5e-4
@@ -50,9 +50,11 @@ def charge(seconds: float) -> None:
 
 
 @contextmanager
-def bound_work_meter() -> Iterator[Callable[[], float]]:
-    """Count the bound's nominal work (seconds) inside the ``with`` block of this thread / context.
+def work_meter() -> Iterator[Callable[[], float]]:
+    """Count the nominal work (seconds) :func:`charge` d inside the ``with`` block of this thread / context.
 
+    The bound's work (:func:`bound_work_meter`), and the search's proposals' work outside CP-SAT's
+    deterministic budgets (tree partitions, :func:`rankmap.solver.search.solve._search`).
     Yields a function returning the seconds counted so far.  Meters do not nest: an inner one counts
     its block only, and the outer one resumes after it.
     """
@@ -62,3 +64,7 @@ def bound_work_meter() -> Iterator[Callable[[], float]]:
         yield lambda: box[0]
     finally:
         _METER.reset(token)
+
+
+#: The meter of the bound's work (:func:`work_meter`).
+bound_work_meter = work_meter

@@ -22,7 +22,8 @@ from .decompose import (
     local_orders,
     surrogate_exact,
 )
-from .partition import tree_partition_host_order, tree_partition_layout
+from ..bound.work import charge
+from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
 from .polish import host_order_search
 from .problem import Problem
 from .refine import eval_seconds
@@ -46,6 +47,7 @@ def propose(p: Problem, ocfg: ParallelConfig, groups, time_limit: float, surroga
     cancel = deadline.cancel
     if not launcher and not cluster.equal_hosts and not deadline.check():  # equal hosts: first
         for bisect in (False, True):
+            charge(partition_seconds(W))  # nominal work outside CP-SAT's budget (the search counts it)
             lay = tree_partition_layout(cluster, ocfg, groups, surrogate, options.seed, bisect, deadline)
             if lay is not None:
                 out.append(lay)
@@ -92,6 +94,7 @@ def _host_orders(p: Problem, ocfg: ParallelConfig, groups, time_limit: float) ->
         host_orders += host_order_search(cluster, ocfg, surrogate, (dom_orders or host_orders)[-1],
                                          time_limit / 4, options.seed, groups, cancel, deadline)
     for bisect in (False, True):
+        charge(partition_seconds(len(cluster.hosts)))  # nominal work outside CP-SAT's budget (the search counts it)
         ho = None if deadline.check() else tree_partition_host_order(cluster, ocfg, groups, surrogate,
                                                                       options.seed, bisect, deadline)
         if ho is not None:
