@@ -85,6 +85,8 @@ FREE_AFTER_LAUNCHER_SHARE = 0.12
 #: (Issue 28.4: the free phase's share was 0.25; free mode's budgets then added up to 1.24 of the limit;
 #: the partitions keep theirs: at 0.08 the 512-GPU pp-heavy fat tree lost its best partition, 27% dearer.)
 FREE_PARTITION_SHARE = 0.12
+#: Free mode makes at least 3 tree partitions when they take at most this share of the time limit.
+PARTITION_MIN_SHARE = 0.25
 #: The search's budgets are sized from the time limit less the bound's counted work beyond the room the
 #: mode's shares leave (:func:`search_budget_seconds`), but from at least this share of it.
 SEARCH_BUDGET_MIN_SHARE = 0.5
@@ -356,12 +358,15 @@ def _free_partitions(p: Problem) -> list[Candidate]:
     the same layouts up to a relabelling of the ranks, so the orders only restart METIS from other
     numberings, and those differ (512 GPUs, 3-tier tree, tp4 cp2 pp8: 71.3 to 112 ms).  Work model:
     each costs :func:`~rankmap.solver.search.partition.partition_seconds` plus one evaluation; taken until
-    ``FREE_PARTITION_SHARE`` of the time limit is spent (at least 3).
+    ``FREE_PARTITION_SHARE`` of the time limit is spent (at least 3 when they take at most
+    ``PARTITION_MIN_SHARE`` of it: at 8,192 GPUs three were 4.5 s of a 6 s limit, after the launcher
+    phase, and the wall clock stopped them).
     """
     orders = p.orders
     out = []
     per = partition_seconds(orders[0].world_size) + eval_seconds(p.cluster, orders[0], p.surrogate)
-    count = max(3, int(p.options.time_limit_seconds * FREE_PARTITION_SHARE / per))
+    T = p.options.time_limit_seconds
+    count = max(3 if 3 * per <= T * PARTITION_MIN_SHARE else 0, int(T * FREE_PARTITION_SHARE / per))
     variants = ((True, "ring"), (False, "ring"), (True, "clique"))
     todo = [(0, v) for v in variants] + [(idx, v) for v in variants for idx in range(1, len(orders))]
     for idx, (bisect, pairs) in todo[:count]:
