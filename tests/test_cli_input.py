@@ -567,3 +567,31 @@ def test_a_self_loop_link_is_refused(capsys, tmp_path):
     err = bad_input(capsys, "solve", write_graph(tmp_path, doc, "loop.json"), "--tp", "4",
                     needle=f"link {gpu!r} -- {gpu!r} joins a node to itself")
     assert "[links]" in err
+
+
+def test_a_node_kind_close_to_a_known_one_is_warned_about(capsys, tmp_path):
+    """DESIGN §2: any kind other than "gpu" is a non-GPU node, so a typo ("gpuu", "GPU") silently dropped a GPU
+    from the job; the solve still runs (the node is not a GPU) but says so on stderr, naming the kind and a node."""
+    from rankmap.solver.formats.graphfile import graph_from_data, kind_warnings
+
+    data = {"nodes": [{"id": "h0/g0", "host": "h0", "local_index": 0},
+                      {"id": "h0/g1", "host": "h0", "local_index": 1, "kind": "gpuu"},
+                      {"id": "h0/g2", "host": "h0", "local_index": 2},
+                      {"id": "leaf", "kind": "switch"}, {"id": "x", "kind": "Nic"}, {"id": "y", "kind": "optics"}],
+            "edges": [{"source": "h0/g0", "target": "h0/g2", "bandwidth": 300},
+                      {"source": "h0/g1", "target": "leaf", "bandwidth": 50},
+                      {"source": "h0/g0", "target": "leaf", "bandwidth": 50},
+                      {"source": "x", "target": "leaf", "bandwidth": 50},
+                      {"source": "y", "target": "leaf", "bandwidth": 50}]}
+    G = graph_from_data(data)
+    # "gpuu" and "Nic" look like typos of known kinds; "switch" is one; "optics" is a free-form non-GPU kind
+    assert G.graph["warnings"] == [
+        "node kind 'gpuu' (e.g. node 'h0/g1') is not 'gpu': those nodes are not GPUs (did you mean 'gpu'?)",
+        "node kind 'Nic' (e.g. node 'x') is not 'nic': those nodes are not 'nic' nodes (did you mean 'nic'?)"]
+    assert kind_warnings({"gpu": "a", "pcie_switch": "b", "leaf": "c"}) == []
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps(data))
+    code, out, err = run(capsys, "solve", path, "--tp", 2, "--format", "json")
+    assert code == 0
+    assert json.loads(out)["world_size"] == 2  # h0/g1 is not a GPU
+    assert "node kind 'gpuu' (e.g. node 'h0/g1') is not 'gpu'" in err

@@ -58,7 +58,11 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
                 raise InvalidArgumentError(f"{label}: edge ({u!r}, {v!r}) has latency_us {d['latency_us']!r}",
                                            f"edges[{i}].latency_us")
             d["latency_us"] = lat
+    kinds: dict = {}
     for n, d in G.nodes(data=True):
+        k = d.get("kind", "gpu")
+        if k not in kinds:
+            kinds[k] = n
         if "local_index" in d:
             li = d["local_index"]
             if isinstance(li, float) and li.is_integer():
@@ -73,7 +77,33 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
             d["local_index"] = li
         if "host" in d and not isinstance(d["host"], str):
             d["host"] = str(d["host"])
+    warnings = kind_warnings(kinds)
+    if warnings:
+        G.graph["warnings"] = list(G.graph.get("warnings", ()) or ()) + warnings
     return G
+
+
+#: Node kinds with a meaning (DESIGN §2; any other string is a non-GPU node without one).
+KNOWN_KINDS = ("gpu", "nic", "nvswitch", "pcie_switch", "cpu", "switch")
+
+
+def kind_warnings(kinds: dict) -> list[str]:
+    """One warning per node kind that is not one of ``KNOWN_KINDS`` but close to one (``"GPU"``, ``"gpuu"``,
+    ``"Nic"``): such nodes are silently non-GPU nodes without that kind's meaning (DESIGN §2), which is
+    almost always a typo.  ``kinds``: kind -> the first node of that kind."""
+    import difflib
+
+    out = []
+    for kind, node in kinds.items():
+        if kind in KNOWN_KINDS:
+            continue
+        text = str(kind).strip().lower()
+        near = [text] if text in KNOWN_KINDS else difflib.get_close_matches(text, KNOWN_KINDS, n=1, cutoff=0.75)
+        if near:
+            what = "GPUs" if near[0] == "gpu" else f"{near[0]!r} nodes"
+            out.append(f"node kind {kind!r} (e.g. node {node!r}) is not {near[0]!r}: those nodes are not {what} "
+                       f"(did you mean {near[0]!r}?)")
+    return out
 
 
 def _simple_undirected(G: nx.Graph) -> nx.Graph:

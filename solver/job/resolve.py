@@ -187,6 +187,8 @@ def job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
         G = infer_hosts(load_graph(job["cluster"]))  # GPUs without host: their machines, or an error
         if warn is not None and G.graph.get(NOTE_KEY):
             warn(str(G.graph[NOTE_KEY]))
+        for w in (G.graph.get("warnings", ()) or ()) if warn is not None else ():
+            warn(str(w))  # e.g. a node kind that looks like a typo of 'gpu' (graphfile.kind_warnings)
         return G
     if not cluster_keys_given(job):
         raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
