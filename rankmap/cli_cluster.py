@@ -85,18 +85,19 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
                    help="Slurm topology/block blocks are NVLink domains (default) or network switches only")
 
 
-def cluster_from_args(args: argparse.Namespace):
+def cluster_from_args(args: argparse.Namespace, warn_on_stderr: bool = True):
     """Build the graph from the flags of :func:`add_cluster_arguments`
     (:func:`rankmap.solver.job.resolve.build_job_cluster`).
 
     The importers' guesses (a GPU generation assumed from an NVLink count, a synthetic NIC,
     ...) are in the graph's ``warnings`` and also printed on stderr as ``rankmap: warning:
     ...`` when the command succeeds (:func:`rankmap.cli.warn`): a silently wrong bandwidth
-    would choose the layout.
+    would choose the layout.  Without ``warn_on_stderr`` only in the graph (``rankmap cluster
+    --format table`` on stdout lists them under its notes).
     """
     from rankmap.cli import warn
 
-    return build_job_cluster(vars(args), warn)
+    return build_job_cluster(vars(args), warn if warn_on_stderr else None)
 
 
 #: Flags of :func:`add_cluster_arguments` beyond the Slurm ones (argparse dest names).
@@ -112,15 +113,17 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``rankmap cluster``; returns the exit status."""
     from rankmap.cli_measured import measured_cluster
 
-    G = measured_cluster(args, cluster_from_args(args), drop_slow=True)  # --measured caps (issue 27)
+    fmt = getattr(args, "format", "json") or "json"
+    out = getattr(args, "output", None)
+    # a table on stdout lists the graph's warnings under its notes: not twice (stderr too)
+    G = measured_cluster(args, cluster_from_args(args, warn_on_stderr=not (fmt == "table" and not out)),
+                         drop_slow=True)  # --measured caps (issue 27)
     if getattr(args, "exclude_slow", None) is not None and not any(
             d.get("kind") == "gpu" for _n, d in G.nodes(data=True)):
         from rankmap.solver.errors import InvalidArgumentError
 
         raise InvalidArgumentError(f"--exclude-slow {args.exclude_slow:g} drops every host (all measured below "
                                    f"{args.exclude_slow:g} x the model's rate): no GPU is left to write", "exclude_slow")
-    fmt = getattr(args, "format", "json") or "json"
-    out = getattr(args, "output", None)
     if fmt == "table":
         text = summarize(G) + "\n"
         if out:

@@ -425,6 +425,9 @@ def test_importer_guesses_are_warned_on_stderr_only_on_success(capsys):
     code, out, err = run(capsys, "cluster", "--host-topology", hopper, "--nodelist", "n[1-2]")
     assert code == 0 and out.startswith("{")
     assert "rankmap: warning: GPU generation not given; assumed h100" in err
+    # a table on stdout lists it under its notes, once: not also on stderr
+    code, out, err = run(capsys, "cluster", "--host-topology", hopper, "--nodelist", "n[1-2]", "--format", "table")
+    assert code == 0 and "  - GPU generation not given; assumed h100" in out and err == ""
     bad_input(capsys, "solve", "--host-topology", hopper, "--nodelist", "n[1-2]", "--tp", "3",
               needle="world_size 16")
 
