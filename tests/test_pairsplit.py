@@ -181,3 +181,20 @@ def test_exhaustive_case_where_the_split_raises_the_bound():
     best = optimum(cl, orders, traffic, None, "free")
     assert old < 0.04375 - 1e-3
     assert 0.04375 <= new <= best * (1 + 1e-9)
+
+
+def test_case_a_domain_cut_hand_derived():
+    """2 hosts of two NVLink pairs, one 12.5 GB/s NIC a host (12 as NCCL runs it), tp2 dp4: with every tp pair
+    on its bridge a dp group has at most 2 members in a host (one a pair), so each host is touched by 2 dp
+    groups, both split, each sending its 0.75 GB (all-gather of 1 GB over 4) out: 2 · 0.75 / 12 = 125 ms
+    (the channels alone: 0.75/12 = 62.5 ms).  No layout beats the bound."""
+    cl = cluster_from_graph(fat_tree_cluster(2, 4, intra="nvlink-pairs", intra_bandwidth_gbps=100.0,
+                                             nic_bandwidth_gbps=12.5, nics_per_host=1))
+    cfg = parallel_config(8, tp=2)
+    traffic = {"tp": 1e9, "dp": 1e9}
+    (p, _g, k), = _parts(cfg, traffic)["dp"]
+    assert case_a_floor(cl, p, k) == pytest.approx(0.125)
+    orders = candidate_orders(cfg, "all")
+    for mode in ("launcher", "free"):
+        assert search_lower_bound(cl, orders, traffic, None, mode) <= optimum(cl, orders, traffic, None, mode) * (
+            1 + 1e-9)

@@ -35,7 +35,15 @@ space (launcher or free) is in one of two cases.
   ``max((κ−1)·fb/(κ·P), fb/(min(c_max, m·κ)·R))`` (``κ`` up to the most level-0 domains one
   node meets, and below ``k``) bounds it.  In a launcher order (NCCL nodes are the hosts,
   blocks of ``G`` ranks) the members per host of every group are known: the largest over
-  groups of their own value bounds the part.
+  groups of their own value bounds the part.  And a domain ``D`` made of whole NCCL nodes
+  (a level of ``cluster.domains`` or ``cluster.widest_domains``) holds ``m`` ranks and meets
+  ``κ_D`` level-0 domains, so a group has at most ``κ_D`` members in it: when ``k > κ_D`` every
+  group it touches, at least ``⌈m/κ_D⌉`` of them, is split by ``D`` and sends its cut bytes out
+  of it (each channel leaves the union of nodes once: ``fb``, or ``S`` where tree may run,
+  :func:`~rankmap.solver.bound.ncclterms.crossing_bytes`), over links of ``C_D`` in all
+  (``domain_out_gbps``): ``≥ ⌈m/κ_D⌉·cut / C_D``.  (``a30-pairs-16x4``, one 12.5 GB/s NIC a
+  host of two pairs, dp groups of 8: two dp groups leave each host, ``2 · 4.42 GB / 12.5 GB/s
+  = 707 ms``, the layout's own dp time; the plain per-domain cut sees one.)
 
 The bound is then at least ``min(A, B)``, each computed by
 :func:`~rankmap.solver.bound.analytic.search_lower_bound` with these floors (classes apart,
@@ -66,6 +74,7 @@ PAIR_SPLIT_MAX_DEVICES = 512
 CASE_A_CLASSES = ("cp", "dp", "embedding")
 
 _INTRA: "weakref.WeakKeyDictionary[Cluster, tuple]" = weakref.WeakKeyDictionary()
+_CUTS: "weakref.WeakKeyDictionary[Cluster, dict]" = weakref.WeakKeyDictionary()
 
 
 def _node_of(cluster: Cluster) -> np.ndarray:
@@ -109,6 +118,49 @@ def intra_out_gbps(cluster: Cluster) -> tuple[float, int]:
     out = (P, int(per_node.max(initial=0)))
     _INTRA[cluster] = out
     return out
+
+
+def _node_cuts(cluster: Cluster) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per level of whole NCCL nodes (both hierarchies): ``(ranks m, level-0 domains met κ_D, out capacity GB/s)``
+    per domain (module doc, case A's cut)."""
+    key = ("cuts",)
+    cache = _CUTS.setdefault(cluster, {})
+    if key in cache:
+        return cache[key]
+    from .ncclterms import node_levels
+
+    dom0 = np.asarray(cluster.widest_domains[0], dtype=np.int64)
+    K0 = int(dom0.max()) + 1
+    out = []
+    for doms, outs in ((cluster.widest_domains, cluster.widest_domain_out_gbps),
+                       (cluster.domains, cluster.domain_out_gbps)):
+        whole = node_levels(cluster, doms)
+        for lvl in range(min(doms.shape[0], len(outs))):
+            lab = np.asarray(doms[lvl], dtype=np.int64)
+            m = np.bincount(lab)
+            cap = np.asarray(outs[lvl], dtype=float)
+            if not whole[lvl] or cap.size != m.size:
+                continue
+            kap = np.bincount(np.unique(lab * K0 + dom0) // K0, minlength=m.size)
+            ok = (m > 0) & (cap > 0) & (m < cluster.num_devices)
+            if ok.any():
+                out.append((m[ok], kap[ok], cap[ok]))
+    cache[key] = out
+    return out
+
+
+def _cut_a(cluster: Cluster, part, k: int, fb: float) -> float:
+    """Case A's domain cut (module doc), seconds: the most over whole-node domains meeting fewer than ``k``
+    level-0 domains of ``⌈m/κ_D⌉`` split groups' cut bytes over ``C_D``."""
+    from .ncclterms import crossing_bytes
+
+    cut = crossing_bytes(part.kind, fb, part.payload_bytes, cluster, k, True)[1]
+    best = 0.0
+    for m, kap, cap in _node_cuts(cluster):
+        sel = (kap < k) & (kap > 0)
+        if sel.any():
+            best = max(best, float((np.ceil(m[sel] / kap[sel]) * cut / (cap[sel] * 1e9)).max()))
+    return best
 
 
 def _ring_a(fb: float, P: float, R: float, c_cap: int, m: int, kmax: int, kmin: int, nodes: int) -> float:
@@ -172,7 +224,8 @@ def case_a_floor(cluster: Cluster, part, k: int, groups: np.ndarray | None = Non
         t = min(cands) if cands else 0.0
     if part.kind == "all_reduce":
         t = all_reduce_floor_seconds(cluster, k, part.payload_bytes, fb, t)
-    return float(t)
+    # the cut bytes hold for every algorithm (S where tree may run; NVLS needs one node, and k > κ_D)
+    return float(max(t, _cut_a(cluster, part, k, fb)))
 
 
 def case_b_floor(cluster: Cluster, part, k: int) -> float:
