@@ -193,8 +193,27 @@ def test_case_a_domain_cut_hand_derived():
     cfg = parallel_config(8, tp=2)
     traffic = {"tp": 1e9, "dp": 1e9}
     (p, _g, k), = _parts(cfg, traffic)["dp"]
-    assert case_a_floor(cl, p, k) == pytest.approx(0.125)
+    assert case_a_floor(cl, p, k, every_rank=True) == pytest.approx(0.125)
     orders = candidate_orders(cfg, "all")
     for mode in ("launcher", "free"):
         assert search_lower_bound(cl, orders, traffic, None, mode) <= optimum(cl, orders, traffic, None, mode) * (
             1 + 1e-9)
+
+
+@pytest.mark.parametrize("mode", ["launcher", "free"])
+def test_embedding_groups_of_deep_pipelines_hold_few_ranks(mode):
+    """4 hosts of one NVLink pair, tp2 pp4: the embedding groups hold the first and last stages only, so a host
+    whose tp pair is a middle stage holds no embedding rank: no domain cut for them.  Host 0, the narrowest,
+    holds a middle stage in the optimum (the embedding pairs leave hosts of 25 GB/s); the cut said 2 embedding
+    groups · 1 GB over host 0's 13 GB/s, above the optimum, before it was kept to parts whose groups hold
+    every rank."""
+    g = fat_tree_cluster(4, 2, intra="nvlink-pairs", intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=12.5,
+                         gpu="h100")
+    g["node000/nic1"]["switch:t0.0"]["bandwidth"] = 0.5  # host 0 leaves over 13 GB/s, the others over 25
+    cl = cluster_from_graph(g)
+    cfg = parallel_config(8, tp=2, pp=4)
+    traffic = {"tp": 1e9, "pp": 1e6, "embedding": 1e9}
+    orders = candidate_orders(cfg, "all")
+    assert pair_cases(cl, cfg, _parts(cfg, traffic)) is not None
+    assert search_lower_bound(cl, orders, traffic, None, mode) <= optimum(cl, orders, traffic, None, mode) * (
+        1 + 1e-9)

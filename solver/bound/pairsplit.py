@@ -41,7 +41,9 @@ space (launcher or free) is in one of two cases.
   group it touches, at least ``⌈m/κ_D⌉`` of them, is split by ``D`` and sends its cut bytes out
   of it (each channel leaves the union of nodes once: ``fb``, or ``S`` where tree may run,
   :func:`~rankmap.solver.bound.ncclterms.crossing_bytes`), over links of ``C_D`` in all
-  (``domain_out_gbps``): ``≥ ⌈m/κ_D⌉·cut / C_D``.  (``a30-pairs-16x4``, one 12.5 GB/s NIC a
+  (``domain_out_gbps``): ``≥ ⌈m/κ_D⌉·cut / C_D`` — when the part's groups hold every rank (not the
+  embedding groups of ``pp ≥ 3``, which hold the first and last stages only: a domain may hold none of
+  their members).  (``a30-pairs-16x4``, one 12.5 GB/s NIC a
   host of two pairs, dp groups of 8: two dp groups leave each host, ``2 · 4.42 GB / 12.5 GB/s
   = 707 ms``, the layout's own dp time; the plain per-domain cut sees one.)
 
@@ -173,11 +175,12 @@ def _ring_a(fb: float, P: float, R: float, c_cap: int, m: int, kmax: int, kmin: 
     return max(a, b)
 
 
-def case_a_floor(cluster: Cluster, part, k: int, groups: np.ndarray | None = None) -> float:
+def case_a_floor(cluster: Cluster, part, k: int, groups: np.ndarray | None = None, every_rank: bool = False) -> float:
     """Case A's floor (module doc), seconds, on a ring part of a class of :data:`CASE_A_CLASSES`.
 
     ``groups``: the class's groups in a launcher order (``rank_offset`` removed), whose members per host are
-    then known; None: the least over every member count (any layout).  0 for other kinds.
+    then known; None: the least over every member count (any layout).  ``every_rank``: the part's groups hold
+    every rank (then also the domain cut).  0 for other kinds.
     """
     from ..cost.timemodel import flow_bytes
     from .ncclterms import RING_KINDS, all_reduce_floor_seconds, max_channels, nics_per_gpu
@@ -225,7 +228,7 @@ def case_a_floor(cluster: Cluster, part, k: int, groups: np.ndarray | None = Non
     if part.kind == "all_reduce":
         t = all_reduce_floor_seconds(cluster, k, part.payload_bytes, fb, t)
     # the cut bytes hold for every algorithm (S where tree may run; NVLS needs one node, and k > κ_D)
-    return float(max(t, _cut_a(cluster, part, k, fb)))
+    return float(max(t, _cut_a(cluster, part, k, fb))) if every_rank else float(t)
 
 
 def case_b_floor(cluster: Cluster, part, k: int) -> float:
@@ -268,8 +271,10 @@ def pair_cases(cluster: Cluster, cfg: ParallelConfig, parts: dict) -> tuple[Call
     if intra_out_gbps(cluster)[1] == 0:
         return None
 
+    every = {c: bool(plist) and all(g * k >= W for _p, g, k in plist) for c, plist in parts.items()}
+
     def a(c, part, k, groups=None):
-        return case_a_floor(cluster, part, k, groups) if c in CASE_A_CLASSES else 0.0
+        return case_a_floor(cluster, part, k, groups, every.get(c, False)) if c in CASE_A_CLASSES else 0.0
 
     def b(c, part, k, groups=None):
         return case_b_floor(cluster, part, k) if c == "tp" else 0.0
