@@ -83,7 +83,9 @@ flows between them; its connected components have sizes ``c_1, c_2, …``.
 The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
 the size terms (order-independent), free mode at 513–16,384 ranks also the least of two
-cases: tp groups inside hosts or not (:mod:`.casesplit`).  Both take the larger of that and the joint
+cases: tp groups inside hosts or not (:mod:`.casesplit`).  Every mode up to 512 GPUs whose
+level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVSwitch hosts and tp
+= G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
 per-part floors are these terms.  Nothing here is n×n: group arrays, block
@@ -247,13 +249,43 @@ def search_lower_bound(
     Launcher mode: ``min over orders of Σ_c x_c Σ_parts max(size terms, launcher terms of the order)``;
     other modes (or too much work: ``LAUNCHER_WORK_MAX``): :func:`lower_bound` (size terms).
     ``plain``: that size-term bound when already computed (same cluster, sizes, traffic and exposure:
-    a free solve's own bound), not recomputed.
+    a free solve's own bound), not recomputed.  Without ``plain``, also at least the least of the two
+    cases of :mod:`.pairsplit` (tp groups on the level-0 domains or not), where it applies.
 
     Raises
     ------
     ValueError
         If ``orders`` is empty.
     """
+    from ..traffic import TRAFFIC_CLASSES
+
+    out = _search_bound(cluster, orders, traffic, exposure, mode, plain)
+    if plain is not None or not orders:
+        return out
+    from .pairsplit import pair_cases
+
+    parts = {c: _part_sizes(orders[0], traffic, c) for c in TRAFFIC_CLASSES}
+    cases = pair_cases(cluster, orders[0], parts)
+    if cases is None:
+        return out
+    # each case: the classes apart with its floors, and the launcher terms per order (no joint cut: small work)
+    a = _search_bound(cluster, orders, traffic, exposure, mode, None, raise_floor=cases[0], joint=False)
+    if a <= out:
+        return out
+    b = _search_bound(cluster, orders, traffic, exposure, mode, None, raise_floor=cases[1], joint=False)
+    return float(max(out, min(a, b)))
+
+
+def _search_bound(
+    cluster: Cluster, orders: Sequence[ParallelConfig], traffic: Mapping[str, float],
+    exposure: Mapping[str, float] | None, mode: str, plain: float | None,
+    raise_floor=None, joint: bool = True,
+) -> float:
+    """:func:`search_lower_bound` without the pair split.  ``raise_floor(class, part, size, groups or None)``:
+    seconds each part's floor is raised to (a case of :mod:`.pairsplit`: valid for the layouts of that case
+    only; ``groups``: the class's groups in a launcher order, None for the order-free floor); ``joint``:
+    False leaves out the joint cut bound and free mode's tp case split (and does not count the exact pass
+    over GPU pairs again)."""
     from ..traffic import CLASS_GROUP, TRAFFIC_CLASSES
 
     if not orders:
@@ -262,13 +294,17 @@ def search_lower_bound(
     cfg0 = orders[0]
     size_terms = {}
     for c in TRAFFIC_CLASSES:
-        size_terms[c] = [(p, class_lower_bound(cluster, p.kind, g, k, p.payload_bytes))
-                         for p, g, k in _part_sizes(cfg0, traffic, c)]
+        size_terms[c] = []
+        for p, g, k in _part_sizes(cfg0, traffic, c):
+            v = class_lower_bound(cluster, p.kind, g, k, p.payload_bytes)
+            if raise_floor is not None:
+                v = max(v, raise_floor(c, p, k, None))
+            size_terms[c].append((p, v))
     known = plain
     parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
     n_parts = sum(len(v) for v in size_terms.values())
     charge(BOUND_PART_SECONDS * n_parts * (1 if known is None else 0))
-    if known is None:  # the rates' exact pass over every GPU pair (cached per cluster, counted every time)
+    if known is None and joint:  # the rates' exact pass over every GPU pair (cached per cluster, counted every time)
         charge(pair_route_seconds(cluster))
     ksize = {c: [k for _p, _g, k in v] for c, v in parts.items()}
 
@@ -279,7 +315,7 @@ def search_lower_bound(
                 for c in TRAFFIC_CLASSES)
     if known is not None:
         plain = max(plain, float(known))
-    elif plain > 0:
+    elif plain > 0 and joint:
         from .cutbound import joint_cut_bound
 
         # latency beyond each part's own floor (lower_bound: extra is nondecreasing in the bandwidth time)
@@ -319,13 +355,15 @@ def search_lower_bound(
                 ring = in_host_ring_floor(cluster, p, arr)
                 inside = inside or ring > v
                 floor = max(v, launcher_part_bound(cluster, p, arr), ring)
+                if raise_floor is not None:
+                    floor = max(floor, raise_floor(c, p, ksize[c][i], arr))
                 floors.setdefault(c, []).append(floor)
                 nodes = launcher_nodes(cluster, p, arr)
                 extra = latency_extra_seconds(cluster, p.kind, ksize[c][i], floor, nodes)
                 lat += x * extra
                 total += x * (floor + extra)
         key = tuple((c, tuple(v)) for c, v in sorted(floors.items()))
-        if inside and cfg0.world_size <= JOINT_PER_ORDER_MAX_RANKS:
+        if inside and joint and cfg0.world_size <= JOINT_PER_ORDER_MAX_RANKS:
             # the classes compete for the domains with this order's floors (a ring kept inside a host)
             if key not in joint_of:
                 from .cutbound import joint_cut_bound

@@ -83,7 +83,10 @@ def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
     bps.update(be)
     bps.update((a + b) / 2 for a in tp_ for b in be + ecaps)
     bps.update(ecaps)
-    xs = sorted(x for x in bps if x >= 0 and np.isfinite(x))
+    xs = []
+    for x in sorted(x for x in bps if x >= 0 and np.isfinite(x)):
+        if not xs or x > xs[-1] + 1e-9 * max(1.0, xs[-1]):  # breakpoints equal but for rounding: one
+            xs.append(x)
     xs.append(xs[-1] + 1.0)
     ys = [h(x) for x in xs]
     lines = []
@@ -91,6 +94,10 @@ def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
         if x1 > x0:
             g = max((y1 - y0) / (x1 - x0), 0.0)
             lines.append((g, y0 - g * x0))
+    # no line above h at a breakpoint: h is piecewise linear with its kinks among them, so a line below it
+    # there is below it on [0, xs[-1]]; a chord is (issue 25: two breakpoints 3.5 apart only by rounding gave
+    # a flat chord at h(3.5) that the max of lines kept for every s, 3 ms above h at s = 2)
+    lines = [(g, min([b] + [y - g * x for x, y in zip(xs, ys)])) for g, b in lines]
     c0 = sum(c for c, _c1, _g in chains) + sum(c for c, _g in embs)
     return _Term(c0, 0.0, 0.0, tuple(lines))
 
