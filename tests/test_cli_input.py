@@ -588,7 +588,7 @@ def test_a_node_kind_close_to_a_known_one_is_warned_about(capsys, tmp_path):
                       {"source": "y", "target": "leaf", "bandwidth": 50}]}
     G = graph_from_data(data)
     # "gpuu" and "Nic" look like typos of known kinds; "switch" is one; "optics" is a free-form non-GPU kind
-    assert G.graph["warnings"] == [
+    assert G.graph["kind_warnings"] == [
         "node kind 'gpuu' (e.g. node 'h0/g1') is not 'gpu': those nodes are not GPUs (did you mean 'gpu'?)",
         "node kind 'Nic' (e.g. node 'x') is not 'nic': those nodes are not 'nic' nodes (did you mean 'nic'?)"]
     assert kind_warnings({"gpu": "a", "pcie_switch": "b", "leaf": "c"}) == []

@@ -79,8 +79,13 @@ def _check(G: nx.Graph, label: str) -> nx.Graph:
             d["host"] = str(d["host"])
     warnings = kind_warnings(kinds)
     if warnings:
-        G.graph["warnings"] = list(G.graph.get("warnings", ()) or ()) + warnings
+        G.graph[KIND_WARNINGS_KEY] = warnings
     return G
+
+
+#: Graph attribute holding :func:`kind_warnings` of a loaded graph file (the file's own ``warnings``, from the
+#: importers of ``rankmap cluster``, are not repeated on every solve).
+KIND_WARNINGS_KEY = "kind_warnings"
 
 
 #: Node kinds with a meaning (DESIGN §2; any other string is a non-GPU node without one).

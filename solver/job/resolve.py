@@ -182,13 +182,13 @@ def job_cluster(job: Mapping[str, Any], warn: Warn | None = None):
         )
     if job.get("cluster"):
         from ..fabric.hostinfer import NOTE_KEY, infer_hosts
-        from ..formats.graphfile import load_graph
+        from ..formats.graphfile import KIND_WARNINGS_KEY, load_graph
 
         G = infer_hosts(load_graph(job["cluster"]))  # GPUs without host: their machines, or an error
         if warn is not None and G.graph.get(NOTE_KEY):
             warn(str(G.graph[NOTE_KEY]))
-        for w in (G.graph.get("warnings", ()) or ()) if warn is not None else ():
-            warn(str(w))  # e.g. a node kind that looks like a typo of 'gpu' (graphfile.kind_warnings)
+        for w in (G.graph.get(KIND_WARNINGS_KEY, ()) or ()) if warn is not None else ():
+            warn(str(w))  # a node kind that looks like a typo of a known one ('gpuu')
         return G
     if not cluster_keys_given(job):
         raise InvalidArgumentError("no cluster given: pass a CLUSTER file or --host-topology/--fabric/--nodelist",
