@@ -1,5 +1,5 @@
 """``python -m rankmap`` is the ``rankmap`` command."""
 
-from rankmap.cli import main
+from rankmap.entry import main
 
 raise SystemExit(main())

@@ -4,7 +4,7 @@
 
     from rankmap.batch import solve_many
 
-    docs = solve_many("jobs.yaml")                       # process pool, all cores
+    docs = solve_many("jobs.yaml")                       # process pool, all usable CPUs
     docs = solve_many("jobs.yaml", executor="ray")       # a local Ray instance
     docs = solve_many(jobs, executor="ray", ray_address="auto")   # an existing Ray cluster
 
@@ -46,6 +46,7 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from rankmap.cpus import available_cpus
 from rankmap.solver.errors import InvalidArgumentError, RankmapError
 
 __all__ = [
@@ -238,7 +239,7 @@ def _start_ray(ray, address: str | None, workers: int | None) -> bool:
     quiet = dict(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     try:
         if address is None:
-            ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **quiet)
+            ray.init(address="local", num_cpus=workers or available_cpus(), **quiet)
         else:
             ray.init(address=address, **quiet)
     except Exception as exc:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError depending on the address
@@ -353,7 +354,7 @@ def iter_solve_many(
         A local process pool, or one Ray task per job (see the module doc).
     workers : int, optional
         Processes of the pool, or CPUs of a local Ray instance started here
-        (default: all cores).  Ignored when joining an existing Ray.
+        (default: the CPUs this process may use).  Ignored when joining an existing Ray.
     ray_address : str, optional
         ``None`` (start a local instance unless Ray is already initialised),
         ``"auto"`` (the ``RAY_ADDRESS`` convention) or an address for ``ray.init``.
@@ -394,7 +395,7 @@ def iter_solve_many(
     if executor == "ray":
         yield from _ray_tasks(todo, workers, ray_address, omit_groups, timeout)
     else:
-        yield from _process_pool(todo, workers or os.cpu_count() or 1, omit_groups)
+        yield from _process_pool(todo, workers or available_cpus(), omit_groups)
 
 
 def solve_many(jobs, executor: str = "process", **settings) -> list[dict[str, Any]]:

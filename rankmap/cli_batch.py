@@ -19,7 +19,7 @@ JSON or GraphML path, relative to the file that names it —, ``world_size``,
 ``exclude_hosts``, ``time_limit``, ``seed``, ...), plus an optional ``name``.
 Each job is read exactly as ``rankmap solve JOB.yaml`` reads it.
 
-Jobs run in a process pool (``--workers``, default: all cores), as Ray tasks
+Jobs run in a process pool (``--workers``, default: every CPU this process may use), as Ray tasks
 (``--executor ray``: a local Ray instance, or the cluster at ``--ray-address``;
 see :mod:`rankmap.batch`, which is also the Python API), or are streamed to a
 ``rankmap serve`` through BatchSolve with ``--server``.  One JSON line per job
@@ -153,7 +153,7 @@ def register(subparsers) -> None:
                    help="with --executor ray: join this Ray cluster ('auto': RAY_ADDRESS or the local "
                         "'ray start' cluster); default: start a local Ray instance on --workers CPUs")
     p.add_argument("--workers", type=positive_int_arg, default=None,
-                   help="processes solving at once, or CPUs of the local Ray instance (default: all cores)")
+                   help="processes solving at once, or CPUs of the local Ray instance (default: the CPUs this process may use: affinity, cgroup quota)")
     p.add_argument("-o", "--output", default=None, help="write the JSON lines here instead of stdout")
     p.add_argument("--omit-groups", action="store_true", help="leave the group catalogue out of each result")
     p.add_argument("--timeout", type=seconds_arg(0.0), default=86400.0,

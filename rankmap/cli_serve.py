@@ -59,7 +59,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("serve", help="run the gRPC service (rankmap.v1.RankmapService)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)")
     p.add_argument("--port", type=port_arg, default=50051, help="port (default 50051; 0 = any free port)")
-    p.add_argument("--workers", type=_int_at_least(1), default=None, help="solves running at once (default: CPU count)")
+    p.add_argument("--workers", type=_int_at_least(1), default=None, help="solves running at once (default: the CPUs this process may use: affinity, cgroup quota)")
     p.add_argument(
         "--max-queued",
         type=_int_at_least(0),

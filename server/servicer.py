@@ -29,7 +29,6 @@ UNAUTHENTICATED        no or a wrong bearer token (:mod:`rankmap.server.auth`)
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent import futures
@@ -39,6 +38,7 @@ import grpc
 from grpc_status import rpc_status
 
 from rankmap import wire
+from rankmap.cpus import available_cpus
 from rankmap.server.budget import call_budget
 from rankmap.server.calls import Cancelled, CallGuard, exception_fields, log_request
 from rankmap.server.registration import BadMessage, add_to_server
@@ -75,7 +75,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     Parameters
     ----------
     workers : int, optional
-        Calls worked on at once (default: the CPU count).
+        Calls worked on at once (default: the CPUs this process may use, :func:`rankmap.cpus.available_cpus`).
     max_queued : int
         Calls that may wait for a worker; more are refused with RESOURCE_EXHAUSTED.
     limits : Limits, optional
@@ -83,7 +83,7 @@ class RankmapServicer(rankmap_pb2_grpc.RankmapServiceServicer):
     """
 
     def __init__(self, workers: int | None = None, max_queued: int = DEFAULT_MAX_QUEUED, limits: Limits | None = None):
-        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self.workers = max(1, int(workers or available_cpus()))
         self.max_queued = max(0, int(max_queued))
         self.limits = limits or Limits()
         self._pool = futures.ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="rankmap-work")
