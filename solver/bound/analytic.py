@@ -322,6 +322,12 @@ def _search_bound(
         lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
                                                          for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
+        from .stagecut import stage_cut_bound
+
+        # the stage-split cuts of every level's domains of most and fewest end-stage ranks (module stagecut)
+        plain = max(plain, stage_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1])
+                    + lat_min)
+
         def plain_joint() -> float:
             return joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min
 
