@@ -88,7 +88,9 @@ level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVS
 = G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
-per-part floors are these terms.  Nothing here is n×n: group arrays, block
+per-part floors are these terms, and of the stage-split cuts of :mod:`.stagecut` (a domain's ranks
+in several pipeline stages add their cuts; the domains of most and fewest end-stage ranks pay the
+embedding and the pipeline flows).  Nothing here is n×n: group arrays, block
 graphs of at most W/G blocks, per-domain vectors.
 """
 
