@@ -88,7 +88,9 @@ level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVS
 = G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
-per-part floors are these terms.  Nothing here is n×n: group arrays, block
+per-part floors are these terms, and of the stage-split cuts of :mod:`.stagecut` (a domain's ranks
+in several pipeline stages add their cuts; the domains of most and fewest end-stage ranks pay the
+embedding and the pipeline flows).  Nothing here is n×n: group arrays, block
 graphs of at most W/G blocks, per-domain vectors.
 """
 
@@ -322,6 +324,12 @@ def _search_bound(
         lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
                                                          for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
+        from .stagecut import stage_cut_bound
+
+        # the stage-split cuts of every level's domains of most and fewest end-stage ranks (module stagecut)
+        plain = max(plain, stage_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1])
+                    + lat_min)
+
         def plain_joint() -> float:
             return joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min
 

@@ -1,0 +1,430 @@
+"""Stage-split domain cuts: a domain's ranks fall into pipeline stages (DESIGN §5; used by :mod:`.analytic`).
+
+Notation of :mod:`.cutbound`.  Every group of a class other than the pipeline (tp, cp, dp, ep,
+etp, edp: the lines of both rank grids off the ``pp`` axis) lies inside one pipeline *stage*
+(the ranks at one position ``j`` of their pipeline chains, ``W/P`` of them, ``P = pp``).  A
+domain ``D`` of ``m`` ranks is therefore cut by the stages into parts ``D_j`` of ``m_j`` ranks
+(``Σ_j m_j = m``, ``m_j ≤ W/P``), and a group of such a class split by ``D`` is split by exactly
+one part, inside its stage.  So, per part of a class with own floor ``F`` and cut time
+``X_j`` of stage part ``j`` (the bytes its groups split by ``D_j`` send out of ``D`` over
+``C_D``, the same links for every part), the part takes at least
+``max(F, Σ_j X_j) ≥ Σ_j max(F, X_j) − (q − 1)·F`` over the ``q`` nonempty stage parts (induction
+on ``max(F, a + b) ≥ max(F, a) + max(F, b) − F`` for ``a, b ≥ 0``), and ``≥ Σ_j X_j``.  Summed over
+the classes, the classes off the pipeline axis take at least
+``V = max(F_Σ + Σ_j Δ(m_j), Σ_j Φ(m_j))`` with ``F_Σ`` their floors' sum, ``Δ(x) = Σ_grids
+max(0, Ψ(x) − F_grid)`` where ``Ψ(x)`` is the joint cut bound of one domain of ``x`` ranks of one
+stage (:func:`~rankmap.solver.bound.gridcut.domain_grid_bound` on the stage's grids ``tp × cp × dp``
+and ``etp × ep × edp``, each part's term ``max(F, g·s)``, ``g`` its seconds per split group out of
+``D``; a stage holds ``(W/P)/k`` groups of each class), and ``Φ(x)`` the same without the floors
+(terms ``g·s``).  Both start at each class's own least splits and are made exact for the part
+sizes the least combination below uses (:class:`_Tables`): lower bounds all along.
+
+The pipeline and embedding classes see the stage counts directly: each chain has one edge
+between stages ``j`` and ``j + 1``; at least ``|m_j − m_{j+1}|`` of them have one end in ``D``
+and send a flow out of it (pipeline flows run both ways), so the chain parts take at least
+``Σ max(F, g·X)`` with ``X = Σ_j |m_j − m_{j+1}|``; the embedding pairs (first and last stage of
+each chain, ``P ≥ 3``) with one rank in ``D`` number at least ``Y = |m_0 − m_{P−1}|``.
+
+Which domains.  The end stages hold ``2W/P`` ranks, so over a level of ``n`` domains (all GPUs
+used) some domain ``D+`` holds at least ``⌈2W/(P·n)⌉`` of them (``m_0 + m_{P−1}`` at least that)
+and some ``D−`` at most ``⌊2W/(P·n)⌋``.  Each class pays for its busiest domain, so with ``V``
+the classes off the pipeline axis, ``T ≥ max_i V(D_i) + max_i pp(D_i) + max_i emb(D_i)`` over
+any domains ``D_i`` at once (``Σ_c max_i ≥ max_i Σ_{c ∈ V}``): every level's ``D+`` and ``D−``.
+Per domain the least over its compositions ``(m_j)`` gives a set of triples; the bound is the
+least over one triple per domain of that sum (:func:`_combine`).  Compositions of up to
+``EXACT_PARTS`` nonempty stage parts are enumerated (two when they would be more than
+``COMPOSITIONS_MAX``); those of more parts are charged ``max(F_Σ + min Σ Δ, min Σ Φ)`` over their
+part sizes (two knapsacks) and the floors of pp and embedding.
+
+Example: ``ft-oversub-32x8`` tp4 cp2 pp4 (leaves of 32 GPUs, 4:1 uplinks, stages of 64 ranks):
+a leaf of one stage splits 4 dp groups; one spanning two stages splits 8.  The leaf with the
+most end-stage ranks (≥ 16) thus either holds 32 ranks of an end stage (32 embedding flows,
+17.2 ms) or pays 4 more dp cuts; the leaf with the fewest (≤ 16) is a middle stage (64 pipeline
+flows, 11.2 ms) or also pays them: the joint cut of one domain saw only the middle stage
+(bound 45.5 -> 57.9 ms, cost 61.9 ms).  ``ft-oversub-64x8`` tp8 pp4: 61.6 -> 71.5 ms (cost 72.0).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+from ..fabric.cluster import Cluster
+from ..megatron.config import ParallelConfig
+from .work import BOUND_PART_SECONDS, charge
+
+__all__ = ["stage_cut_bound", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
+
+#: World sizes up to which the stage-split cut runs.
+STAGE_CUT_MAX_RANKS = 512
+#: Compositions with up to this many nonempty stage parts are enumerated exactly.
+EXACT_PARTS = 3
+#: Domains larger than this (ranks) are left out (their compositions are many).
+STAGE_CUT_MAX_DOMAIN = 64
+#: Levels with more distinct domain shapes than this are left out (fragmented levels: many tables).
+STAGE_CUT_MAX_SHAPES = 2
+#: Compositions of one shape at most; beyond, only those of up to two parts are enumerated exactly.
+COMPOSITIONS_MAX = 20000
+#: Nominal seconds per composition evaluated (numpy, vectorised) and per candidate pair of thresholds.
+COMPOSITION_SECONDS = 2.0e-7
+
+
+def _stage_grids(cfg: ParallelConfig):
+    """The two rank grids of ``cfg`` without the pipeline axis: ``[(axes, classes)]`` (empty grids left out)."""
+    from .cutbound import grid_classes
+
+    out = []
+    for axes, classes in grid_classes(cfg):
+        ax = {a: v for a, v in axes.items() if a != "pp"}
+        cl = {c: g for c, g in classes.items() if c != "pp" and g & ax.keys()}
+        if ax and cl:
+            out.append((ax, cl))
+    return out
+
+
+def _compositions(m: int, S: int, P: int, q: int):
+    """Every composition of ``m`` into ``q`` nonempty parts of at most ``S`` placed on ``q`` of ``P`` stages.
+
+    Returns an int array of shape (N, P) (the per-stage sizes ``m_j``) and (N, q) (the part sizes).
+    """
+    if q == 1:
+        sizes = np.array([[m]]) if 1 <= m <= S else np.zeros((0, 1), dtype=np.int64)
+    else:
+        grids = np.meshgrid(*[np.arange(1, S + 1)] * (q - 1), indexing="ij")
+        first = np.stack([g.ravel() for g in grids], axis=1) if grids else np.zeros((1, 0), dtype=np.int64)
+        last = m - first.sum(axis=1)
+        ok = (last >= 1) & (last <= S)
+        sizes = np.concatenate([first[ok], last[ok, None]], axis=1)
+    rows, parts = [], []
+    for pos in combinations(range(P), q):
+        full = np.zeros((sizes.shape[0], P), dtype=np.int64)
+        full[:, list(pos)] = sizes
+        rows.append(full)
+        parts.append(sizes)
+    if not rows:
+        return np.zeros((0, P), dtype=np.int64), np.zeros((0, q), dtype=np.int64)
+    return np.concatenate(rows), np.concatenate(parts)
+
+
+def _count(m: int, S: int, P: int, q: int) -> int:
+    """How many compositions :func:`_compositions` returns (without building them)."""
+    from math import comb
+
+    # compositions of m into q parts in [1, S]: inclusion-exclusion over parts above S
+    n = sum((-1) ** i * comb(q, i) * comb(m - i * S - 1, q - 1) for i in range(q + 1) if m - i * S - 1 >= q - 1)
+    return n * comb(P, q)
+
+
+class _Tables:
+    """``Δ(x)`` and ``Φ(x)`` of one domain capacity (module doc), lower bounds refined to exact on demand.
+
+    ``delta[x] ≤ max(0, Ψ(x) − F_Σ)`` (Ψ: the stage grids' joint cut with each part's floor) and
+    ``phi[x] ≤`` the same joint cut without floors; both start at the classes' own least splits
+    (a part of ``x`` ranks splits at least ``⌈r/(k − 1)⌉`` groups of size ``k``, ``r = x mod k``, or
+    ``x`` when ``k > x``) and become the joint cuts (:func:`~rankmap.solver.bound.gridcut.domain_grid_bound`)
+    for the sizes :func:`stage_cut_bound` asks for.
+    """
+
+    def __init__(self, cluster, grids, within, cap: float, node_level: bool, top: int, S: int):
+        from ..cost.timemodel import flow_bytes
+        from .cutbound import _covers
+        from .gridcut import _Term
+        from .ncclterms import crossing_bytes
+
+        self.top = top
+        self.delta = np.zeros(top + 1)
+        self.phi = np.zeros(top + 1)
+        self.exact = np.zeros(top + 1, dtype=bool)
+        self.exact[0] = True
+        self.grids = []
+        xs = np.arange(top + 1)
+        for axes, classes in grids:
+            with_f0, cut_only = {}, {}
+            f0g = 0.0
+            for c in classes:
+                k = 1
+                for a in classes[c]:
+                    k *= axes[a]
+                r = np.where(xs < k, xs, xs % k)
+                smin = np.ceil(r / max(k - 1, 1))
+                for p, kp, x, f0 in within.get(c, []):
+                    fb = flow_bytes(p.kind, p.payload_bytes, kp)
+                    w = (kp - 1) if p.kind == "all_to_all" else 1
+                    g = x * w * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)[1] / (cap * 1e9)
+                    with_f0.setdefault(c, []).append(_Term(f0, 0.0, g))
+                    cut_only.setdefault(c, []).append(_Term(0.0, 0.0, g))
+                    self.delta += np.maximum(0.0, g * smin - f0)
+                    self.phi += g * smin
+                    f0g += f0
+            if with_f0:
+                class_k = {}
+                for c in classes:
+                    span = 1
+                    for a in classes[c]:
+                        span *= axes[a]
+                    class_k[c] = span
+                self.grids.append((axes, classes, _covers(axes, classes), with_f0, cut_only, class_k,
+                                   {c: S // class_k[c] for c in classes}, f0g))
+
+    def refine(self, xs) -> bool:
+        """Make ``delta`` and ``phi`` exact at the sizes ``xs``; True when some was not."""
+        from .gridcut import domain_grid_bound
+
+        todo = sorted({int(x) for x in xs if 0 < x <= self.top and not self.exact[int(x)]})
+        for x in todo:
+            d = ph = 0.0
+            for axes, classes, covers, with_f0, cut_only, class_k, groups, f0g in self.grids:
+                d += max(0.0, domain_grid_bound(x, axes, classes, covers, with_f0, class_k, groups) - f0g)
+                ph += domain_grid_bound(x, axes, classes, covers, cut_only, class_k, groups)
+            self.delta[x] = max(self.delta[x], d)
+            self.phi[x] = max(self.phi[x], ph)
+            self.exact[x] = True
+        return bool(todo)
+
+
+class _Shape:
+    """One domain shape of a level: its compositions (up to ``EXACT_PARTS`` parts) and their pp / embedding times."""
+
+    def __init__(self, m: int, cap: float, tables: _Tables, S: int, P: int, pp_time, emb_time):
+        self.m, self.tables = m, tables
+        top = min(m, S)
+        self.sizes = []  # per q: (N_q, q) part sizes
+        rows_all = []
+        self.exact_parts = EXACT_PARTS
+        while self.exact_parts > 2 and _count(m, top, P, self.exact_parts) > COMPOSITIONS_MAX:
+            self.exact_parts -= 1
+        for q in range(1, min(self.exact_parts, P, m) + 1):
+            rows, sizes = _compositions(m, top, P, q)
+            rows_all.append(rows)
+            self.sizes.append(sizes)
+        rows = np.concatenate(rows_all)
+        charge(COMPOSITION_SECONDS * rows.shape[0])
+        self.X = np.abs(np.diff(rows, axis=1)).sum(axis=1)
+        self.Y = np.abs(rows[:, 0] - rows[:, -1])
+        self.ends = rows[:, 0] + rows[:, -1]
+        self.pp = pp_time(np.arange(2 * m + 1, dtype=float))
+        self.emb = emb_time(np.arange(m + 1, dtype=float))
+        self.f0_sum = 0.0
+        self.tail = P > self.exact_parts and m > self.exact_parts
+        self.P, self.top = P, top
+
+    def values(self, f0_sum: float) -> np.ndarray:
+        """``V`` of every composition: ``max(F_Σ + Σ Δ, Σ Φ, F_Σ)`` over its parts."""
+        t = self.tables
+        d = np.concatenate([t.delta[s].sum(axis=1) for s in self.sizes])
+        ph = np.concatenate([t.phi[s].sum(axis=1) for s in self.sizes])
+        charge(COMPOSITION_SECONDS * d.size)
+        return np.maximum(f0_sum + d, ph)
+
+    def part_sizes(self, i: int) -> np.ndarray:
+        """The part sizes of composition ``i``."""
+        for s in self.sizes:
+            if i < s.shape[0]:
+                return s[i]
+            i -= s.shape[0]
+        raise IndexError(i)
+
+    def tail_point(self, f0_sum: float):
+        """``(V, parts)`` least over compositions of more than ``EXACT_PARTS`` parts, or None (knapsacks)."""
+        if not self.tail:
+            return None
+        t, m, top = self.tables, self.m, self.top
+        out = []
+        for arr, base in ((t.delta, f0_sum), (t.phi, 0.0)):
+            best = np.full(m + 1, np.inf)
+            best[0] = 0.0
+            choice = []
+            tail, tail_q = np.inf, 0
+            for q in range(1, min(self.P, m) + 1):
+                cand = np.full((top + 1, m + 1), np.inf)
+                for x in range(1, top + 1):
+                    cand[x, x:] = best[:m + 1 - x] + arr[x]
+                arg = np.argmin(cand, axis=0)
+                best = cand[arg, np.arange(m + 1)]
+                choice.append(arg)
+                charge(COMPOSITION_SECONDS * (m + 1) * top)
+                if q > self.exact_parts and best[m] < tail:
+                    tail, tail_q = float(best[m]), q
+            parts, rest = [], m
+            for q in range(tail_q, 0, -1):
+                x = int(choice[q - 1][rest])
+                parts.append(x)
+                rest -= x
+            out.append((base + tail, parts))
+        v = max(out[0][0], out[1][0], f0_sum)
+        return (v, out[0][1] + out[1][1]) if np.isfinite(v) else None
+
+
+def _frontier(shapes_masks, f0_sum: float):
+    """Points ``(V, pp, emb)`` and their origins of one domain side: per (X, Y) the least ``V``, undominated."""
+    pts, ids = [], []
+    for si, (shape, mask) in enumerate(shapes_masks):
+        V = shape.values(f0_sum)
+        idx = np.flatnonzero(mask)
+        if idx.size:
+            m = shape.m
+            grid = np.full((2 * m + 1, m + 1), np.inf)
+            arg = np.full((2 * m + 1, m + 1), -1)
+            order = idx[np.argsort(-V[idx], kind="stable")]  # the least V written last
+            grid[shape.X[order], shape.Y[order]] = V[order]
+            arg[shape.X[order], shape.Y[order]] = order
+            run = np.minimum.accumulate(np.minimum.accumulate(grid, axis=0), axis=1)
+            prev = np.full_like(run, np.inf)
+            prev[1:, :] = run[:-1, :]
+            prev[:, 1:] = np.minimum(prev[:, 1:], run[:, :-1])
+            xs, ys = np.nonzero(grid < prev)
+            for x, y in zip(xs.tolist(), ys.tolist()):
+                pts.append((grid[x, y], shape.pp[x], shape.emb[y]))
+                ids.append((si, int(arg[x, y])))
+        tp = shape.tail_point(f0_sum)
+        if tp is not None:
+            pts.append((tp[0], shape.pp[0], shape.emb[0]))
+            ids.append((si, tuple(tp[1])))
+    return np.array(pts).reshape(-1, 3), ids
+
+
+def _combine(sets: list[np.ndarray]):
+    """``min over one point (v, a, b) per set of max v + max a + max b`` and the chosen point of each set.
+
+    Thresholds ``v*`` and ``a*`` range over the points' own values; for each, every set's least ``b``
+    among its points with ``v ≤ v*`` and ``a ≤ a*`` (a 2-D running minimum), their largest added.
+    Returns ``(inf, None)`` when a set is empty.
+    """
+    if not sets or any(s.shape[0] == 0 for s in sets):
+        return np.inf, None
+    vs = np.unique(np.concatenate([s[:, 0] for s in sets]))
+    as_ = np.unique(np.concatenate([s[:, 1] for s in sets]))
+    charge(COMPOSITION_SECONDS * vs.size * as_.size * len(sets))
+    worst = np.full((vs.size, as_.size), -np.inf)
+    grids = []
+    for s in sets:
+        grid = np.full((vs.size, as_.size), np.inf)
+        np.minimum.at(grid, (np.searchsorted(vs, s[:, 0]), np.searchsorted(as_, s[:, 1])), s[:, 2])
+        grid = np.minimum.accumulate(np.minimum.accumulate(grid, axis=0), axis=1)
+        grids.append(grid)
+        worst = np.maximum(worst, grid)
+    total = vs[:, None] + as_[None, :] + worst
+    i, j = np.unravel_index(int(np.argmin(total)), total.shape)
+    chosen = []
+    for s, grid in zip(sets, grids):
+        ok = np.flatnonzero((s[:, 0] <= vs[i]) & (s[:, 1] <= as_[j]) & (s[:, 2] <= grid[i, j]))
+        chosen.append(int(ok[0]) if ok.size else None)
+    return float(total[i, j]), chosen
+
+
+#: Rounds of refining the tables at the sizes the least combination uses.
+REFINE_ROUNDS = 12
+
+
+def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base) -> float:
+    """The stage-split cut bound (module doc), seconds, on ``Σ_c x_c·T_c`` over every layout of ``cfg``'s sizes.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        Its GPUs must all be used (``cluster.num_devices == cfg.world_size``); else 0.
+    cfg : ParallelConfig
+        The sizes (any order).
+    parts : Mapping[str, list]
+        Per class its parts ``(Collective, groups, size)`` (:func:`rankmap.solver.bound.analytic._part_sizes`).
+    exposure : Mapping[str, float]
+        ``x_c``, 1 for classes it does not name.
+    base : callable
+        ``base(class, index of the part) -> seconds``: the part's own bandwidth floor (any layout).
+
+    Returns
+    -------
+    float
+        A lower bound, seconds, without NCCL's latency beyond the floors (the caller adds it, as for
+        :func:`~rankmap.solver.bound.cutbound.joint_cut_bound`); 0 where the bound does not apply
+        (``pp < 3``, no pipeline chain part, more than ``STAGE_CUT_MAX_RANKS`` ranks, GPUs left unused).
+    """
+    from ..cost.timemodel import flow_bytes
+    from ..traffic import class_group_size
+    from .cutbound import _hierarchies
+    from .ncclterms import crossing_bytes, node_levels
+
+    P, W = int(cfg.pp), int(cfg.world_size)
+    if P < 3 or W > STAGE_CUT_MAX_RANKS or cluster.num_devices != W:
+        return 0.0
+    S = W // P
+    grids = _stage_grids(cfg)
+    held = {c for _a, cl in grids for c in cl}
+    const = 0.0
+    within: dict[str, list] = {}
+    chains, embs = [], []
+    for c, plist in parts.items():
+        x = float(exposure.get(c, 1.0))
+        n = class_group_size(c, cfg)
+        for i, (p, _g, k) in enumerate(plist):
+            if x <= 0:
+                continue
+            f0 = x * float(base(c, i))
+            if c == "pp" and p.kind == "p2p_chain" and k == P == n:
+                chains.append((p, k, x, f0))
+            elif c == "embedding" and p.kind == "all_reduce" and k == n == 2:
+                embs.append((p, k, x, f0))
+            elif c in held and k == n:
+                within.setdefault(c, []).append((p, k, x, f0))
+            else:
+                const += f0
+    if not chains:
+        return 0.0
+    charge(BOUND_PART_SECONDS)
+    f0_sum = float(sum(f0 for v in within.values() for *_r, f0 in v))
+    tables: dict = {}
+    sides: dict = {}  # (level key, side) -> [(shape, mask)]
+    for doms, outs, _widest in _hierarchies(cluster):
+        whole_nodes = node_levels(cluster, doms)
+        for lvl in range(min(doms.shape[0], len(outs))):
+            sizes = np.bincount(doms[lvl])
+            caps = np.asarray(outs[lvl], dtype=float)
+            if caps.size != sizes.size or sizes.size < 2 or np.any(caps <= 0):
+                continue
+            node_level = bool(whole_nodes[lvl])
+            shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
+            key = (tuple(shapes), sizes.size, node_level)
+            if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
+                    or max(m for m, _c in shapes) > STAGE_CUT_MAX_DOMAIN:
+                continue
+            mean_ends = 2.0 * W / (P * sizes.size)
+            r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))
+            for m, cap in shapes:
+                m, cap = int(m), float(cap)
+                tkey = (cap, node_level)
+                if tkey not in tables:
+                    tables[tkey] = _Tables(cluster, grids, within, cap, node_level, S, S)
+                g_pp = [(x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, k), p.payload_bytes,
+                                            cluster, k, node_level)[1] / (cap * 1e9), f0) for p, k, x, f0 in chains]
+                g_e = [(x * flow_bytes(p.kind, p.payload_bytes, k) / (cap * 1e9), f0) for p, k, x, f0 in embs]
+
+                def pp_time(X, g_pp=g_pp):
+                    return sum(np.maximum(f0, g * X) for g, f0 in g_pp)
+
+                def emb_time(Y, g_e=g_e):
+                    return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
+
+                shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+                sides.setdefault((key, "+"), []).append((shape, shape.ends >= r_plus))
+                sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
+    if not sides:
+        return 0.0
+    core = np.inf
+    for _round in range(REFINE_ROUNDS):
+        fronts = [_frontier(v, f0_sum) for v in sides.values()]
+        core, chosen = _combine([f for f, _ids in fronts])
+        if chosen is None:
+            return 0.0
+        # a combination is at least each of its points' sum: every point that could be in one below the
+        # least so far is made exact (its parts' sizes), until none is left (values only rise)
+        refined = False
+        for (pts, ids), v in zip(fronts, sides.values()):
+            for i in np.flatnonzero(pts.sum(axis=1) <= core * (1.0 + 1e-12)).tolist():
+                si, what = ids[i]
+                shape = v[si][0]
+                xs = what if isinstance(what, tuple) else shape.part_sizes(what)
+                refined = shape.tables.refine(xs) or refined
+        if not refined:
+            break
+    return const + core if np.isfinite(core) else 0.0
