@@ -145,3 +145,47 @@ def test_never_above_the_exhaustive_optimum(seed):
     lb = search_lower_bound(cl, orders, traffic, None, mode)
     opt = optimum(cl, orders, traffic, None, mode)
     assert lb <= opt * (1 + 1e-9) + 1e-15, (lb, opt)
+
+
+def nvpairs(hosts: int):
+    return cluster_from_graph(fat_tree_cluster(hosts, 8, intra="nvlink-pairs", intra_bandwidth_gbps=100.0,
+                                               nic_bandwidth_gbps=25.0), nccl=NOLAT)
+
+
+def test_enumerated_paths_on_nvlink_pairs():
+    """tp 2, dp 8 on 2 hosts of four NVLink-bridged pairs (PCIe 32 GB/s, a 25 GB/s NIC per GPU), order tp-dp:
+    a dp group holds 4 members a host, 4 channels of fb/4.  The average of module nodering gives
+    max(3/4·fb / (80 + 32), fb / (4·24)) = fb / 96 GB/s; NCCL's paths (module nodepaths) leave some member
+    at least 2 of its 4 hops to GPUs outside its pair, on its 32 GB/s PCIe link: 2/4·fb/32 = fb / 64 GB/s.
+    Two pairs in the order a, b, a*, b* meet it: each member sends 2 channels over PCIe."""
+    from rankmap.solver.bound import nodepaths
+
+    cl = nvpairs(2)
+    cfg = parallel_config(16, tp=2)
+    S = 2e9
+    (part,) = class_collectives({"dp": S}, "dp")
+    fb = 7 / 8 * S
+    assert nodepaths.split_seconds_per_byte(cl, 4, 4) == pytest.approx(1 / 64e9, rel=1e-12)
+    arr = megatron_groups(cfg)[CLASS_GROUP["dp"]] - cfg.rank_offset
+    got = order_floor(cl, part, arr)
+    assert got == pytest.approx(fb / 64e9, rel=1e-12)
+    # dp ranks 0, 2, 4, 6 on GPUs 0, 2, 1, 3 (pairs 0-1, 2-3 interleaved), ranks 1, 3, 5, 7 on 4, 6, 5, 7
+    loc = np.array([0, 4, 2, 6, 1, 5, 3, 7])
+    dev = np.concatenate([loc, loc + 8])
+    assert _class_time(cl, cfg, dev, {"dp": S}, "dp") == pytest.approx(got, rel=1e-9)
+    # the members in pair order (a, a*, b, b*): one member sends 3 of 4 over PCIe
+    assert _class_time(cl, cfg, np.arange(16), {"dp": S}, "dp") == pytest.approx(3 / 4 * fb / 32e9, rel=1e-9)
+
+
+def test_enumerated_paths_are_counted_and_deterministic():
+    from rankmap.solver.bound.work import bound_work_meter
+
+    cl = nvpairs(2)
+    cfg = parallel_config(16, tp=2)
+    orders = candidate_orders(cfg, "all")
+    got = []
+    for _ in range(2):
+        with bound_work_meter() as w:
+            b = search_lower_bound(cl, orders, {"tp": 1e9, "dp": 2e9}, None, "launcher")
+        got.append((b, w()))
+    assert got[0] == got[1] and got[0][1] > 0

@@ -73,6 +73,14 @@ __all__ = ["NODE_RING_MAX_DEVICES", "node_link_gbps", "node_ring_floor", "order_
 
 #: The term applies up to this many GPUs (it reads the routes of every GPU pair, :mod:`.rates`).
 NODE_RING_MAX_DEVICES = 512
+#: Nominal work (:mod:`.work`) of one :func:`node_ring_floor` that applies: seconds, plus per GPU pair (``P``'s
+#: pass over the pairs' first hops, computed once per cluster and charged to every call in a share: a reused
+#: cluster must not change the budgets).  Calibration (2026-12-03, CPU time on the 2-core machine under
+#: load): 0.11-0.18 ms a part, ``P`` 13 ns a pair at 320-512 GPUs, over about 8 parts a bound.
+NODE_RING_SECONDS, NODE_RING_PAIR_SECONDS = 2.5e-4, 2e-9
+#: Nominal work of one :func:`order_floor` that applies: seconds, plus per rank (0.24 ms at 64-320 ranks,
+#: 0.60 ms at 512, same calibration).
+ORDER_FLOOR_SECONDS, ORDER_FLOOR_RANK_SECONDS = 2e-4, 8e-7
 
 _CACHE: "weakref.WeakKeyDictionary[Cluster, dict]" = weakref.WeakKeyDictionary()
 
@@ -165,6 +173,16 @@ def _split_group_seconds(fb: float, P: float, R: float, c_cap: int, m: int, kmax
     return max(a, b)
 
 
+def _split_kappa(cluster: Cluster, fb: float, P: float, R: float, c_cap: int, m: int, kmax: int, kmin: int) -> float:
+    """Floor (i) of case S, raised to the enumerated channel paths of :mod:`.nodepaths` where they apply (a node
+    of ``kmax`` members, at most ``min(c_cap, m·kmin)`` channels), seconds."""
+    from .nodepaths import split_seconds_per_byte
+
+    v = _split_group_seconds(fb, P, R, c_cap, m, kmax, kmin)
+    per = split_seconds_per_byte(cluster, kmax, min(c_cap, m * kmin))
+    return max(v, fb * per) if per is not None else v
+
+
 def _applies(cluster: Cluster, kind: str, k: int) -> bool:
     from .ringrate import RING_KINDS
 
@@ -195,15 +213,14 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, nics_per_gpu
     from .rates import inter_host_rate_gbps
 
+    from .work import charge
+
     if num_groups <= 0 or not _applies(cluster, kind, k):
         return 0.0
+    charge(NODE_RING_SECONDS + NODE_RING_PAIR_SECONDS * cluster.num_devices ** 2)
     fb = flow_bytes(kind, payload_bytes, k)
     if fb <= 0:
         return 0.0
-    key = ("floor", kind, int(num_groups), int(k), float(payload_bytes))
-    c = _cache(cluster)
-    if key in c:
-        return c[key]
 
     def alg(t: float) -> float:  # the other all-reduce algorithms' floors, where they may run
         if kind == "all_reduce" and np.isfinite(t):
@@ -216,7 +233,7 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     m = nics_per_gpu(cluster)
     gmax = int(cluster.gpus_per_host.max(initial=0))
     lo = max(1, -(-k // int(cluster.gpus_per_host.size)))  # k members on at most every node: one holds ⌈k/N⌉
-    s1 = min((_split_group_seconds(fb, P, R, c_cap, m, kap, kap) for kap in range(lo, min(k - 1, gmax) + 1)),
+    s1 = min((_split_kappa(cluster, fb, P, R, c_cap, m, kap, kap) for kap in range(lo, min(k - 1, gmax) + 1)),
              default=np.inf)
     s2 = 0.0
     if num_groups * k >= cluster.num_devices:  # every GPU runs a rank of the part's groups
@@ -227,9 +244,7 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
                 split = np.ceil(mh[ok] / np.minimum(k - 1, mh[ok]))
                 s2 = max(s2, float((split * cut / (cap[ok] * 1e9)).max()))
     t = min(alg(_whole_seconds(cluster, k, fb)), max(alg(s1), s2))
-    out = float(t) if np.isfinite(t) else 0.0
-    c[key] = out
-    return out
+    return float(t) if np.isfinite(t) else 0.0
 
 
 def order_floor(cluster: Cluster, part, groups: np.ndarray) -> float:
@@ -257,8 +272,11 @@ def order_floor(cluster: Cluster, part, groups: np.ndarray) -> float:
 
     arr = np.asarray(groups, dtype=np.int64)
     k = int(part.size or (arr.shape[1] if arr.ndim == 2 else 0))
+    from .work import charge
+
     if arr.ndim != 2 or arr.size == 0 or not cluster.equal_hosts or not _applies(cluster, part.kind, k):
         return 0.0
+    charge(ORDER_FLOOR_SECONDS + ORDER_FLOOR_RANK_SECONDS * arr.size)
     fb = flow_bytes(part.kind, part.payload_bytes, k)
     if fb <= 0:
         return 0.0
@@ -283,7 +301,7 @@ def order_floor(cluster: Cluster, part, groups: np.ndarray) -> float:
         if nn <= 1:
             v = _whole_seconds(cluster, k, fb)
         else:
-            v = _split_group_seconds(fb, P, R, c_cap, m, int(kx), int(kn))
+            v = _split_kappa(cluster, fb, P, R, c_cap, m, int(kx), int(kn))
         t = max(t, v if np.isfinite(v) else 0.0)
     if part.kind == "all_reduce":
         t = all_reduce_floor_seconds(cluster, k, part.payload_bytes, fb, t)
