@@ -48,7 +48,8 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 
-__all__ = ["PATH_MAX_HOST_GPUS", "PATH_MAX_CASES", "PATH_KAPPA_SECONDS", "PATH_CASE_SECONDS", "split_seconds_per_byte"]
+__all__ = ["PATH_MAX_HOST_GPUS", "PATH_MAX_CASES", "PATH_KAPPA_SECONDS", "PATH_CASE_SECONDS", "enumerated",
+           "split_seconds_per_byte"]
 
 #: Hosts of at most this many GPUs are enumerated.
 PATH_MAX_HOST_GPUS = 8
@@ -164,18 +165,25 @@ def _table(cluster: Cluster, kappa: int) -> np.ndarray | None:
     return best
 
 
+def enumerated(cluster: Cluster, kappa: int) -> bool:
+    """Whether :func:`split_seconds_per_byte` may answer for ``kappa`` members (no work charged)."""
+    kinds = _kinds(cluster)
+    if not kinds or any(b is None for _a, b, _r in kinds):
+        return False
+    G = int(cluster.gpus_per_host[0])
+    return 1 <= kappa <= G and _cases(G, kappa) <= PATH_MAX_CASES
+
+
 def split_seconds_per_byte(cluster: Cluster, kappa: int, c_hi: int) -> float | None:
     """The least per-byte floor (seconds per byte of ``fb``) of a ring group holding ``kappa`` members on one node
     and running at most ``c_hi`` channels (module doc); None when ``kappa`` is not enumerated (the caller keeps its
     own floor).  Charges :data:`PATH_CASE_SECONDS` per case, every call (the table is cached per cluster)."""
     from .work import charge
 
+    if not enumerated(cluster, kappa):
+        return None
     kinds = _kinds(cluster)
-    if not kinds:
-        return None
     G = int(cluster.gpus_per_host[0])
-    if kappa < 1 or kappa > G or _cases(G, kappa) > PATH_MAX_CASES:
-        return None
     rails = np.asarray(cluster.nccl_topology.rails())
     m = max(1, int((rails >= 0).sum(axis=1).max(initial=1)))
     charge(len(kinds) * (PATH_KAPPA_SECONDS + PATH_CASE_SECONDS * _cases(G, kappa) * m))

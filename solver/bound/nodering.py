@@ -233,8 +233,9 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     m = nics_per_gpu(cluster)
     gmax = int(cluster.gpus_per_host.max(initial=0))
     lo = max(1, -(-k // int(cluster.gpus_per_host.size)))  # k members on at most every node: one holds ⌈k/N⌉
-    s1 = min((_split_kappa(cluster, fb, P, R, c_cap, m, kap, kap) for kap in range(lo, min(k - 1, gmax) + 1)),
-             default=np.inf)
+    kaps = range(lo, min(k - 1, gmax) + 1)
+    avg = {kap: _split_group_seconds(fb, P, R, c_cap, m, kap, kap) for kap in kaps}
+    s1 = min(avg.values(), default=np.inf)
     s2 = 0.0
     if num_groups * k >= cluster.num_devices:  # every GPU runs a rank of the part's groups
         cut = crossing_bytes(kind, fb, payload_bytes, cluster, k, True)[1]
@@ -243,7 +244,16 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
             if ok.any():
                 split = np.ceil(mh[ok] / np.minimum(k - 1, mh[ok]))
                 s2 = max(s2, float((split * cut / (cap[ok] * 1e9)).max()))
-    t = min(alg(_whole_seconds(cluster, k, fb)), max(alg(s1), s2))
+    whole = alg(_whole_seconds(cluster, k, fb))
+    # the enumerated paths (module nodepaths) raise single κ's terms: only worth their work when some such term
+    # is below every other κ's (else the least stays) and the split case is below the whole one (else T_W stands)
+    from .nodepaths import enumerated
+
+    enum = [kap for kap in kaps if enumerated(cluster, kap)]
+    rest = min((v for kap, v in avg.items() if kap not in enum), default=np.inf)
+    if any(avg[kap] < rest for kap in enum) and whole > max(alg(s1), s2):
+        s1 = min(rest, min(_split_kappa(cluster, fb, P, R, c_cap, m, kap, kap) for kap in enum))
+    t = min(whole, max(alg(s1), s2))
     return float(t) if np.isfinite(t) else 0.0
 
 
