@@ -39,6 +39,12 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``; for an all-to-all,
   the first-hop split term of :mod:`.splitbound` (the flows a member sends inside
   its host, rack or leaf and those it sends out start on different links).
+* **inside a node or split** (:mod:`.nodering`, up to 512 GPUs, NCCL nodes the hosts): a ring part
+  takes at least the least of its one-node ring (best in-host ring) and the split case (a group over
+  several nodes: its hops inside its fullest node on the links to that node's GPUs, NCCL's paths
+  enumerated on hosts of uneven links by :mod:`.nodepaths`, and its channels across; every group
+  split: each node's split groups' cut bytes over its out-links); a launcher order's groups with their
+  own member counts per host (:func:`.nodering.order_floor`).
 * **aggregate cut** (unchanged from before): at a level, at least
   ``groups − Σ⌊|D|/k⌋`` groups are split; each sends a flow out of every
   domain it touches; the links leaving the level's domains carry those bytes,
