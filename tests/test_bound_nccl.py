@@ -186,10 +186,11 @@ def test_channels_through_a_slow_intra_host_pcie_switch():
     at 32 GB/s, no NVLink; all-gather S = 4e9, fb = 7/8·S = 3.5e9, latency off.  4 members per host on 4
     rails: 4 channels of fb/4 = 0.875e9 / 24 GB/s = 36.5 ms; each channel is a path through the host's 4
     GPUs (NCCL's NET n -> GPU a -> .. -> GPU x -> NET m), so each GPU sends 3 of the 4 channels over its
-    PCIe port: 3/4·fb = 2.625e9 / 32 GB/s = 82.0 ms.  The bound is each GPU's fb over all its links
-    (32 + 25 GB/s): 61.4 ms.  (It was 72.9 ms, fb·(c−1)/c on one intra-host ring edge, when the model
-    closed a ring inside each host; a path's hops carry fb/c each and may take different links, so only
-    the GPU's total stands.)"""
+    PCIe port: 3/4·fb = 2.625e9 / 32 GB/s = 82.0 ms.  The per-GPU term alone is each GPU's fb over all its
+    links (32 + 25 GB/s): 61.4 ms; a group over both hosts holds 4 members on one of them, whose hops
+    inside the host start on the PCIe ports (solver/bound/nodering.py): 3/4·fb / 32 GB/s = 82.0 ms, the
+    layouts' own time.  (It was 72.9 ms, fb·(c−1)/c on one intra-host ring edge, when the model
+    closed a ring inside each host; a path's hops carry fb/c each and may take different links.)"""
     import networkx as nx
 
     from rankmap.solver.fabric.rates import NcclModel
@@ -210,7 +211,7 @@ def test_channels_through_a_slow_intra_host_pcie_switch():
     cfg = parallel_config(8)
     fb = 7 / 8 * 4e9
     lb = lower_bound(cl, cfg, {"dp": 4e9})
-    assert lb == pytest.approx(fb / 57e9, rel=1e-12)
+    assert lb == pytest.approx(fb * 3 / 4 / 32e9, rel=1e-12)
     # every layout here is 4 + 4 over the two hosts (4 channels): 82.0 ms, above the bound
     four = layout_cost(cl, cfg, np.arange(8), {"dp": 4e9})
     assert four.classes["dp"].channels == 4

@@ -39,6 +39,12 @@ Size terms (any order, any mode; :func:`class_lower_bound`):
   ``T ≥ bytes_per_rank / max_GPU(total outgoing capacity)``; for an all-to-all,
   the first-hop split term of :mod:`.splitbound` (the flows a member sends inside
   its host, rack or leaf and those it sends out start on different links).
+* **inside a node or split** (:mod:`.nodering`, up to 512 GPUs, NCCL nodes the hosts): a ring part
+  takes at least the least of its one-node ring (best in-host ring) and the split case (a group over
+  several nodes: its hops inside its fullest node on the links to that node's GPUs, NCCL's paths
+  enumerated on hosts of uneven links by :mod:`.nodepaths`, and its channels across; every group
+  split: each node's split groups' cut bytes over its out-links); a launcher order's groups with their
+  own member counts per host (:func:`.nodering.order_floor`).
 * **aggregate cut** (unchanged from before): at a level, at least
   ``groups − Σ⌊|D|/k⌋`` groups are split; each sends a flow out of every
   domain it touches; the links leaving the level's domains carry those bytes,
@@ -110,6 +116,7 @@ from .ringrate import RING_KINDS, ring_rate_gbps
 from .work import BOUND_PART_SECONDS, charge
 from .launcher import (EXACT_CUT_MAX_BLOCKS, in_host_ring_floor,  # noqa: F401 (re-exported)
                        launcher_nodes, launcher_part_bound)
+from .nodering import order_floor
 
 __all__ = ["class_lower_bound", "lower_bound", "search_lower_bound", "launcher_part_bound", "in_host_ring_floor",
            "EXACT_CUT_MAX_BLOCKS"]
@@ -195,10 +202,13 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         from .splitbound import all_to_all_split_bound, node_split_bound
 
         port = max(port, all_to_all_split_bound(cluster, num_groups, n, fb), node_split_bound(cluster, num_groups, n, fb))
+    from .nodering import node_ring_floor  # a ring inside one node or every group split (module nodering)
+
+    own = node_ring_floor(cluster, kind, num_groups, n, payload_bytes)
     if kind == "all_reduce":
         # NVLS, NVLSTree and tree move fewer bytes than the ring: the least of their floors
-        return min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf))
-    return max(per_flow, port, cut)
+        return max(min(max(per_flow, port, cut), all_reduce_floor_seconds(cluster, n, payload_bytes, fb, np.inf)), own)
+    return max(per_flow, port, cut, own)
 
 
 def _part_sizes(cfg: ParallelConfig, traffic, c: str):
@@ -362,7 +372,7 @@ def _search_bound(
             for i, (p, v) in enumerate(size_terms[c]):
                 ring = in_host_ring_floor(cluster, p, arr)
                 inside = inside or ring > v
-                floor = max(v, launcher_part_bound(cluster, p, arr), ring)
+                floor = max(v, launcher_part_bound(cluster, p, arr), ring, order_floor(cluster, p, arr))
                 if raise_floor is not None:
                     floor = max(floor, raise_floor(c, p, ksize[c][i], arr))
                 floors.setdefault(c, []).append(floor)
