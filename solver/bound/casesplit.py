@@ -56,8 +56,11 @@ CASE_SPLIT_RATIO = 1.25
 CASE_SPLIT_MIN_GAIN = 0.005
 
 
-def split_floor_seconds(cluster: Cluster, part, k: int) -> float:
-    """A floor, seconds, on a ring part some of whose ``k``-member groups spans two NCCL nodes (module doc, B)."""
+def split_floor_seconds(cluster: Cluster, part, k: int, channels: int | None = None) -> float:
+    """A floor, seconds, on a ring part some of whose ``k``-member groups spans two NCCL nodes (module doc, B).
+
+    ``channels``: the most channels that group can run when known to be fewer (default ``max_channels(k)``).
+    """
     from ..cost.nccl import NVLS_MAX_HEADS, nvlstree_bus_gbps, tree_bus_gbps
     from ..cost.timemodel import flow_bytes
     from .ncclterms import max_channels
@@ -67,7 +70,7 @@ def split_floor_seconds(cluster: Cluster, part, k: int) -> float:
     r = inter_host_rate_gbps(cluster) * 1e9
     if fb <= 0 or r <= 0:
         return 0.0
-    c = max_channels(cluster, k)
+    c = max_channels(cluster, k) if channels is None else max(1, int(channels))
     best = fb / (c * r)
     topo = cluster.nccl_topology
     if part.kind != "all_reduce" or topo is None or topo.arch is None:
