@@ -340,7 +340,6 @@ def _search_bound(
             from .hostsplit import stage_case_bound
 
             # tp groups over hosts, or inside with hosts of one pipeline stage or several (module hostsplit)
-            charge(BOUND_PART_SECONDS * n_parts)
             plain = max(plain, stage_case_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
                                                                         for c in TRAFFIC_CLASSES}, exposure))
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:

@@ -23,8 +23,9 @@ members, every free layout (any order, any bijection) is in one of two cases:
 The free bound is then at least ``min(A, B)``; ``B`` is at least the joint bound without the split
 (the same with some floors raised), so when ``B ≤ A`` that one is not needed.  Which of them are
 computed is a matter of work (:data:`JOINT_FIRST_RANKS`): up to 512 ranks the joint bound first, A
-next, B only when A is within a few per cent of it; e.g. ``ft-uniform-16x8`` tp8 pp4: joint 40.76 ms,
-A 43.37 ms (the launcher optimum), B 44.60 ms, so 43.37 ms, +96 ms of counted work.  Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
+next, B only when A is 0.5% to 25% above it; e.g. ``ft-uniform-16x8`` tp8 pp4: joint 40.76 ms,
+A 43.37 ms (the launcher optimum), B 44.60 ms, so 43.37 ms, +96 ms of counted work.
+Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
 hosts, 50 GB/s NICs): keeping tp inside hosts leaves each data-parallel group one member per host,
 one channel (the launcher bound, 28.5 ms); splitting a tp group costs ``2·7/8·1.61 GB /
 (4 · 50 GB/s) = 14.1 ms`` for tp alone (B: 26.2 ms); the one-host-at-a-time joint bound saw 24.8 ms.

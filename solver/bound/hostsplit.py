@@ -1,4 +1,6 @@
-"""Free mode: tp groups inside hosts, and whether each host holds one pipeline stage (DESIGN §5; used by :mod:`.analytic`).
+"""Free mode: tp groups inside hosts, and whether each host holds one pipeline stage (DESIGN §5).
+
+Used by :mod:`.analytic` (free mode, next to the joint cut and :mod:`.casesplit`).
 
 Setting: every GPU used, hosts of ``G`` GPUs each (the NCCL nodes), ``tp`` dividing ``G``
 (``q = G/tp`` tp groups fit in a host), the tp class's parts rings over whole tp groups.  Megatron's
@@ -17,7 +19,7 @@ order, any bijection) is in one of three cases:
   spans nodes and runs ``c ≤ m·⌊q/2⌋`` channels (``m`` NICs near one GPU, NCCL: one channel per rail
   of its members on its sparsest node), each crossing nodes with ``fb/c``
   (:func:`~rankmap.solver.bound.casesplit.split_floor_seconds` at ``c``; an all-reduce also the
-  least with tree and NVLSTree at ``c`` channels).  Impossible when ``q = 1``.
+  least with tree and NVLSTree at ``c`` channels).  Impossible when ``q = 1`` or ``pp = 1``.
 * **U: every tp group inside one host, every host holding one stage.**  A dp group has ``≤ q``
   members a host (when it has more: ``c ≤ m·q`` channels, as above).  With ``pp ≥ 2`` every pipeline
   edge joins two hosts: a host of a middle stage (one exists when ``pp ≥ 3``) sends ``2·G`` flows of
@@ -27,11 +29,12 @@ order, any bijection) is in one of three cases:
   hosts, one each: ``c ≤ m`` channels.
 
 Each case: the classes apart with their raised floors and NCCL's latency beyond them; the bound is
-``min(B, M, U)``, no joint cut (its work is a few floors).  Example (``ft-uniform-64x8`` tp4 ep8 pp4
-etp1, GPT 24L/4096; 400G NICs at 48 GB/s, hosts out 384 GB/s): U has dp 32 over ≤ 2 channels,
-``2·31/32·1.26 GB / 96 GB/s = 25.5 ms``, pp ``2·8·134 MB / 384 GB/s = 5.6 ms``, embedding
-``206 MB / 48 GB/s = 4.3 ms``: 49.6 ms with tp and latency (the launcher optimum's 49.63 ms); M has dp
-on 1 channel (50.9 ms), B tp on 2 (50.3 ms): the joint cut saw 45.1 ms.
+``min(B, M, U)``, no joint cut (its work is a few floors, counted as one pass over the parts).
+Example (``ft-uniform-64x8`` tp4 ep8 pp4 etp1, GPT 24L/4096; 400G NICs at 48 GB/s, hosts out
+384 GB/s): U has dp 32 over ≤ 2 channels, ``2·31/32·1.26 GB / 96 GB/s = 25.5 ms``, pp ``2·8·134 MB /
+384 GB/s = 5.6 ms``, embedding ``206 MB / 48 GB/s = 4.3 ms``, tp 13.4 ms: 49.2 ms with NCCL's latency
+(the launcher optimum: 49.63 ms); M has dp on 1 channel (50.9 ms), B tp on 2 (50.3 ms): the joint cut
+saw 45.1 ms.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def stage_case_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     from .casesplit import split_floor_seconds
     from .ncclterms import RING_KINDS, latency_extra_seconds, max_channels, nics_per_gpu
     from .rates import inter_host_rate_gbps
+    from .work import BOUND_PART_SECONDS, charge
 
     W = cfg.world_size
     topo = cluster.nccl_topology
@@ -95,6 +99,7 @@ def stage_case_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     if t < 2 or G % t or not tp or any(p.kind not in RING_KINDS or k != t for p, _g, k in tp):
         return 0.0
     q = G // t
+    charge(BOUND_PART_SECONDS * sum(len(v) for v in parts.values()))  # three passes over the parts' floors
     m = nics_per_gpu(cluster)
     R = inter_host_rate_gbps(cluster) * 1e9
     pp = int(cfg.pp)
