@@ -138,13 +138,20 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     orders = _tp_first_orders(cfg0, G)
     if not orders:
         return None
+    charge(BOUND_PART_SECONDS * len(tp))
+    raised = [max(f, split_floor_seconds(cluster, p, k)) for f, (p, _g, k) in zip(own["tp"], tp)]
+    rise = x_tp * sum(r - f + latency_extra_seconds(cluster, p.kind, k, r)
+                      - latency_extra_seconds(cluster, p.kind, k, f)
+                      for r, f, (p, _g, k) in zip(raised, own["tp"], tp))  # B's classes apart less ``plain``
     pj = None
     if W <= JOINT_FIRST_RANKS:
         # min(A, B) <= A: no gain unless A is above the joint bound the caller takes anyway; and B is worth
         # its joint cut only when A is near that bound (else the best layouts split tp and B sits on it).
         # A without the launcher orders' own joint cuts first (it is at most A): often already far above.
+        # And raising the tp floors moves the joint bound by about what it adds to the classes apart
+        # (``plain``; each domain pattern's sum by at most the floors' rise): B next to it gains nothing.
         pj = plain_joint()
-        if launcher_bound(orders, False) > CASE_SPLIT_RATIO * pj:
+        if rise <= pj * CASE_SPLIT_MIN_GAIN or launcher_bound(orders, False) > CASE_SPLIT_RATIO * pj:
             return max(plain, pj)
         a = launcher_bound(orders)
         if a <= pj * (1.0 + CASE_SPLIT_MIN_GAIN) or a > CASE_SPLIT_RATIO * pj:
@@ -155,7 +162,7 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
             return None
     charge(BOUND_PART_SECONDS * sum(len(v) for v in parts.values()))
     floors = {c: list(v) for c, v in own.items()}
-    floors["tp"] = [max(f, split_floor_seconds(cluster, p, k)) for f, (p, _g, k) in zip(floors["tp"], tp)]
+    floors["tp"] = raised
     extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(parts[c], floors[c])]
              for c in parts}
     x = {c: float(exposure.get(c, 1.0)) for c in parts}
