@@ -88,8 +88,9 @@ flows between them; its connected components have sizes ``c_1, c_2, …``.
 
 The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
-the size terms (order-independent), free mode at 513–16,384 ranks also the least of two
-cases: tp groups inside hosts or not (:mod:`.casesplit`).  Every mode up to 512 GPUs whose
+the size terms (order-independent), free mode up to 16,384 ranks also the least of two
+cases: tp groups inside hosts or not (:mod:`.casesplit`), and the least of three: tp groups over hosts,
+or inside with hosts of one pipeline stage each or not (:mod:`.hostsplit`).  Every mode up to 512 GPUs whose
 level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVSwitch hosts and tp
 = G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
@@ -350,9 +351,15 @@ def _search_bound(
             # tp groups inside hosts (launcher layouts of tp-first orders) or some split (module casesplit)
             split = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
                                   {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint,
-                                  lambda tp_first: search_lower_bound(cluster, tp_first, traffic, exposure, "launcher",
-                                                                      plain=plain))
+                                  lambda tp_first, joint=True: _search_bound(cluster, tp_first, traffic, exposure,
+                                                                             "launcher", plain, joint=joint))
         plain = max(plain, plain_joint()) if split is None else max(plain, split)
+        if mode == "free":
+            from .hostsplit import stage_case_bound
+
+            # tp groups over hosts, or inside with hosts of one pipeline stage or several (module hostsplit)
+            plain = max(plain, stage_case_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
+                                                                        for c in TRAFFIC_CLASSES}, exposure))
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf

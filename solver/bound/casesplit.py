@@ -21,7 +21,11 @@ members, every free layout (any order, any bijection) is in one of two cases:
   NCCL's latency beyond each floor) bounds case B.
 
 The free bound is then at least ``min(A, B)``; ``B`` is at least the joint bound without the split
-(the same with some floors raised), so when ``B ≤ A`` that one is not computed.  Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
+(the same with some floors raised), so when ``B ≤ A`` that one is not needed.  Which of them are
+computed is a matter of work (:data:`JOINT_FIRST_RANKS`): up to 512 ranks the joint bound first, A
+next, B only when A is 0.5% to 25% above it; e.g. ``ft-uniform-16x8`` tp8 pp4: joint 40.76 ms,
+A 43.37 ms (the launcher optimum), B 44.60 ms, so 43.37 ms, +96 ms of counted work.
+Example (``frag-2lvl-1024x8``, tp8 pp8, 8-GPU
 hosts, 50 GB/s NICs): keeping tp inside hosts leaves each data-parallel group one member per host,
 one channel (the launcher bound, 28.5 ms); splitting a tp group costs ``2·7/8·1.61 GB /
 (4 · 50 GB/s) = 14.1 ms`` for tp alone (B: 26.2 ms); the one-host-at-a-time joint bound saw 24.8 ms.
@@ -37,15 +41,27 @@ from ..fabric.cluster import Cluster
 from ..megatron.catalogue import megatron_groups
 from ..megatron.config import ParallelConfig
 
-__all__ = ["split_floor_seconds", "tp_case_bound", "CASE_SPLIT_RANKS"]
+__all__ = ["split_floor_seconds", "tp_case_bound", "CASE_SPLIT_RANKS", "CASE_SPLIT_RATIO", "CASE_SPLIT_MIN_GAIN",
+           "JOINT_FIRST_RANKS"]
 
-#: World sizes (exclusive, inclusive) where free mode's bound takes the case split: above 512 ranks (the
-#: 512-GPU solves keep their bound's time) and up to 16,384 (the launcher bound it adds grows with W).
-CASE_SPLIT_RANKS = (512, 16384)
+#: World sizes (exclusive, inclusive) where free mode's bound takes the case split: up to 16,384 (the
+#: launcher bound it adds grows with W).
+CASE_SPLIT_RANKS = (0, 16384)
+#: Up to this many ranks the joint bound without the split is computed first (a joint cut there takes tens
+#: to hundreds of ms of counted work) and case B only when ``(1 + CASE_SPLIT_MIN_GAIN)·joint < A ≤
+#: CASE_SPLIT_RATIO·joint``: below, min(A, B) ≤ A adds (next to) nothing; above, the best layouts split tp
+#: and B sits on the joint bound (frag-*, pcie-8x8, dgx1-hcm-4x8 tp8 on the quality set).  A heuristic on
+#: which work is done, not on validity.  Above it, B first (it is at least that joint bound).
+JOINT_FIRST_RANKS = 512
+CASE_SPLIT_RATIO = 1.25
+CASE_SPLIT_MIN_GAIN = 0.005
 
 
-def split_floor_seconds(cluster: Cluster, part, k: int) -> float:
-    """A floor, seconds, on a ring part some of whose ``k``-member groups spans two NCCL nodes (module doc, B)."""
+def split_floor_seconds(cluster: Cluster, part, k: int, channels: int | None = None) -> float:
+    """A floor, seconds, on a ring part some of whose ``k``-member groups spans two NCCL nodes (module doc, B).
+
+    ``channels``: the most channels that group can run when known to be fewer (default ``max_channels(k)``).
+    """
     from ..cost.nccl import NVLS_MAX_HEADS, nvlstree_bus_gbps, tree_bus_gbps
     from ..cost.timemodel import flow_bytes
     from .ncclterms import max_channels
@@ -55,7 +71,7 @@ def split_floor_seconds(cluster: Cluster, part, k: int) -> float:
     r = inter_host_rate_gbps(cluster) * 1e9
     if fb <= 0 or r <= 0:
         return 0.0
-    c = max_channels(cluster, k)
+    c = max_channels(cluster, k) if channels is None else max(1, int(channels))
     best = fb / (c * r)
     topo = cluster.nccl_topology
     if part.kind != "all_reduce" or topo is None or topo.arch is None:
@@ -95,11 +111,13 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
 
     ``parts``: per class its parts ``(Collective, groups, size)``; ``own``: per class the parts'
     own floors (the size terms); ``plain``: the classes apart (their floors and latency);
-    ``plain_joint()``: the joint bound over the size terms, computed only when ``A < B`` (``B`` is
-    at least it: the same joint bound with some floors raised, and latency nondecreasing in them);
-    ``launcher_bound(orders)``: the launcher-mode bound over ``orders`` with these size terms
-    (:func:`~rankmap.solver.bound.analytic.search_lower_bound` with ``plain``; passed in, so this module
-    does not import the one that calls it).
+    ``plain_joint()``: the joint bound over the size terms, computed first up to
+    :data:`JOINT_FIRST_RANKS` ranks, above only when ``A < B`` (``B`` is at least it: the same joint
+    bound with some floors raised, and latency nondecreasing in them); ``launcher_bound(orders,
+    joint=True)``: the launcher-mode bound over ``orders`` with these size terms
+    (:func:`~rankmap.solver.bound.analytic.search_lower_bound` with ``plain``; ``joint=False``: without
+    each order's own joint cut, at most the bound with it; passed in, so this module does not import
+    the one that calls it).
     """
     from ..traffic import class_group_size
     from .cutbound import joint_cut_bound
@@ -120,12 +138,31 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     orders = _tp_first_orders(cfg0, G)
     if not orders:
         return None
-    a = launcher_bound(orders)
-    if a <= plain:
-        return None
+    charge(BOUND_PART_SECONDS * len(tp))
+    raised = [max(f, split_floor_seconds(cluster, p, k)) for f, (p, _g, k) in zip(own["tp"], tp)]
+    rise = x_tp * sum(r - f + latency_extra_seconds(cluster, p.kind, k, r)
+                      - latency_extra_seconds(cluster, p.kind, k, f)
+                      for r, f, (p, _g, k) in zip(raised, own["tp"], tp))  # B's classes apart less ``plain``
+    pj = None
+    if W <= JOINT_FIRST_RANKS:
+        # min(A, B) <= A: no gain unless A is above the joint bound the caller takes anyway; and B is worth
+        # its joint cut only when A is near that bound (else the best layouts split tp and B sits on it).
+        # A without the launcher orders' own joint cuts first (it is at most A): often already far above.
+        # And raising the tp floors moves the joint bound by about what it adds to the classes apart
+        # (``plain``; each domain pattern's sum by at most the floors' rise): B next to it gains nothing.
+        pj = plain_joint()
+        if rise <= pj * CASE_SPLIT_MIN_GAIN or launcher_bound(orders, False) > CASE_SPLIT_RATIO * pj:
+            return max(plain, pj)
+        a = launcher_bound(orders)
+        if a <= pj * (1.0 + CASE_SPLIT_MIN_GAIN) or a > CASE_SPLIT_RATIO * pj:
+            return max(plain, pj)
+    else:
+        a = launcher_bound(orders)
+        if a <= plain:
+            return None
     charge(BOUND_PART_SECONDS * sum(len(v) for v in parts.values()))
     floors = {c: list(v) for c, v in own.items()}
-    floors["tp"] = [max(f, split_floor_seconds(cluster, p, k)) for f, (p, _g, k) in zip(floors["tp"], tp)]
+    floors["tp"] = raised
     extra = {c: [latency_extra_seconds(cluster, p.kind, k, f) for (p, _g, k), f in zip(parts[c], floors[c])]
              for c in parts}
     x = {c: float(exposure.get(c, 1.0)) for c in parts}
@@ -135,7 +172,9 @@ def tp_case_bound(cluster: Cluster, cfg0: ParallelConfig, traffic: Mapping[str, 
     b = max(total, joint + lat)
     if b < a:
         b = max(b, _latency_chord(cluster, cfg0, parts, exposure, floors, extra, joint, lat))
-    return max(plain, b) if b <= a else max(plain, a, plain_joint())
+    if b <= a:
+        return max(plain, b)  # (B is at least the joint bound without the split)
+    return max(plain, a, plain_joint() if pj is None else pj)
 
 
 def _latency_chord(cluster, cfg0, parts, exposure, floors, extra, joint: float, lat: float) -> float:
