@@ -159,7 +159,9 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         # flow carries more than fb/c, and the hops of different channels may take different links
         # (a host of direct GPU links), so the floor is the crossing flow's: fb/(c_max · inter rate).
         # (A closed ring inside the node put fb·(c−1)/c on one edge; a path does not.)
-        r_inter = inter_host_rate_gbps(cluster) * 1e9
+        from .nodedomain import inter_node_rate_gbps
+
+        r_inter = inter_node_rate_gbps(cluster) * 1e9  # between NCCL nodes (NVL72: racks, not trays)
         if r_inter > 0:
             per_flow = min(per_flow, fb / (max_channels(cluster, n) * r_inter))
     cut = 0.0
