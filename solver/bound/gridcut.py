@@ -54,8 +54,9 @@ def _chain_term(chains, embs, emax: float = np.inf, emb_split=None) -> _Term:
     embedding pairs (``0 ≤ e ≤ s``, and ``e ≤ emax`` where the chain-end count
     bounds them), the parts take at least
     ``h(s) = min_e Σ_chains max(c', g(2s − e)) + Σ_embs E(e)``, ``E`` the
-    embedding part's ``max(c0, g·e)`` on whole ``e`` and linear between
-    ``e = 0`` and ``e = 1`` (``e`` counts pairs; relaxed to reals): convex
+    embedding part's convex minorant of ``c0`` at ``e = 0`` and ``max(c1, g·e)``
+    on whole ``e ≥ 1`` (``c1``: ``emb_split``, its floor once a pair is split, else
+    ``c0``; :mod:`.embpair`) (``e`` counts pairs; relaxed to reals): convex
     and non-decreasing in ``s`` (the minimum of a jointly convex function over
     a convex set), exact on its breakpoints (intersections of ``2s − e = c'/g``,
     ``e = c0/g``, ``e = 1``, ``e = 0``, ``e = s``, ``e = emax``), returned as the max of
