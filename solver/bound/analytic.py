@@ -169,7 +169,9 @@ def class_lower_bound(cluster: Cluster, kind: str, num_groups: int, n: int, payl
         # flow carries more than fb/c, and the hops of different channels may take different links
         # (a host of direct GPU links), so the floor is the crossing flow's: fb/(c_max · inter rate).
         # (A closed ring inside the node put fb·(c−1)/c on one edge; a path does not.)
-        r_inter = inter_host_rate_gbps(cluster) * 1e9
+        from .nodedomain import inter_node_rate_gbps
+
+        r_inter = inter_node_rate_gbps(cluster) * 1e9  # between NCCL nodes (NVL72: racks, not trays)
         if r_inter > 0:
             per_flow = min(per_flow, fb / (max_channels(cluster, n) * r_inter))
     cut = 0.0
@@ -365,6 +367,9 @@ def _search_bound(
     best = np.inf
     charge(BOUND_PART_SECONDS * n_parts * len(orders))
     joint_of: dict = {}  # the orders' floors -> the joint cut bound over them
+    values: list[float] = []
+    pending: dict = {}  # orders at their plain sum with raised floors (orderjoint.py)
+    floors_of: dict = {}
     for ocfg in orders:
         groups = megatron_groups(ocfg)
         total = 0.0
@@ -393,7 +398,21 @@ def _search_bound(
             if key not in joint_of:
                 from .cutbound import joint_cut_bound
 
-                joint_of[key] = joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: floors[c][i])
+                # (a class not exposed has no floors here: it counts 0 in the joint cut)
+                joint_of[key] = joint_cut_bound(cluster, cfg0, parts, exposure,
+                                                lambda c, i: floors[c][i] if c in floors else 0.0)
             total = max(total, joint_of[key] + lat)
+        elif joint and cfg0.world_size <= JOINT_PER_ORDER_MAX_RANKS and any(
+                f > v for c, fl in floors.items() for f, (_p, v) in zip(fl, size_terms[c])):
+            pending[len(values)] = (key, lat)
+            floors_of[key] = floors
+        values.append(total)
         best = min(best, total)
+    if pending and best < np.inf:
+        from .cutbound import joint_cut_bound
+        from .orderjoint import refine_least_orders
+
+        best = refine_least_orders(values, pending, joint_of, lambda key: joint_cut_bound(
+            cluster, cfg0, parts, exposure, lambda c, i: floors_of[key][c][i] if c in floors_of[key] else 0.0),
+            below=plain)
     return float(max(best, plain))

@@ -311,10 +311,14 @@ def joint_cut_bound(
                 if chain:
                     embs = [(f0, x * flow_bytes(p.kind, p.payload_bytes, kp) / (cap * 1e9))
                             for p, _g, kp, x, f0 in embs_here]
+                    # a split pair's flow joins GPUs first joined above D (as a split chain's c'): embpair.py
+                    esplit = [max(f0, x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, kp),
+                                                         p.payload_bytes, cluster, kp, node_level)[0] / r_above)
+                              for p, _g, kp, x, f0 in embs_here]
                     if embs:
                         ends = (list(lst), chain, embs, ebar, ebar / 2.0)
-                    lst.append(_chain_term(chain, embs))
-                    slst.append(_chain_term(chain, embs, ebar))
+                    lst.append(_chain_term(chain, embs, emb_split=esplit))
+                    slst.append(_chain_term(chain, embs, ebar, emb_split=esplit))
                     chains = True
                 terms[c], strong[c] = lst, slst
             return terms, strong, chains, ends

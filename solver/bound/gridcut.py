@@ -41,7 +41,7 @@ class _Term:
         self.plines = tuple((float(a), float(b)) for a, b in plines if a > 0)
 
 
-def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
+def _chain_term(chains, embs, emax: float = np.inf, emb_split=None) -> _Term:
     """One term for a pipeline class's chain parts and the embedding parts on the chains' end ranks.
 
     ``chains``: ``[(c0, c', g)]`` per chain part (time ``c0`` with no split chain,
@@ -54,21 +54,27 @@ def _chain_term(chains, embs, emax: float = np.inf) -> _Term:
     embedding pairs (``0 ≤ e ≤ s``, and ``e ≤ emax`` where the chain-end count
     bounds them), the parts take at least
     ``h(s) = min_e Σ_chains max(c', g(2s − e)) + Σ_embs E(e)``, ``E`` the
-    embedding part's ``max(c0, g·e)`` on whole ``e`` and linear between
-    ``e = 0`` and ``e = 1`` (``e`` counts pairs; relaxed to reals): convex
+    embedding part's convex minorant of ``c0`` at ``e = 0`` and ``max(c1, g·e)``
+    on whole ``e ≥ 1`` (``c1``: ``emb_split``, its floor once a pair is split, else
+    ``c0``; :mod:`.embpair`) (``e`` counts pairs; relaxed to reals): convex
     and non-decreasing in ``s`` (the minimum of a jointly convex function over
     a convex set), exact on its breakpoints (intersections of ``2s − e = c'/g``,
     ``e = c0/g``, ``e = 1``, ``e = 0``, ``e = s``, ``e = emax``), returned as the max of
     its segments' lines.  Without embedding parts it is
     ``Σ max(c', g·max(s, 2s − emax))``.
     """
+    from .embpair import emb_lines
+
     tp_ = [c / g for _c0, c, g in chains if g > 0]
+    # e counts pairs: each part's max(c0, c0 + σ·e, g·e), convex under its floors at whole e (embpair.py;
+    # emb_split: each part's floor once a pair is split)
+    el = emb_lines(embs, emb_split)
     be = [1.0] + [c / g for c, g in embs if g > 0]  # the embedding terms' breakpoints in e
+    be += [c / (g - sg) for c, sg, g in el if g > sg]
     ecaps = [emax] if np.isfinite(emax) else []
 
     def emb(e: float) -> float:
-        # e counts pairs: each part's max(c0, g·e) interpolated between e = 0 and e = 1
-        return sum(max(c, c + (max(c, g) - c) * e, g * e) for c, g in embs)
+        return sum(max(c, c + sg * e, g * e) for c, sg, g in el)
 
     def h(s: float) -> float:
         top = min(s, emax)

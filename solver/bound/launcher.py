@@ -137,9 +137,9 @@ def launcher_part_bound(cluster: Cluster, part, groups: np.ndarray) -> float:
     # inter-host flow: at most the rate of the widest level where two hosts first share a domain
     wl = suffix_rates(cluster) * 1e9
     wd = cluster.widest_domains
-    inter = inter_host_rate_gbps(cluster)
-    if inter > 0:
-        best = max(best, float(fb.max()) / chans / (inter * 1e9))
+    from .nodedomain import crossing_ring_seconds
+
+    best = max(best, crossing_ring_seconds(cluster, float(fb.max()), chans))  # channels only across NCCL nodes
     # block graph components
     mat = coo_matrix((np.ones(src.size), (src, dst)), shape=(H, H))
     ncomp, comp = connected_components(mat, directed=False)
