@@ -26,7 +26,7 @@ least, per byte of ``fb``:
   (``widest_domains[0]``): they start on the links its routes to such GPUs of its node take, ``P_out``
   GB/s in all at most (:func:`~.pairsplit.intra_out_gbps`), so one of them carries load/capacity
   ``≥ o_u·fb/(c·P_out)``; likewise all its hops over ``P``, every link its routes to the GPUs of its node
-  start on (:func:`~.nodering.node_link_gbps`);
+  start on (:func:`~.rates.node_link_gbps`);
 * ``1 / (c·R)``: each channel crosses between nodes at most at the inter-host rate ``R``.
 
 The least over the cases with ``κ`` members and ``c ≤ c_hi`` of the larger of those is a floor, per
@@ -103,9 +103,8 @@ def _table(cluster: Cluster, kappa: int) -> np.ndarray | None:
     """Per channel count c = 1..κ·m: the least over cases of the per-byte floor (seconds per byte), inf where no
     case runs exactly c channels; None when ``κ`` is not enumerated."""
     from ..cost.ncclflows import _node_channels
-    from .nodering import node_link_gbps
     from .pairsplit import intra_out_gbps
-    from .rates import inter_host_rate_gbps
+    from .rates import inter_host_rate_gbps, node_link_gbps
 
     c = _TABLE.setdefault(cluster, {})
     key = ("k", kappa)

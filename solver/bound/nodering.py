@@ -68,8 +68,9 @@ import weakref
 import numpy as np
 
 from ..fabric.cluster import Cluster
+from .rates import node_link_gbps
 
-__all__ = ["NODE_RING_MAX_DEVICES", "node_link_gbps", "node_ring_floor", "order_floor"]
+__all__ = ["NODE_RING_MAX_DEVICES", "node_ring_floor", "order_floor"]
 
 #: The term applies up to this many GPUs (it reads the routes of every GPU pair, :mod:`.rates`).
 NODE_RING_MAX_DEVICES = 512
@@ -92,40 +93,6 @@ def _cache(cluster: Cluster) -> dict:
 def _nodes_are_hosts(cluster: Cluster) -> bool:
     topo = cluster.nccl_topology
     return topo is not None and np.array_equal(np.asarray(topo.node_of), np.asarray(cluster.host_of))
-
-
-def node_link_gbps(cluster: Cluster) -> float:
-    """``P``, GB/s: the most capacity of one GPU's links that its routes to the other GPUs of its NCCL node start
-    on (attachments and direct links, each counted once); 0 when no node holds two GPUs or above
-    :data:`NODE_RING_MAX_DEVICES` GPUs (then unknown: callers skip the term)."""
-    c = _cache(cluster)
-    if "P" in c:
-        return c["P"]
-    from .rates import all_pair_first_hops
-
-    P = 0.0
-    hops = all_pair_first_hops(cluster) if cluster.num_devices <= NODE_RING_MAX_DEVICES else None
-    topo = cluster.nccl_topology
-    if hops is not None and topo is not None:
-        s, d, att, direct = hops
-        node = np.asarray(topo.node_of, dtype=np.int64)
-        fab = cluster.fabric
-        n = cluster.num_devices
-        sel = node[s] == node[d]
-        if sel.any():
-            used = np.zeros((n, att.shape[1]), dtype=bool)
-            np.logical_or.at(used, s[sel], att[sel])
-            cap = np.where(used & (fab.att_node >= 0), fab.att_gbps, 0.0).sum(axis=1)
-            dl = direct[sel]
-            if (dl >= 0).any():
-                ok = dl >= 0
-                K = max(int(fab.direct_key.size), 1)
-                pairs = np.unique(s[sel][ok] * K + dl[ok])
-                src, link = np.divmod(pairs, K)
-                cap = cap + np.bincount(src, weights=fab.direct_gbps[link], minlength=n)
-            P = float(cap.max())
-    c["P"] = P
-    return P
 
 
 def _node_out(cluster: Cluster) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -15,7 +15,7 @@ import numpy as np
 from ..fabric.cluster import Cluster
 
 __all__ = ["pair_route_seconds", "ecmp_parts", "level_rates_gbps", "suffix_rates", "inter_host_rate_gbps", "all_pair_first_hops",
-           "out_cap_per_gpu", "ECMP_EXACT_MAX_DEVICES"]
+           "node_link_gbps", "out_cap_per_gpu", "ECMP_EXACT_MAX_DEVICES"]
 
 #: ECMP parts are counted exactly over every GPU pair up to this many GPUs (routes in bulk).
 ECMP_EXACT_MAX_DEVICES = 512
@@ -140,6 +140,41 @@ def all_pair_first_hops(cluster: Cluster):
     from the same routing pass as the exact ECMP rates; None above ``ECMP_EXACT_MAX_DEVICES`` GPUs."""
     _pair_rates(cluster)
     return _ECMP[cluster][2]
+
+
+_NODE_LINK: "weakref.WeakKeyDictionary[Cluster, float]" = weakref.WeakKeyDictionary()
+
+
+def node_link_gbps(cluster: Cluster) -> float:
+    """``P``, GB/s: the most capacity of one GPU's links that its routes to the other GPUs of its NCCL node start
+    on (attachments and direct links, each counted once); 0 when no node holds two GPUs or above
+    ``ECMP_EXACT_MAX_DEVICES`` GPUs (no pair routed: unknown, callers skip their term).  Used by
+    :mod:`.nodering` and :mod:`.nodepaths`."""
+    if cluster in _NODE_LINK:
+        return _NODE_LINK[cluster]
+    P = 0.0
+    hops = all_pair_first_hops(cluster)
+    topo = cluster.nccl_topology
+    if hops is not None and topo is not None:
+        s, d, att, direct = hops
+        node = np.asarray(topo.node_of, dtype=np.int64)
+        fab = cluster.fabric
+        n = cluster.num_devices
+        sel = node[s] == node[d]
+        if sel.any():
+            used = np.zeros((n, att.shape[1]), dtype=bool)
+            np.logical_or.at(used, s[sel], att[sel])
+            cap = np.where(used & (fab.att_node >= 0), fab.att_gbps, 0.0).sum(axis=1)
+            dl = direct[sel]
+            if (dl >= 0).any():
+                ok = dl >= 0
+                K = max(int(fab.direct_key.size), 1)
+                pairs = np.unique(s[sel][ok] * K + dl[ok])
+                src, link = np.divmod(pairs, K)
+                cap = cap + np.bincount(src, weights=fab.direct_gbps[link], minlength=n)
+            P = float(cap.max())
+    _NODE_LINK[cluster] = P
+    return P
 
 
 def cross_host_rate_gbps(cluster: Cluster) -> float:
