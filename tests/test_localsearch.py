@@ -30,7 +30,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from rankmap.solver import cluster_from_graph, layout_cost, parallel_config
+from rankmap.solver import cluster_from_graph, fat_tree_cluster, layout_cost, parallel_config
 from rankmap.solver.fabric.builders import nvl72_cluster
 from rankmap.solver.megatron.catalogue import megatron_groups
 from rankmap.solver.search.localsearch import _compound_moves, descend, hot_hosts
@@ -118,3 +118,50 @@ def test_hot_hosts_and_the_descent_split_a_stage_boundary_over_two_leaves():
     # (launcher blocks of 4) holding their senders: split 4 + 5 over a rack's two leaves at best, 20 flows on the
     # busier uplink (18 before the relay was kept on the tray: relays on other trays of the rack let 18 + 18)
     assert cost == pytest.approx(20 * fb / 864e9 + 22.4e-6, rel=1e-9)
+
+
+def test_periodic_uniform_swaps_repeat_one_exchange_in_every_block():
+    from rankmap.solver.search.localsearch import _moves, _periods
+
+    assert _periods(8) == [4, 2] and _periods(4) == [2] and _periods(2) == [] and _periods(6) == [3, 2]
+    # 2 hosts of 8 GPUs: the first moves are the periodic ones, 6 (k = 4) + 1 (k = 2)
+    cl = cluster_from_graph(fat_tree_cluster(2, 8, intra="nvlink-pairs", intra_bandwidth_gbps=100.0,
+                                             nic_bandwidth_gbps=25.0))
+    dev = np.arange(16)
+    moves = list(_moves(cl, dev, "launcher"))
+    first = moves[:7]
+    # k = 4, positions 1 <-> 2: ranks 1,2 / 5,6 / 9,10 / 13,14 exchange their GPUs
+    expect = dev.copy()
+    for a in (1, 5, 9, 13):
+        expect[a], expect[a + 1] = dev[a + 1], dev[a]
+    assert any(np.array_equal(m, expect) for m in first)
+    # k = 2: every NVLink pair's two GPUs exchanged on every host
+    pairs = dev.reshape(-1, 2)[:, ::-1].reshape(-1)
+    assert np.array_equal(first[6], pairs)
+
+
+def test_the_descent_swaps_both_halves_of_nvlink_pair_hosts_to_the_bound():
+    """8 hosts of four 100 GB/s NVLink pairs under PCIe switches, 25 GB/s NICs, leaves of 4 hosts at 2:1; tp4 cp2
+    pp2 in order ep-dp-tp-cp-pp with GPT-24L traffic (Megatron-LM's arguments: rankmap.solver.traffic presets).
+    From the launcher's own layout (identity local order), the fastest layout of this order found by an unlimited
+    run (local positions 1 <-> 2 and 5 <-> 6 on every host: the tp4 group of a host half takes one GPU of each
+    of two NVLink pairs, so each dp ring's in-host hop stays on NVLink) costs exactly the launcher lower bound;
+    neither swap alone improves.  The periodic swap is among the descent's first moves: a budget of 40
+    evaluations reaches it (before the periodic moves the improving double swap was move 209)."""
+    from rankmap.solver.bound.analytic import search_lower_bound
+    from rankmap.solver.megatron.orders import candidate_orders
+    from rankmap.solver.traffic import model_preset, traffic_from_model
+
+    cl = cluster_from_graph(fat_tree_cluster(8, 8, intra="nvlink-pairs", intra_bandwidth_gbps=100.0,
+                                             nic_bandwidth_gbps=25.0, tiers=[(4, 2.0)]))
+    cfg = parallel_config(64, tp=4, cp=2, pp=2, order="ep-dp-tp-cp-pp")
+    traffic = traffic_from_model(model_preset("gpt-24l-4096"), cfg)
+    start = np.arange(64)
+    c0 = layout_cost(cl, cfg, start, traffic).total_seconds
+    dev, c, used = descend(cl, cfg, traffic, start, "launcher", 40, megatron_groups(cfg))
+    assert used <= 40 and c < c0
+    bound = search_lower_bound(cl, [cfg], traffic, None, "launcher")
+    assert c == pytest.approx(bound, rel=1e-9)
+    # the layout: the same local order on every host, positions 1 <-> 2 and 5 <-> 6 exchanged (hosts may move)
+    local = (dev % 8).reshape(8, 8)
+    assert all(np.array_equal(row, local[0]) for row in local)
