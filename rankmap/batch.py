@@ -21,7 +21,8 @@ Executors
 ---------
 ``process``
     A :class:`concurrent.futures.ProcessPoolExecutor`; each worker reads its
-    job's files itself.
+    job's files itself and runs its share of the usable CPUs in BLAS threads
+    (:func:`worker_pool`).
 ``ray``
     Each job is one Ray task.  Job files are read here, in the driver: each
     distinct cluster graph is put in the object store once and shared by
@@ -57,6 +58,7 @@ __all__ = [
     "prepare_job",
     "run_entry",
     "error_document",
+    "worker_pool",
     "ray_missing_message",
 ]
 
@@ -202,6 +204,39 @@ def _items(jobs, base_dir: str | None) -> list[_Item]:
 # --------------------------------------------------------------------------- executors
 
 
+def _limit_worker_threads(threads: int) -> None:
+    """Process-pool initializer: this worker's BLAS / OpenMP thread pools at ``threads`` threads.
+
+    A forked worker inherits the parent's pools, sized for the whole process (rankmap.entry caps them
+    at the CPUs it may use): ``workers`` solves at once would each run that many BLAS threads on the
+    same CPUs.  threadpoolctl resizes the already loaded libraries (OpenBLAS, MKL, BLIS, OpenMP) in
+    place; the limit stays for the worker's life.
+    """
+    from threadpoolctl import threadpool_limits
+
+    global _WORKER_THREAD_LIMIT
+    _WORKER_THREAD_LIMIT = threadpool_limits(limits=threads)
+
+
+_WORKER_THREAD_LIMIT = None
+
+
+def worker_pool(workers: int, cpus: int | None = None) -> futures.ProcessPoolExecutor:
+    """A process pool of ``workers`` solves whose BLAS threads share the CPUs: ``max(1, cpus // workers)`` each.
+
+    ``cpus`` defaults to :func:`~rankmap.cpus.available_cpus`.
+
+    Raises
+    ------
+    ValueError
+        If ``workers < 1``.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    threads = max(1, (available_cpus() if cpus is None else cpus) // workers)
+    return futures.ProcessPoolExecutor(max_workers=workers, initializer=_limit_worker_threads, initargs=(threads,))
+
+
 def _process_pool(items: list[_Item], workers: int, omit_groups: bool) -> Iterator[dict]:
     if workers <= 1 or len(items) <= 1:
         for it in items:
@@ -210,7 +245,7 @@ def _process_pool(items: list[_Item], workers: int, omit_groups: bool) -> Iterat
             except Exception as exc:  # noqa: BLE001 - keep going, report it
                 yield _internal_error(it.index, it.name, exc)
         return
-    with futures.ProcessPoolExecutor(max_workers=min(workers, len(items))) as pool:
+    with worker_pool(min(workers, len(items))) as pool:
         pending = {pool.submit(_run_item, it, omit_groups): it for it in items}
         try:
             for fut in futures.as_completed(pending):

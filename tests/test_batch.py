@@ -290,3 +290,34 @@ def test_a_job_that_fails_to_read_keeps_its_name(tmp_path, capsys):
     docs = {d["name"]: d for d in _lines(out)}
     assert docs["good"]["ok"] and not docs["typo-job"]["ok"]
     assert "unknown key 'time_limt' (did you mean 'time_limit'?)" in docs["typo-job"]["error"]["message"]
+
+
+def _blas_threads() -> list[int]:
+    """The BLAS thread counts of this process's loaded libraries (numpy's OpenBLAS at least)."""
+    import numpy  # noqa: F401 - loads the BLAS library
+    from threadpoolctl import threadpool_info
+
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+
+def test_worker_pool_gives_each_worker_its_share_of_the_cpus():
+    """Two workers on 2 CPUs run 1 BLAS thread each; one worker on 2 CPUs keeps 2 (forked from a parent with 4)."""
+    from threadpoolctl import threadpool_limits
+
+    from rankmap.batch import worker_pool
+
+    with threadpool_limits(limits=4):  # the parent's pools, as rankmap.entry sized them on a bigger machine
+        assert set(_blas_threads()) == {4}
+        with worker_pool(2, cpus=2) as pool:
+            got = [pool.submit(_blas_threads).result() for _ in range(4)]
+        with worker_pool(1, cpus=2) as pool:
+            one = pool.submit(_blas_threads).result()
+    assert got and all(set(g) == {1} for g in got)
+    assert set(one) == {2}
+
+
+def test_worker_pool_rejects_zero_workers():
+    from rankmap.batch import worker_pool
+
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        worker_pool(0)
