@@ -90,7 +90,8 @@ The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
 the size terms (order-independent), free mode up to 16,384 ranks also the least of two
 cases: tp groups inside hosts or not (:mod:`.casesplit`), and the least of three: tp groups over hosts,
-or inside with hosts of one pipeline stage each or not (:mod:`.hostsplit`).  Every mode up to 512 GPUs whose
+or inside with hosts of one pipeline stage each or not (:mod:`.hostsplit`), and the least over what split
+tp and dp groups one host can touch on the rank grid (:mod:`.hostlines`).  Every mode up to 512 GPUs whose
 level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVSwitch hosts and tp
 = G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
@@ -362,6 +363,11 @@ def _search_bound(
             # tp groups over hosts, or inside with hosts of one pipeline stage or several (module hostsplit)
             plain = max(plain, stage_case_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
                                                                         for c in TRAFFIC_CLASSES}, exposure))
+            from .hostlines import host_lines_bound
+
+            # the split tp and dp groups each host touches, counted on the rank grid (module hostlines)
+            plain = max(plain, host_lines_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
+                                                                         for c in TRAFFIC_CLASSES}, exposure))
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
         return plain
     best = np.inf

@@ -1,0 +1,224 @@
+"""Free mode: the tp and dp groups one host touches, counted on the rank grid (DESIGN §5; used by :mod:`.analytic`).
+
+Setting: every GPU used, equal hosts of ``G ≤`` :data:`HOST_LINES_MAX_GPUS` GPUs, the NCCL nodes the hosts,
+the tp class's and the dp class's parts rings over their whole groups (``t`` and ``K`` members), ``K ≥ 2``.
+
+The rank grid (:mod:`.cutbound`): for one pipeline stage the ranks form a ``t × K`` matrix whose
+*columns* are the tp groups (fixed cp, dp coordinates) and whose *rows* are the dp groups
+(``DATA_PARALLEL_GROUP_WITH_CP``, fixed tp coordinate): a tp group and a dp group of one stage meet in
+exactly one rank, of two stages in none.  A host holds ``G`` ranks, ``a_s`` of them in stage ``s``
+(``Σ_s a_s = G``).  In stage ``s`` let ``W_c ≤ P_c`` be the host's whole and touched columns, ``W_r ≤ P_r``
+its whole and touched rows.  Every free layout (any order, any bijection) satisfies, per stage:
+
+* a whole column holds a rank of every row, so ``W_c ≥ 1 ⇒ P_r = t``; likewise ``W_r ≥ 1 ⇒ P_c = K``;
+* by columns, ``t·W_c + (P_c − W_c) ≤ a ≤ t·W_c + (t − 1)(P_c − W_c)`` (a split column holds 1 to
+  ``t − 1`` of its ranks here); by rows, the same with ``K``;
+* whole columns and whole rows meet in one rank each: ``a ≥ t·W_c + K·W_r − W_c·W_r``;
+* the ranks lie in touched rows and touched columns: ``a ≤ P_r·P_c``.
+
+The host then touches ``s_tp = Σ_s (P_c − W_c)`` split tp groups and ``s_dp = Σ_s (P_r − W_r)`` split dp
+groups.  Each split group sends its cut bytes out of the host (each of its channels leaves the node
+once: ``fb``, or ``S`` where tree may run; :func:`~.ncclterms.crossing_bytes`), over links of ``C_h``
+GB/s in all (:func:`~.hostsplit.host_out_gbps`, the most of any host), so a part of the class takes at
+least ``s·cut / C_h``.  A whole tp (dp) group here lies inside one node: the part takes at least the
+ring's floor inside a node (``T_W`` of :mod:`.nodering`, as low as the other all-reduce algorithms'
+floors allow); a split one at least the floor of a group over several nodes (``T_S1`` of
+:mod:`.nodering`, the averaged form).  With ``F`` the part's own floor (any layout), a tp part takes at
+least ``max(F, [W_c ≥ 1]·T_W, [s_tp ≥ 1]·T_S1, s_tp·cut/C_h)`` and a dp part likewise.  Every host is in
+some combination the constraints allow (a relaxation: more combinations than layouts), so the least over
+them of ``Σ_c x_c Σ_parts (term + NCCL's latency beyond it)`` for the tp and dp classes, plus the other
+classes' own floors with latency, bounds every layout.  The combinations per stage are enumerated over
+``a ≤ G`` (at most ``G⁴`` tuples each), kept Pareto-least in ``(s_tp, s_dp, whole tp, whole dp)``, and
+summed over stages by a small dynamic programme (``G`` steps).
+
+Example (``dgx1-hcm-4x8`` tp4 pp2, GPT 24L/4096: hosts of 8 GPUs, 4 NICs of 12.5 GB/s, ``C_h`` = 50 GB/s;
+tp ``fb`` 9.66 GB, ``T_W`` 483.2 ms, ``T_S1`` 386.5 ms; dp ``K = 4``, ``fb`` 3.79 GB, ``T_W`` 189.3 ms):
+two whole tp groups leave every row of the stage split (``s_dp = 4``: dp ``4·3.79/50 = 302.9`` ms, tp
+483.2 ms); one whole tp group and a whole dp group make every column touched (``s_tp = 3``: tp 579.8
+ms); no whole tp group, ``s_tp ≥ 3``.  The least is 786.1 ms for tp and dp (their own floors: 672.5 ms).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Mapping
+
+import numpy as np
+
+from ..fabric.cluster import Cluster
+from ..megatron.config import ParallelConfig
+
+__all__ = ["HOST_LINES_MAX_GPUS", "HOST_LINES_SECONDS", "stage_combos", "host_combos", "host_lines_bound"]
+
+#: Hosts of at most this many GPUs (the combinations number at most ``G⁴`` a stage count).
+HOST_LINES_MAX_GPUS = 16
+#: Nominal work (:mod:`.work`) of one :func:`host_lines_bound` that applies, seconds at 8-GPU hosts, scaled by
+#: ``(G/8)²`` (calibration 2026-12-04, CPU time on the loaded 2-core machine: the combinations 2-3 ms at
+#: ``G = 8`` uncached, 8-22 ms at 16, the two classes' floors under 1 ms).  Charged every call (cached tables).
+HOST_LINES_SECONDS = 3e-3
+
+
+def stage_combos(t: int, K: int, a: int) -> np.ndarray:
+    """The combinations of one stage holding ``a`` ranks of the host (module doc), Pareto-least.
+
+    Parameters
+    ----------
+    t, K : int
+        tp and dp group sizes (the stage's matrix is ``t × K``).
+    a : int
+        Ranks of the host in the stage, ``0 ≤ a ≤ t·K``.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (r, 4)
+        Rows ``(s_tp, s_dp, whole tp, whole dp)`` (flags 0/1), none dominated by another; ``(0, 0, 0, 0)``
+        for ``a = 0``; empty when no combination is possible.
+    """
+    if a <= 0:
+        return np.zeros((1, 4), dtype=np.int64)
+    wc = np.arange(0, a // t + 1)
+    pc = np.arange(1, min(K, a) + 1)
+    wr = np.arange(0, a // K + 1)
+    pr = np.arange(1, min(t, a) + 1)
+    Wc, Pc, Wr, Pr = (x.ravel() for x in np.meshgrid(wc, pc, wr, pr, indexing="ij"))
+    ok = (Wc <= Pc) & (Wr <= Pr)
+    ok &= (Wc == 0) | (Pr == t)
+    ok &= (Wr == 0) | (Pc == K)
+    ok &= (t * Wc + (Pc - Wc) <= a) & (a <= t * Wc + (t - 1) * (Pc - Wc))
+    ok &= (K * Wr + (Pr - Wr) <= a) & (a <= K * Wr + (K - 1) * (Pr - Wr))
+    ok &= a >= t * Wc + K * Wr - Wc * Wr
+    ok &= a <= Pr * Pc
+    rows = np.stack([Pc - Wc, Pr - Wr, (Wc > 0).astype(np.int64), (Wr > 0).astype(np.int64)], axis=1)[ok]
+    return _pareto(rows)
+
+
+def _pareto(rows: np.ndarray) -> np.ndarray:
+    """The rows of ``rows`` (int, shape (r, 4)) not dominated (≥ in every column, > in one) by another."""
+    rows = np.unique(rows, axis=0)
+    if rows.shape[0] <= 1:
+        return rows
+    ge = (rows[:, None, :] >= rows[None, :, :]).all(axis=2)
+    dominated = (ge & (rows[:, None, :] != rows[None, :, :]).any(axis=2)).any(axis=1)
+    return rows[~dominated]
+
+
+def _pareto_set(rows) -> frozenset:
+    """The tuples of ``rows`` not dominated (≤ in every component, unequal) by another (pure Python: a few rows)."""
+    rows = set(rows)
+    return frozenset(r for r in rows if not any(o != r and all(x <= y for x, y in zip(o, r)) for o in rows))
+
+
+@functools.lru_cache(maxsize=256)
+def _host_combos(t: int, K: int, G: int, pp: int) -> tuple:
+    cap = t * K
+    per = {a: [tuple(r) for r in stage_combos(t, K, a).tolist()] for a in range(1, min(G, cap) + 1)}
+    per = {a: v for a, v in per.items() if v}
+
+    def add(x, y):
+        return (x[0] + y[0], x[1] + y[1], x[2] | y[2], x[3] | y[3])
+
+    # best[j][n]: combinations of n ranks over j nonempty stages (j ≤ min(pp, G)), Pareto-least
+    steps = min(pp, G)
+    layer = {0: frozenset({(0, 0, 0, 0)})}
+    done = set()
+    for _ in range(steps):
+        nxt: dict = {}
+        for n, rows in layer.items():
+            for a, st in per.items():
+                if n + a <= G:
+                    nxt.setdefault(n + a, set()).update(add(x, y) for x in rows for y in st)
+        layer = {n: _pareto_set(v) for n, v in nxt.items()}
+        done |= layer.get(G, frozenset())
+        if not layer:
+            break
+    return tuple(sorted(_pareto_set(done)))
+
+
+def host_combos(t: int, K: int, G: int, pp: int) -> np.ndarray:
+    """Every host's combinations over its stages (module doc), Pareto-least: shape (r, 4) as :func:`stage_combos`.
+
+    ``G`` ranks over at most ``min(pp, G)`` stages of ``t·K`` ranks each; counts add, flags or.  Cached.
+    """
+    rows = _host_combos(int(t), int(K), int(G), int(pp))
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: dict,
+                     exposure: Mapping[str, float] | None = None) -> float:
+    """The least over a host's combinations (module doc), seconds, over every free layout of ``cfg``'s sizes;
+    0 when the setting does not hold (then nothing is claimed).
+
+    Parameters
+    ----------
+    cluster : Cluster
+    cfg : ParallelConfig
+        Sizes (any order: the bound holds for all).
+    parts : dict
+        Per class its parts ``(Collective, groups, size)`` (:func:`~.analytic._part_sizes`).
+    own : dict
+        Per class the parts' own floors, seconds (size terms, valid for every layout).
+    exposure : mapping class -> x_c, optional
+
+    Returns
+    -------
+    float
+        Seconds, ≥ 0.
+    """
+    from ..cost.timemodel import flow_bytes
+    from ..traffic import class_group_size
+    from .hostsplit import host_out_gbps
+    from .ncclterms import RING_KINDS, crossing_bytes, latency_extra_seconds
+    from .nodering import ring_case_floors
+    from .work import charge
+
+    W = cfg.world_size
+    topo = cluster.nccl_topology
+    if topo is None or cluster.num_devices != W or not cluster.equal_hosts \
+            or not np.array_equal(topo.node_of, cluster.host_of):
+        return 0.0
+    G = int(cluster.gpus_per_host[0])
+    t, K, pp = int(cfg.tp), class_group_size("dp", cfg), int(cfg.pp)
+    exposure = dict(exposure or {})
+    x_tp, x_dp = float(exposure.get("tp", 1.0)), float(exposure.get("dp", 1.0))
+    tp, dp = parts.get("tp") or [], parts.get("dp") or []
+    if not (2 <= G <= HOST_LINES_MAX_GPUS) or t < 2 or K < 2 or not tp or not dp or x_tp <= 0 or x_dp <= 0:
+        return 0.0
+    if any(p.kind not in RING_KINDS or k != t for p, _g, k in tp) \
+            or any(p.kind not in RING_KINDS or k != K for p, _g, k in dp):
+        return 0.0
+    C = host_out_gbps(cluster) * 1e9
+    if C <= 0:
+        return 0.0
+    charge(HOST_LINES_SECONDS * max(1.0, (G / 8) ** 2))
+    combos = host_combos(t, K, G, pp)
+    if combos.size == 0:
+        return 0.0
+
+    def terms(plist, floors):  # per part: (own floor, whole, split, cut bytes / C)
+        out = []
+        for (p, _g, k), f in zip(plist, floors):
+            whole, split = ring_case_floors(cluster, p.kind, k, p.payload_bytes)
+            fb = flow_bytes(p.kind, p.payload_bytes, k)
+            cut = crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1]
+            out.append((p, k, float(f), whole, split, cut / C))
+        return out
+
+    def cost(x, ts, s, whole_here) -> float:
+        tot = 0.0
+        for p, k, f, whole, split, per in ts:
+            v = max(f, whole if whole_here else 0.0, split if s >= 1 else 0.0, s * per)
+            tot += x * (v + latency_extra_seconds(cluster, p.kind, k, v))
+        return tot
+
+    t_tp, t_dp = terms(tp, own["tp"]), terms(dp, own["dp"])
+    best = min(cost(x_tp, t_tp, int(a), bool(wt)) + cost(x_dp, t_dp, int(b), bool(wd))
+               for a, b, wt, wd in combos.tolist())
+    rest = 0.0
+    for c, plist in parts.items():
+        x = float(exposure.get(c, 1.0))
+        if c in ("tp", "dp") or x == 0:
+            continue
+        for i, (p, _g, k) in enumerate(plist):
+            f = float(own[c][i])
+            rest += x * (f + latency_extra_seconds(cluster, p.kind, k, f))
+    return float(best + rest)

@@ -1,0 +1,138 @@
+"""The split tp and dp groups one host touches, on the rank grid (solver/bound/hostlines.py)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
+from rankmap.solver.bound.analytic import _part_sizes, class_lower_bound, search_lower_bound
+from rankmap.solver.bound.hostlines import host_combos, host_lines_bound, stage_combos
+from rankmap.solver.bound.nodering import ring_case_floors
+from rankmap.solver.cost.timemodel import flow_bytes, layout_cost
+from rankmap.solver.megatron.orders import candidate_orders
+from rankmap.solver.search.exhaustive import enumerate_layouts
+from rankmap.solver.traffic import TRAFFIC_CLASSES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from exact_optimum import optimum  # noqa: E402  (tests/ is on sys.path)
+
+CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
+
+
+def _bound(cl, cfg, traffic):
+    parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
+    own = {c: [class_lower_bound(cl, p.kind, g, k, p.payload_bytes) for p, g, k in v] for c, v in parts.items()}
+    return host_lines_bound(cl, cfg, parts, own)
+
+
+def _actual(cells, t, K):
+    """(s_tp, s_dp, whole tp, whole dp) of a set of (stage, row, column) cells of t x K matrices."""
+    out = np.zeros(4, dtype=np.int64)
+    for s in {c[0] for c in cells}:
+        here = [(r, c) for st_, r, c in cells if st_ == s]
+        rows = {r for r, _c in here}
+        cols = {c for _r, c in here}
+        wc = sum(1 for c in cols if sum(1 for _r, cc in here if cc == c) == t)
+        wr = sum(1 for r in rows if sum(1 for rr, _c in here if rr == r) == K)
+        out += [len(cols) - wc, len(rows) - wr, int(wc > 0), int(wr > 0)]
+    out[2:] = np.minimum(out[2:], 1)
+    return out
+
+
+@pytest.mark.parametrize("t,K,pp,G", [(2, 2, 2, 4), (2, 3, 2, 4), (3, 2, 1, 4), (4, 4, 1, 8), (2, 4, 2, 4),
+                                      (4, 2, 2, 6), (3, 3, 2, 5), (2, 2, 3, 5)])
+def test_every_host_set_is_covered(t, K, pp, G):
+    """Every set of G cells of pp stages of t x K matrices (brute force) has a combination of
+    :func:`host_combos` at most its own in every component (the relaxation holds: the least over combinations
+    of a nondecreasing cost is at most the set's)."""
+    combos = host_combos(t, K, G, pp)
+    cells = [(s, r, c) for s in range(pp) for r in range(t) for c in range(K)]
+    seen = set()
+    for sub in itertools.combinations(cells, G):
+        a = tuple(_actual(sub, t, K).tolist())
+        if a in seen:
+            continue
+        seen.add(a)
+        assert (combos <= np.array(a)).all(axis=1).any(), (sub, a, combos)
+
+
+def test_stage_combos_hand_derived():
+    """tp 4, dp 4, 8 ranks of one stage: two whole tp groups (s_dp = 4); one whole tp group and a whole dp
+    group (every column touched: s_tp = 3, s_dp = 3); none whole: 3 + 3 + 2 (s_tp = 3, s_dp = 3); two whole
+    dp groups: s_tp = 4."""
+    got = {tuple(r) for r in stage_combos(4, 4, 8).tolist()}
+    assert (0, 4, 1, 0) in got
+    assert (4, 0, 0, 1) in got
+    assert (3, 3, 0, 0) in got
+    assert all(not (a < 3 and b < 4) for a, b, _w, _v in got)
+
+
+def test_hand_derived_dgx1_tp4_pp2():
+    """4 DGX-1 hosts (hybrid cube mesh, 4 NICs of 12.5 GB/s a host: 50 GB/s out), tp4 pp2 (dp 4), GPT mix,
+    the module doc's example: tp 9.66 GB a ring edge (T_W 483.2 ms), dp 3.79 GB (T_W 189.3 ms).  Least host:
+    two whole tp groups, dp ``4·3.79 GB / 50 GB/s`` = 302.9 ms; tp and dp 786.1 ms where their own floors
+    give 672.5 ms; every layout the solver finds costs 895.1 ms."""
+    from quality_instances import instances, traffic_for
+
+    inst = next(i for i in instances(False) if i.name == "dgx1-hcm-4x8|tp4 pp2|gpt-24l-4096")
+    cl = cluster_from_graph(inst.spec.build())
+    cfg = parallel_config(cl.num_devices, **inst.sizes)
+    traffic = traffic_for(inst.mix, cfg)
+    parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
+    (tp, _g, k_tp), = parts["tp"]
+    (dp, _g, k_dp), = parts["dp"]
+    fb_dp = flow_bytes(dp.kind, dp.payload_bytes, k_dp)
+    w_tp, _s = ring_case_floors(cl, tp.kind, k_tp, tp.payload_bytes)
+    assert w_tp == pytest.approx(flow_bytes(tp.kind, tp.payload_bytes, k_tp) / 20e9, rel=1e-9)
+    got = _bound(cl, cfg, traffic)
+    from rankmap.solver.bound.ncclterms import latency_extra_seconds
+
+    rest = 0.0
+    for c in TRAFFIC_CLASSES:
+        if c in ("tp", "dp"):
+            continue
+        for p, g, k in parts[c]:
+            f = class_lower_bound(cl, p.kind, g, k, p.payload_bytes)
+            rest += f + latency_extra_seconds(cl, p.kind, k, f)
+    t_dp = 4 * fb_dp / 50e9
+    want = (w_tp + latency_extra_seconds(cl, tp.kind, k_tp, w_tp) + t_dp
+            + latency_extra_seconds(cl, dp.kind, k_dp, t_dp) + rest)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert w_tp + t_dp == pytest.approx(0.7861, abs=2e-4)
+    orders = candidate_orders(cfg, "all")
+    free = search_lower_bound(cl, orders, traffic, None, "free")
+    assert free >= got * (1 - 1e-12)
+    # random layouts and the tp-in-host layouts of the rank order: never below
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        dev = rng.permutation(cl.num_devices) if i % 2 else np.concatenate(
+            [8 * h + rng.permutation(8) for h in rng.permutation(4)])
+        assert layout_cost(cl, orders[i % len(orders)], dev, traffic).total_seconds >= free * (1 - 1e-12)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=st.sampled_from([(2, 4, dict(tp=2, pp=2)), (2, 4, dict(tp=2)), (2, 4, dict(tp=2, cp=2)),
+                             (4, 2, dict(tp=2, pp=2)), (4, 2, dict(tp=2)), (2, 4, dict(tp=4))]),
+       intra=st.sampled_from(["pcie", "nvlink-pairs"]),
+       payloads=st.lists(st.sampled_from([0.0, 1e8, 1e9, 4e9]), min_size=8, max_size=8),
+       nic=st.sampled_from([12.5, 25.0]))
+def test_never_above_the_exhaustive_free_optimum(case, intra, payloads, nic):
+    """On 8 GPUs (all 8! bijections, every order), hosts of 2 or 4 GPUs (PCIe or NVLink pairs): the term
+    alone ≤ the free optimum."""
+    hosts, gpus, sizes = case
+    cl = cluster_from_graph(fat_tree_cluster(hosts, gpus, intra=intra, intra_bandwidth_gbps=100.0,
+                                             nic_bandwidth_gbps=nic))
+    cfg = parallel_config(8, **sizes)
+    traffic = dict(zip(CLASSES, payloads))
+    traffic["tp"] = traffic["tp"] or 1e9
+    traffic["dp"] = traffic["dp"] or 1e9
+    orders = candidate_orders(cfg, "all")
+    lb = _bound(cl, cfg, traffic)
+    opt = optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
+    assert lb <= opt * (1 + 1e-9) + 1e-15, (case, traffic, lb, opt)
