@@ -33,14 +33,15 @@ def _bound(cl, cfg, traffic):
 
 def _actual(cells, t, K):
     """(s_tp, s_dp, whole tp, whole dp) of a set of (stage, row, column) cells of t x K matrices."""
-    out = np.zeros(4, dtype=np.int64)
+    out = np.zeros(5, dtype=np.int64)
+    out[4] = len({c[0] for c in cells}) == 1
     for s in {c[0] for c in cells}:
         here = [(r, c) for st_, r, c in cells if st_ == s]
         rows = {r for r, _c in here}
         cols = {c for _r, c in here}
         wc = sum(1 for c in cols if sum(1 for _r, cc in here if cc == c) == t)
         wr = sum(1 for r in rows if sum(1 for rr, _c in here if rr == r) == K)
-        out += [len(cols) - wc, len(rows) - wr, int(wc > 0), int(wr > 0)]
+        out[:4] += [len(cols) - wc, len(rows) - wr, int(wc > 0), int(wr > 0)]
     out[2:] = np.minimum(out[2:], 1)
     return out
 
@@ -65,19 +66,23 @@ def test_every_host_set_is_covered(t, K, pp, G):
 def test_stage_combos_hand_derived():
     """tp 4, dp 4, 8 ranks of one stage: two whole tp groups (s_dp = 4); one whole tp group and a whole dp
     group (every column touched: s_tp = 3, s_dp = 3); none whole: 3 + 3 + 2 (s_tp = 3, s_dp = 3); two whole
-    dp groups: s_tp = 4."""
+    dp groups: s_tp = 4.  Over two stages (pp 2): the same, one stage each; 4 + 4 ranks: s_dp = 8 with a
+    whole tp group in each."""
     got = {tuple(r) for r in stage_combos(4, 4, 8).tolist()}
     assert (0, 4, 1, 0) in got
     assert (4, 0, 0, 1) in got
     assert (3, 3, 0, 0) in got
     assert all(not (a < 3 and b < 4) for a, b, _w, _v in got)
+    two = {tuple(r) for r in host_combos(4, 4, 8, 2).tolist()}
+    assert {(0, 4, 1, 0, 1), (3, 3, 0, 0, 1), (4, 0, 0, 1, 1), (0, 8, 1, 0, 0)} <= two
 
 
 def test_hand_derived_dgx1_tp4_pp2():
     """4 DGX-1 hosts (hybrid cube mesh, 4 NICs of 12.5 GB/s a host: 50 GB/s out), tp4 pp2 (dp 4), GPT mix,
     the module doc's example: tp 9.66 GB a ring edge (T_W 483.2 ms), dp 3.79 GB (T_W 189.3 ms).  Least host:
-    two whole tp groups, dp ``4·3.79 GB / 50 GB/s`` = 302.9 ms; tp and dp 786.1 ms where their own floors
-    give 672.5 ms; every layout the solver finds costs 895.1 ms."""
+    two whole tp groups of one stage, dp ``4·3.79 GB / 50 GB/s`` = 302.9 ms, pipeline ``8·134 MB / 50 GB/s``
+    = 21.5 ms, embedding ``8·206 MB / 50 GB/s`` = 33.0 ms: 840.6 ms where the classes' own floors give
+    681.0 ms; every layout the solver finds costs 895.1 ms."""
     from quality_instances import instances, traffic_for
 
     inst = next(i for i in instances(False) if i.name == "dgx1-hcm-4x8|tp4 pp2|gpt-24l-4096")
@@ -87,24 +92,22 @@ def test_hand_derived_dgx1_tp4_pp2():
     parts = {c: _part_sizes(cfg, traffic, c) for c in TRAFFIC_CLASSES}
     (tp, _g, k_tp), = parts["tp"]
     (dp, _g, k_dp), = parts["dp"]
+    (pp, _g, k_pp), = parts["pp"]
+    (emb, _g, k_emb), = parts["embedding"]
+    assert set(c for c in TRAFFIC_CLASSES if parts[c]) == {"tp", "dp", "pp", "embedding"}
     fb_dp = flow_bytes(dp.kind, dp.payload_bytes, k_dp)
     w_tp, _s = ring_case_floors(cl, tp.kind, k_tp, tp.payload_bytes)
     assert w_tp == pytest.approx(flow_bytes(tp.kind, tp.payload_bytes, k_tp) / 20e9, rel=1e-9)
     got = _bound(cl, cfg, traffic)
     from rankmap.solver.bound.ncclterms import latency_extra_seconds
 
-    rest = 0.0
-    for c in TRAFFIC_CLASSES:
-        if c in ("tp", "dp"):
-            continue
-        for p, g, k in parts[c]:
-            f = class_lower_bound(cl, p.kind, g, k, p.payload_bytes)
-            rest += f + latency_extra_seconds(cl, p.kind, k, f)
     t_dp = 4 * fb_dp / 50e9
-    want = (w_tp + latency_extra_seconds(cl, tp.kind, k_tp, w_tp) + t_dp
-            + latency_extra_seconds(cl, dp.kind, k_dp, t_dp) + rest)
+    t_pp = 8 * flow_bytes(pp.kind, pp.payload_bytes, k_pp) / 50e9
+    t_emb = 8 * emb.payload_bytes / 50e9
+    want = sum(t + latency_extra_seconds(cl, p.kind, k, t)
+               for p, k, t in ((tp, k_tp, w_tp), (dp, k_dp, t_dp), (pp, k_pp, t_pp), (emb, k_emb, t_emb)))
     assert got == pytest.approx(want, rel=1e-9)
-    assert w_tp + t_dp == pytest.approx(0.7861, abs=2e-4)
+    assert w_tp + t_dp + t_pp + t_emb == pytest.approx(0.8406, abs=2e-4)
     orders = candidate_orders(cfg, "all")
     free = search_lower_bound(cl, orders, traffic, None, "free")
     assert free >= got * (1 - 1e-12)

@@ -24,18 +24,25 @@ least ``s·cut / C_h``.  A whole tp (dp) group here lies inside one node: the pa
 ring's floor inside a node (``T_W`` of :mod:`.nodering`, as low as the other all-reduce algorithms'
 floors allow); a split one at least the floor of a group over several nodes (``T_S1`` of
 :mod:`.nodering`, the averaged form).  With ``F`` the part's own floor (any layout), a tp part takes at
-least ``max(F, [W_c ≥ 1]·T_W, [s_tp ≥ 1]·T_S1, s_tp·cut/C_h)`` and a dp part likewise.  Every host is in
-some combination the constraints allow (a relaxation: more combinations than layouts), so the least over
-them of ``Σ_c x_c Σ_parts (term + NCCL's latency beyond it)`` for the tp and dp classes, plus the other
-classes' own floors with latency, bounds every layout.  The combinations per stage are enumerated over
+least ``max(F, [W_c ≥ 1]·T_W, [s_tp ≥ 1]·T_S1, s_tp·cut/C_h)`` and a dp part likewise.  A host whose ranks
+lie in one stage (``pp ≥ 2``) has every rank's pipeline neighbours on other hosts: in an end stage
+(first or last) one each, a flow of ``fb`` out per rank both ways of the chain, and its embedding partner
+(the other end stage) elsewhere, ``G`` split embedding groups; in a middle stage (``pp ≥ 3``) two each.
+So the pipeline part takes at least ``G·fb/C_h`` (end) or ``2·G·fb/C_h`` (middle) and the embedding part
+``G·cut/C_h`` (end): the least of the two. Every host is in some combination the constraints allow (a
+relaxation: more combinations than layouts), so the least over them of ``Σ_c x_c Σ_parts (term + NCCL's
+latency beyond it)`` for the tp and dp classes, the pipeline and embedding parts raised on a host of one
+stage, and the other classes' own floors with latency, bounds every layout.  The combinations per stage are enumerated over
 ``a ≤ G`` (at most ``G⁴`` tuples each), kept Pareto-least in ``(s_tp, s_dp, whole tp, whole dp)``, and
-summed over stages by a small dynamic programme (``G`` steps).
+summed over stages by a small dynamic programme (``min(pp, G)`` steps, noting a host of one stage).
 
 Example (``dgx1-hcm-4x8`` tp4 pp2, GPT 24L/4096: hosts of 8 GPUs, 4 NICs of 12.5 GB/s, ``C_h`` = 50 GB/s;
 tp ``fb`` 9.66 GB, ``T_W`` 483.2 ms, ``T_S1`` 386.5 ms; dp ``K = 4``, ``fb`` 3.79 GB, ``T_W`` 189.3 ms):
 two whole tp groups leave every row of the stage split (``s_dp = 4``: dp ``4·3.79/50 = 302.9`` ms, tp
 483.2 ms); one whole tp group and a whole dp group make every column touched (``s_tp = 3``: tp 579.8
-ms); no whole tp group, ``s_tp ≥ 3``.  The least is 786.1 ms for tp and dp (their own floors: 672.5 ms).
+ms); no whole tp group, ``s_tp ≥ 3``; two stages on a host, 4 + 4 ranks, ``s_dp ≥ 8`` or ``s_tp ≥ 4``.  The
+least: 786.1 ms for tp and dp, with one stage a host, plus pipeline ``8·134 MB/50`` = 21.5 ms and embedding
+``8·206 MB/50`` = 33.0 ms: 840.6 ms (the classes' own floors: 681.0 ms; the best layouts found: 895.1 ms).
 """
 
 from __future__ import annotations
@@ -117,30 +124,37 @@ def _host_combos(t: int, K: int, G: int, pp: int) -> tuple:
     def add(x, y):
         return (x[0] + y[0], x[1] + y[1], x[2] | y[2], x[3] | y[3])
 
-    # best[j][n]: combinations of n ranks over j nonempty stages (j ≤ min(pp, G)), Pareto-least
+    # layer: combinations of n ranks over j nonempty stages (step j ≤ min(pp, G)), Pareto-least; the fifth
+    # component says one stage (j = 1)
     steps = min(pp, G)
     layer = {0: frozenset({(0, 0, 0, 0)})}
     done = set()
-    for _ in range(steps):
+    for j in range(1, steps + 1):
         nxt: dict = {}
         for n, rows in layer.items():
             for a, st in per.items():
                 if n + a <= G:
                     nxt.setdefault(n + a, set()).update(add(x, y) for x in rows for y in st)
         layer = {n: _pareto_set(v) for n, v in nxt.items()}
-        done |= layer.get(G, frozenset())
+        done |= {r + (int(j == 1),) for r in layer.get(G, frozenset())}
         if not layer:
             break
     return tuple(sorted(_pareto_set(done)))
 
 
 def host_combos(t: int, K: int, G: int, pp: int) -> np.ndarray:
-    """Every host's combinations over its stages (module doc), Pareto-least: shape (r, 4) as :func:`stage_combos`.
+    """Every host's combinations over its stages (module doc), Pareto-least.
 
     ``G`` ranks over at most ``min(pp, G)`` stages of ``t·K`` ranks each; counts add, flags or.  Cached.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (r, 5)
+        Rows ``(s_tp, s_dp, whole tp, whole dp, one stage)``: the columns of :func:`stage_combos` summed over
+        the stages, and 1 when the host's ranks lie in one stage.
     """
     rows = _host_combos(int(t), int(K), int(G), int(pp))
-    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return np.array(rows, dtype=np.int64).reshape(-1, 5)
 
 
 def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: dict,
@@ -211,14 +225,29 @@ def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
         return tot
 
     t_tp, t_dp = terms(tp, own["tp"]), terms(dp, own["dp"])
-    best = min(cost(x_tp, t_tp, int(a), bool(wt)) + cost(x_dp, t_dp, int(b), bool(wd))
-               for a, b, wt, wd in combos.tolist())
-    rest = 0.0
-    for c, plist in parts.items():
-        x = float(exposure.get(c, 1.0))
-        if c in ("tp", "dp") or x == 0:
-            continue
-        for i, (p, _g, k) in enumerate(plist):
-            f = float(own[c][i])
-            rest += x * (f + latency_extra_seconds(cluster, p.kind, k, f))
-    return float(best + rest)
+
+    def rest(end_flows: int, mid_flows: int, emb_groups: int) -> float:
+        """The other classes at their own floors; a host of one stage raises the pipeline and embedding parts:
+        ``end_flows``/``mid_flows`` chain flows out per rank, ``emb_groups`` split embedding groups."""
+        tot = 0.0
+        for c, plist in parts.items():
+            x = float(exposure.get(c, 1.0))
+            if c in ("tp", "dp") or x == 0:
+                continue
+            for i, (p, _g, k) in enumerate(plist):
+                f = float(own[c][i])
+                if c == "pp" and p.kind == "p2p_chain" and k == pp and pp >= 2:
+                    f = max(f, (end_flows + mid_flows) * G * flow_bytes(p.kind, p.payload_bytes, k) / C)
+                elif c == "embedding" and p.kind in RING_KINDS and k == 2 and pp >= 2 and emb_groups:
+                    fb = flow_bytes(p.kind, p.payload_bytes, k)
+                    f = max(f, emb_groups * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1] / C)
+                tot += x * (f + latency_extra_seconds(cluster, p.kind, k, f))
+        return tot
+
+    several = rest(0, 0, 0)
+    # one stage: every rank's pipeline neighbours are on other hosts; an end stage (first or last) has one
+    # each and its embedding partner elsewhere (G split embedding groups), a middle one (pp ≥ 3) two
+    one = rest(1, 0, G) if pp == 2 else min(rest(1, 0, G), rest(0, 2, 0)) if pp >= 3 else several
+    best = min(cost(x_tp, t_tp, int(a), bool(wt)) + cost(x_dp, t_dp, int(b), bool(wd)) + (one if st else several)
+               for a, b, wt, wd, st in combos.tolist())
+    return float(best)
