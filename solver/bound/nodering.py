@@ -222,7 +222,13 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     enum = [kap for kap in kaps if enumerated(cluster, kap, min(c_cap, m * min(kap, k - kap)))]
     rest = min((v for kap, v in avg.items() if kap not in enum), default=np.inf)
     if any(avg[kap] < rest for kap in enum) and whole > max(alg(s1), s2):
-        s1 = min(rest, min(_split_kappa(cluster, fb, P, R, c_cap, m, kap, min(kap, k - kap)) for kap in enum))
+        # in rising order of their averages (an enumerated term is at least its average): stop at the first
+        # average not below the least so far
+        s1 = rest
+        for kap in sorted(enum, key=lambda q: (avg[q], q)):
+            if avg[kap] >= s1:
+                break
+            s1 = min(s1, _split_kappa(cluster, fb, P, R, c_cap, m, kap, min(kap, k - kap)))
     t = min(whole, max(alg(s1), s2))
     return float(t) if np.isfinite(t) else 0.0
 
