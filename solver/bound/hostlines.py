@@ -1,4 +1,4 @@
-"""Free mode: the tp and dp groups one host touches, counted on the rank grid (DESIGN §5; used by :mod:`.analytic`).
+"""Free mode: the tp and dp groups one host (or leaf) touches, on the rank grid (DESIGN §5; used by :mod:`.analytic`).
 
 Setting: every GPU used, equal hosts of ``G ≤`` :data:`HOST_LINES_MAX_GPUS` GPUs, the NCCL nodes the hosts,
 the tp class's and the dp class's parts rings over their whole groups (``t`` and ``K`` members), ``K ≥ 2``.
@@ -32,7 +32,16 @@ So the pipeline part takes at least ``G·fb/C_h`` (end) or ``2·G·fb/C_h`` (mid
 ``G·cut/C_h`` (end): the least of the two. Every host is in some combination the constraints allow (a
 relaxation: more combinations than layouts), so the least over them of ``Σ_c x_c Σ_parts (term + NCCL's
 latency beyond it)`` for the tp and dp classes, the pipeline and embedding parts raised on a host of one
-stage, and the other classes' own floors with latency, bounds every layout.  The combinations per stage are enumerated over
+stage, and the other classes' own floors with latency, bounds every layout.
+
+Coarser domains.  The same holds for any set of ``G_D`` ranks on a domain ``D`` of whole hosts (a leaf,
+``domain_out_gbps`` ``C_D``): its split groups send their cut bytes over ``D``'s out-links, and a domain of
+one stage sends the pipeline and embedding flows out; only the whole-group ring floor ``T_W`` is the
+host's alone (a group whole in a leaf may still span hosts).  Each class's time is at least its term for
+the host and for the leaf, so the bound is the least over pairs (one combination each, taken
+independently: a relaxation) of ``Σ_c x_c Σ_parts (max of the two terms + latency)``; per level the
+domain of least ``C_D``, levels of domains of at most :data:`HOST_LINES_MAX_RANKS` ranks, while the
+pairs number at most :data:`HOST_LINES_MAX_TUPLES`.  The combinations per stage are enumerated over
 ``a ≤ G`` (at most ``G⁴`` tuples each), kept Pareto-least in ``(s_tp, s_dp, whole tp, whole dp)``, and
 summed over stages by a small dynamic programme (``min(pp, G)`` steps, noting a host of one stage).
 
@@ -48,6 +57,7 @@ least: 786.1 ms for tp and dp, with one stage a host, plus pipeline ``8·134 MB/
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Mapping
 
 import numpy as np
@@ -59,10 +69,15 @@ __all__ = ["HOST_LINES_MAX_GPUS", "HOST_LINES_SECONDS", "stage_combos", "host_co
 
 #: Hosts of at most this many GPUs (the combinations number at most ``G⁴`` a stage count).
 HOST_LINES_MAX_GPUS = 16
-#: Nominal work (:mod:`.work`) of one :func:`host_lines_bound` that applies, seconds at 8-GPU hosts, scaled by
-#: ``(G/8)²`` (calibration 2026-12-04, CPU time on the loaded 2-core machine: the combinations 2-3 ms at
-#: ``G = 8`` uncached, 8-22 ms at 16, the two classes' floors under 1 ms).  Charged every call (cached tables).
-HOST_LINES_SECONDS = 3e-3
+#: Nominal work (:mod:`.work`) of one :func:`host_lines_bound` that applies, seconds per domain level (hosts,
+#: leaves of up to :data:`HOST_LINES_MAX_RANKS` ranks) of 8 ranks, scaled by ``(G_D/8)³`` (calibration
+#: 2026-12-04, CPU time on the loaded 2-core machine: the combinations 2-3 ms at ``G_D = 8`` uncached,
+#: 13-43 ms at 16, the floors and the tuples a few ms).  Charged every call (the tables are cached).
+HOST_LINES_SECONDS = 5e-3
+#: Domains of more ranks than this (leaves, racks) are left out.
+HOST_LINES_MAX_RANKS = 16
+#: Combinations of one domain a level (one host, one leaf, ...) taken together at most.
+HOST_LINES_MAX_TUPLES = 4096
 
 
 def stage_combos(t: int, K: int, a: int) -> np.ndarray:
@@ -193,9 +208,9 @@ def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     G = int(cluster.gpus_per_host[0])
     t, K, pp = int(cfg.tp), class_group_size("dp", cfg), int(cfg.pp)
     exposure = dict(exposure or {})
-    x_tp, x_dp = float(exposure.get("tp", 1.0)), float(exposure.get("dp", 1.0))
     tp, dp = parts.get("tp") or [], parts.get("dp") or []
-    if not (2 <= G <= HOST_LINES_MAX_GPUS) or t < 2 or K < 2 or not tp or not dp or x_tp <= 0 or x_dp <= 0:
+    if not (2 <= G <= HOST_LINES_MAX_GPUS) or t < 2 or K < 2 or not tp or not dp \
+            or float(exposure.get("tp", 1.0)) <= 0 or float(exposure.get("dp", 1.0)) <= 0:
         return 0.0
     if any(p.kind not in RING_KINDS or k != t for p, _g, k in tp) \
             or any(p.kind not in RING_KINDS or k != K for p, _g, k in dp):
@@ -203,51 +218,94 @@ def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     C = host_out_gbps(cluster) * 1e9
     if C <= 0:
         return 0.0
-    charge(HOST_LINES_SECONDS * max(1.0, (G / 8) ** 2))
-    combos = host_combos(t, K, G, pp)
-    if combos.size == 0:
-        return 0.0
-
-    def terms(plist, floors):  # per part: (own floor, whole, split, cut bytes / C)
-        out = []
-        for (p, _g, k), f in zip(plist, floors):
+    levels = [(G, C, True)] + _upper_levels(cluster, G, W)
+    charge(sum(HOST_LINES_SECONDS * max(1.0, (g / 8) ** 3) for g, _c, _n in levels))
+    # every part of every exposed class: (class, part, size, own floor, x_c) and its per-part constants
+    flat = [(c, p, k, float(own[c][i]), float(exposure.get(c, 1.0)))
+            for c, plist in parts.items() for i, (p, _g, k) in enumerate(plist) if float(exposure.get(c, 1.0)) != 0]
+    const = []
+    for c, p, k, f, _x in flat:
+        fb = flow_bytes(p.kind, p.payload_bytes, k)
+        if c in ("tp", "dp"):
             whole, split = ring_case_floors(cluster, p.kind, k, p.payload_bytes)
-            fb = flow_bytes(p.kind, p.payload_bytes, k)
-            cut = crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1]
-            out.append((p, k, float(f), whole, split, cut / C))
+            const.append((whole, split, crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1]))
+        elif c == "pp" and p.kind == "p2p_chain" and k == pp and pp >= 2:
+            const.append(("pp", fb))
+        elif c == "embedding" and p.kind in RING_KINDS and k == 2 and pp >= 2:
+            const.append(("emb", crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1]))
+        else:
+            const.append(None)
+    base = np.array([f for _c, _p, _k, f, _x in flat])
+
+    def vectors(Gd: int, Cd: float, node: bool) -> list[np.ndarray]:
+        """Per combination of a domain of ``Gd`` ranks and ``Cd`` B/s out: a floor per part (one stage, pp ≥ 3:
+        an end stage and a middle stage, two vectors)."""
+        out = []
+        for a, b, wt, wd, st in host_combos(t, K, Gd, pp).tolist():
+            v = base.copy()
+            for j, (c, _p, _k, f, _x) in enumerate(flat):
+                if c in ("tp", "dp"):
+                    whole, split, cut = const[j]
+                    s_, w_ = (a, wt) if c == "tp" else (b, wd)
+                    v[j] = max(f, whole if (w_ and node) else 0.0, split if s_ >= 1 else 0.0, s_ * cut / Cd)
+            if st and pp >= 2:
+                ends = (1,) if pp == 2 else (1, 2)  # chain flows out per rank: end stage 1, middle 2
+                for e in ends:
+                    u = v.copy()
+                    for j, cj in enumerate(const):
+                        if isinstance(cj, tuple) and cj[0] == "pp":
+                            u[j] = max(u[j], e * Gd * cj[1] / Cd)
+                        elif isinstance(cj, tuple) and cj[0] == "emb" and e == 1:
+                            u[j] = max(u[j], Gd * cj[1] / Cd)
+                    out.append(u)
+            else:
+                out.append(v)
         return out
 
-    def cost(x, ts, s, whole_here) -> float:
-        tot = 0.0
-        for p, k, f, whole, split, per in ts:
-            v = max(f, whole if whole_here else 0.0, split if s >= 1 else 0.0, s * per)
-            tot += x * (v + latency_extra_seconds(cluster, p.kind, k, v))
-        return tot
+    per_level = []
+    n_tuples = 1
+    for Gd, Cd, node in levels:  # (the host level first; coarser ones while the tuples stay few)
+        vs = vectors(Gd, Cd, node)
+        if per_level and n_tuples * len(vs) > HOST_LINES_MAX_TUPLES:
+            break
+        per_level.append(vs)
+        n_tuples *= len(vs)
+    memo: dict = {}
 
-    t_tp, t_dp = terms(tp, own["tp"]), terms(dp, own["dp"])
+    def extra(j: int, v: float) -> float:
+        key = (j, v)
+        if key not in memo:
+            _c, p, k, _f, _x = flat[j]
+            memo[key] = latency_extra_seconds(cluster, p.kind, k, v)
+        return memo[key]
 
-    def rest(end_flows: int, mid_flows: int, emb_groups: int) -> float:
-        """The other classes at their own floors; a host of one stage raises the pipeline and embedding parts:
-        ``end_flows``/``mid_flows`` chain flows out per rank, ``emb_groups`` split embedding groups."""
-        tot = 0.0
-        for c, plist in parts.items():
-            x = float(exposure.get(c, 1.0))
-            if c in ("tp", "dp") or x == 0:
+    xs = np.array([x for _c, _p, _k, _f, x in flat])
+    best = np.inf
+    for combo in itertools.product(*per_level):
+        M = np.max(np.stack(combo), axis=0)
+        best = min(best, float(sum(xs[j] * (M[j] + extra(j, float(M[j]))) for j in range(M.size))))
+    return float(best) if np.isfinite(best) else 0.0
+
+
+def _upper_levels(cluster: Cluster, G: int, W: int) -> list[tuple[int, float, bool]]:
+    """Levels coarser than the hosts whose domains are unions of whole hosts: per level its domain of least
+    outward capacity, ``(ranks G_D, capacity B/s, False)``, ``G < G_D < W``, ``G_D ≤`` :data:`HOST_LINES_MAX_RANKS`."""
+    from .ncclterms import node_levels
+
+    out = {}
+    for doms, outs in ((cluster.domains, cluster.domain_out_gbps),
+                       (cluster.widest_domains, cluster.widest_domain_out_gbps)):
+        whole = node_levels(cluster, doms)
+        for lvl in range(min(doms.shape[0], len(outs))):
+            lab = np.asarray(doms[lvl], dtype=np.int64)
+            cap = np.asarray(outs[lvl], dtype=float)
+            sizes = np.bincount(lab)
+            if not whole[lvl] or cap.size != sizes.size:
                 continue
-            for i, (p, _g, k) in enumerate(plist):
-                f = float(own[c][i])
-                if c == "pp" and p.kind == "p2p_chain" and k == pp and pp >= 2:
-                    f = max(f, (end_flows + mid_flows) * G * flow_bytes(p.kind, p.payload_bytes, k) / C)
-                elif c == "embedding" and p.kind in RING_KINDS and k == 2 and pp >= 2 and emb_groups:
-                    fb = flow_bytes(p.kind, p.payload_bytes, k)
-                    f = max(f, emb_groups * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, k, True)[1] / C)
-                tot += x * (f + latency_extra_seconds(cluster, p.kind, k, f))
-        return tot
-
-    several = rest(0, 0, 0)
-    # one stage: every rank's pipeline neighbours are on other hosts; an end stage (first or last) has one
-    # each and its embedding partner elsewhere (G split embedding groups), a middle one (pp ≥ 3) two
-    one = rest(1, 0, G) if pp == 2 else min(rest(1, 0, G), rest(0, 2, 0)) if pp >= 3 else several
-    best = min(cost(x_tp, t_tp, int(a), bool(wt)) + cost(x_dp, t_dp, int(b), bool(wd)) + (one if st else several)
-               for a, b, wt, wd, st in combos.tolist())
-    return float(best)
+            ok = (sizes > G) & (sizes < W) & (sizes <= HOST_LINES_MAX_RANKS) & (cap > 0)
+            if not ok.any():
+                continue
+            d = int(np.flatnonzero(ok)[np.argmin(cap[ok])])
+            key = int(sizes[d])
+            out[key] = min(out.get(key, np.inf), float(cap[d]) * 1e9)
+    return [(g, c, False) for g, c in sorted(out.items())]

@@ -178,6 +178,20 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
         Seconds, ≥ 0.  0 above :data:`NODE_RING_MAX_DEVICES` GPUs, when the NCCL nodes are not the hosts,
         or when no node holds two GPUs.
     """
+    from .work import meter_memo
+
+    memo = meter_memo()  # the same part again inside one bound: its first answer, no work
+    key = ("node_ring_floor", cluster, kind, int(num_groups), int(k), float(payload_bytes))
+    if memo is not None and key in memo:
+        return memo[key]
+    out = _node_ring_floor(cluster, kind, num_groups, k, payload_bytes)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payload_bytes: float) -> float:
+    """:func:`node_ring_floor`, computed (and charged)."""
     from ..cost.timemodel import flow_bytes
     from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, nics_per_gpu
     from .rates import inter_host_rate_gbps
