@@ -65,15 +65,17 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
 
-__all__ = ["HOST_LINES_MAX_GPUS", "HOST_LINES_SECONDS", "stage_combos", "host_combos", "host_lines_bound"]
+__all__ = ["HOST_LINES_MAX_GPUS", "HOST_LINES_MAX_RANKS", "HOST_LINES_MAX_TUPLES", "HOST_LINES_SECONDS", "stage_combos",
+           "host_combos", "combos_ops", "host_lines_bound"]
 
 #: Hosts of at most this many GPUs (the combinations number at most ``G⁴`` a stage count).
 HOST_LINES_MAX_GPUS = 16
-#: Nominal work (:mod:`.work`) of one :func:`host_lines_bound` that applies, seconds per domain level (hosts,
-#: leaves of up to :data:`HOST_LINES_MAX_RANKS` ranks) of 8 ranks, scaled by ``(G_D/8)³`` (calibration
-#: 2026-12-04, CPU time on the loaded 2-core machine: the combinations 2-3 ms at ``G_D = 8`` uncached,
-#: 13-43 ms at 16, the floors and the tuples a few ms).  Charged every call (the tables are cached).
-HOST_LINES_SECONDS = 5e-3
+#: Nominal work (:mod:`.work`) of one :func:`host_lines_bound` that applies: seconds, plus per domain level
+#: (hosts, leaves), plus per elementary step of its combinations (:func:`combos_ops`).  Calibration
+#: (2026-12-04, process time on the loaded 2-core machine, uncached): 2.1-2.5 ms at 8-rank domains (800-1,700
+#: steps), 4.8-37 ms at 16 (6,500-152,000 steps, 0.25-0.75 µs a step); the floors and the tuples about 1 ms.
+#: Charged every call (the tables are cached).
+HOST_LINES_SECONDS, HOST_LINES_LEVEL_SECONDS, HOST_LINES_OP_SECONDS = 1e-3, 2e-3, 4e-7
 #: Domains of more ranks than this (leaves, racks) are left out.
 HOST_LINES_MAX_RANKS = 16
 #: Combinations of one domain a level (one host, one leaf, ...) taken together at most.
@@ -144,17 +146,20 @@ def _host_combos(t: int, K: int, G: int, pp: int) -> tuple:
     steps = min(pp, G)
     layer = {0: frozenset({(0, 0, 0, 0)})}
     done = set()
+    ops = sum(a ** 2 for a in range(1, min(G, cap) + 1))  # the stage tables (meshgrids of at most a⁴ / a² rows)
     for j in range(1, steps + 1):
         nxt: dict = {}
         for n, rows in layer.items():
             for a, st in per.items():
                 if n + a <= G:
                     nxt.setdefault(n + a, set()).update(add(x, y) for x in rows for y in st)
+                    ops += len(rows) * len(st)
+        ops += sum(len(v) ** 2 for v in nxt.values())
         layer = {n: _pareto_set(v) for n, v in nxt.items()}
         done |= {r + (int(j == 1),) for r in layer.get(G, frozenset())}
         if not layer:
             break
-    return tuple(sorted(_pareto_set(done)))
+    return tuple(sorted(_pareto_set(done))), ops
 
 
 def host_combos(t: int, K: int, G: int, pp: int) -> np.ndarray:
@@ -168,8 +173,14 @@ def host_combos(t: int, K: int, G: int, pp: int) -> np.ndarray:
         Rows ``(s_tp, s_dp, whole tp, whole dp, one stage)``: the columns of :func:`stage_combos` summed over
         the stages, and 1 when the host's ranks lie in one stage.
     """
-    rows = _host_combos(int(t), int(K), int(G), int(pp))
+    rows, _ops = _host_combos(int(t), int(K), int(G), int(pp))
     return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+
+def combos_ops(t: int, K: int, G: int, pp: int) -> int:
+    """The elementary steps of :func:`host_combos` (tuples combined and compared; the count its work is charged
+    by), a function of the sizes only."""
+    return int(_host_combos(int(t), int(K), int(G), int(pp))[1])
 
 
 def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: dict,
@@ -219,7 +230,8 @@ def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     if C <= 0:
         return 0.0
     levels = [(G, C, True)] + _upper_levels(cluster, G, W)
-    charge(sum(HOST_LINES_SECONDS * max(1.0, (g / 8) ** 3) for g, _c, _n in levels))
+    charge(HOST_LINES_SECONDS + sum(HOST_LINES_LEVEL_SECONDS + HOST_LINES_OP_SECONDS * combos_ops(t, K, g, pp)
+                                    for g, _c, _n in levels))
     # every part of every exposed class: (class, part, size, own floor, x_c) and its per-part constants
     flat = [(c, p, k, float(own[c][i]), float(exposure.get(c, 1.0)))
             for c, plist in parts.items() for i, (p, _g, k) in enumerate(plist) if float(exposure.get(c, 1.0)) != 0]
