@@ -140,3 +140,27 @@ def test_never_above_the_exhaustive_free_optimum(case, intra, payloads, nic, ove
     lb = _bound(cl, cfg, traffic)
     opt = optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
     assert lb <= opt * (1 + 1e-9) + 1e-15, (case, traffic, lb, opt)
+
+
+def test_leaf_level_on_a30_pairs():
+    """a30-pairs-16x4 tp4 cp2 pp2 (GPT mix): 16 hosts of 4 GPUs under leaves of 4 hosts.  A host holds one tp
+    group (4 split dp groups touch it) and a leaf of one stage sends every pipeline and embedding flow out; the
+    host and leaf terms together reach 1669.85 ms, where the layouts found (launcher and free) cost 1669.99 ms
+    (the classes' own floors and joint cuts: 1582.16 ms).  Layouts of the rank order and perturbations of
+    them never cost less."""
+    from quality_instances import instances, traffic_for
+
+    inst = next(i for i in instances(False) if i.name == "a30-pairs-16x4|tp4 cp2 pp2|gpt-24l-4096")
+    cl = cluster_from_graph(inst.spec.build())
+    cfg = parallel_config(cl.num_devices, **inst.sizes)
+    traffic = traffic_for(inst.mix, cfg)
+    got = _bound(cl, cfg, traffic)
+    assert got == pytest.approx(1.66985, abs=2e-5)
+    orders = candidate_orders(cfg, "all")
+    rng = np.random.default_rng(11)
+    for i in range(24):
+        dev = np.arange(cl.num_devices)
+        for _ in range(i % 6):
+            a, b = rng.integers(cl.num_devices, size=2)
+            dev[[a, b]] = dev[[b, a]]
+        assert layout_cost(cl, orders[i % len(orders)], dev, traffic).total_seconds >= got * (1 - 1e-12)
