@@ -236,3 +236,34 @@ def test_lopsided_groups_never_above_the_exhaustive_optimum(seed):
     lb = search_lower_bound(cl, orders, traffic, None, "free")
     opt = optimum(cl, orders, traffic, None, "free")
     assert lb <= opt * (1 + 1e-9) + 1e-15, (lb, opt)
+
+
+def test_nvpairs_free_layout_below_the_search():
+    """nvpairs-8x8 tp4 cp2 pp2 (GPT mix), order tp-ep-dp-cp-pp: every host one pipeline stage, two tp and two
+    dp coordinates and both cp ones, each cp pair on an NVLink pair.  tp over two hosts (2 channels, 100.73 ms),
+    cp on NVLink (15.11), dp 4 + 4 with its members interleaved over the pairs (69.12, the enumerated floor):
+    207.80 ms, below the free search's 216.59 ms and above the free bound (196.28 ms)."""
+    from quality_instances import instances, traffic_for
+
+    inst = next(i for i in instances(False) if i.name == "nvpairs-8x8|tp4 cp2 pp2|gpt-24l-4096")
+    cl = cluster_from_graph(inst.spec.build())
+    cfg = parallel_config(cl.num_devices, **inst.sizes)
+    traffic = traffic_for(inst.mix, cfg)
+    orders = candidate_orders(cfg, "all")
+    (ocfg,) = [o for o in orders if o.order == "tp-ep-dp-cp-pp"]
+    dev = np.full(64, -1)
+    h = 0
+    for s in range(2):
+        for ip in ((0, 1), (2, 3)):
+            for jp in ((0, 1), (2, 3)):
+                slot = 0
+                for i in ip:
+                    for j in jp:
+                        for c in (0, 1):
+                            dev[i + 4 * j + 16 * c + 32 * s] = 8 * h + slot  # rank of (tp i, dp j, cp c, pp s)
+                            slot += 1
+                h += 1
+    assert sorted(dev.tolist()) == list(range(64))
+    cost = layout_cost(cl, ocfg, dev, traffic).total_seconds
+    assert cost == pytest.approx(0.2078, abs=1e-4)
+    assert cost >= search_lower_bound(cl, orders, traffic, None, "free")
