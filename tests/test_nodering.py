@@ -189,3 +189,81 @@ def test_enumerated_paths_are_counted_and_deterministic():
             b = search_lower_bound(cl, orders, {"tp": 1e9, "dp": 2e9}, None, "launcher")
         got.append((b, w()))
     assert got[0] == got[1] and got[0][1] > 0
+
+
+def test_sparsest_node_caps_the_channels_of_a_lopsided_group():
+    """dp 8 (an all-gather: the plain traffic mapping's shape), S = 2 GB, fb = 7/8·S = 1.75 GB, 8 hosts of four
+    NVLink pairs (PCIe 32 GB/s, a 25 GB/s NIC per GPU at 24 GB/s).  A group over several hosts with κ on its
+    fullest holds at most 8 − κ on its sparsest, so runs at most ``min(4, 8 − κ)`` channels: κ = 5, 6, 7 cross
+    at fb/(3·24), fb/(2·24), fb/24 (NCCL's paths, module nodepaths, raise κ = 5 to fb/48); κ = 4 on 4
+    channels, NCCL's paths: fb/64 (test above); κ ≤ 3: the group spans 3 hosts or more, ≤ 3 channels,
+    fb/72, raised by the paths to fb/48; inside a host: fb/32.  So fb/64 GB/s = 27.3 ms, where κ_min = κ
+    let κ = 5..7 run 4 channels: fb/96."""
+    from rankmap.solver.bound import nodepaths
+
+    cl = nvpairs(8)
+    S = 2e9
+    (part,) = class_collectives({"dp": S}, "dp")
+    assert part.kind == "all_gather"
+    fb = 7 / 8 * S
+    assert nodepaths.split_seconds_per_byte(cl, 5, 3) == pytest.approx(1 / 48e9, rel=1e-12)
+    floor = node_ring_floor(cl, part.kind, 8, 8, S)
+    assert floor == pytest.approx(fb / 64e9, rel=1e-12)
+    # groups of 8 − s + s members over two hosts (tp 8 without traffic): never below the floor
+    cfg = parallel_config(64, tp=8)
+    grp = (megatron_groups(cfg)[CLASS_GROUP["dp"]] - cfg.rank_offset).ravel()
+    rng = np.random.default_rng(5)
+    least = np.inf
+    for _ in range(24):
+        slots = np.concatenate([rng.permutation(8) + 8 * h for h in range(8)])
+        dev = np.empty(64, dtype=np.int64)
+        dev[grp] = np.roll(slots, int(rng.integers(1, 8)))
+        least = min(least, _class_time(cl, cfg, dev, {"dp": S}, "dp"))
+    assert least >= floor * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lopsided_groups_never_above_the_exhaustive_optimum(seed):
+    """Free mode, 3 hosts of 2 GPUs, tp 2, dp 3: a dp group holds 2 members on one host and 1 on another
+    (or 1 on each), so 1 channel a NIC on its sparsest node; the bound <= the exhaustive optimum."""
+    rng = random.Random(100 + seed)
+    kw = dict(intra=rng.choice(["pcie", "nvlink-pairs"]), intra_bandwidth_gbps=rng.choice([16.0, 32.0, 100.0]),
+              nic_bandwidth_gbps=rng.choice([12.5, 25.0, 50.0]), nics_per_host=rng.choice([1, 2]))
+    cl = cluster_from_graph(fat_tree_cluster(3, 2, **kw))
+    cfg = parallel_config(6, tp=2)
+    traffic = {"tp": rng.choice([1e8, 1e9]), "dp": rng.choice([1e9, 4e9])}
+    orders = candidate_orders(cfg, "all")
+    lb = search_lower_bound(cl, orders, traffic, None, "free")
+    opt = optimum(cl, orders, traffic, None, "free")
+    assert lb <= opt * (1 + 1e-9) + 1e-15, (lb, opt)
+
+
+def test_nvpairs_free_layout_below_the_search():
+    """nvpairs-8x8 tp4 cp2 pp2 (GPT mix), order tp-ep-dp-cp-pp: every host one pipeline stage, two tp and two
+    dp coordinates and both cp ones, each cp pair on an NVLink pair.  tp over two hosts (2 channels, 100.73 ms),
+    cp on NVLink (15.11), dp 4 + 4 with its members interleaved over the pairs (69.12, the enumerated floor):
+    207.80 ms, below the free search's 216.59 ms and above the free bound (196.28 ms)."""
+    from quality_instances import instances, traffic_for
+
+    inst = next(i for i in instances(False) if i.name == "nvpairs-8x8|tp4 cp2 pp2|gpt-24l-4096")
+    cl = cluster_from_graph(inst.spec.build())
+    cfg = parallel_config(cl.num_devices, **inst.sizes)
+    traffic = traffic_for(inst.mix, cfg)
+    orders = candidate_orders(cfg, "all")
+    (ocfg,) = [o for o in orders if o.order == "tp-ep-dp-cp-pp"]
+    dev = np.full(64, -1)
+    h = 0
+    for s in range(2):
+        for ip in ((0, 1), (2, 3)):
+            for jp in ((0, 1), (2, 3)):
+                slot = 0
+                for i in ip:
+                    for j in jp:
+                        for c in (0, 1):
+                            dev[i + 4 * j + 16 * c + 32 * s] = 8 * h + slot  # rank of (tp i, dp j, cp c, pp s)
+                            slot += 1
+                h += 1
+    assert sorted(dev.tolist()) == list(range(64))
+    cost = layout_cost(cl, ocfg, dev, traffic).total_seconds
+    assert cost == pytest.approx(0.2078, abs=1e-4)
+    assert cost >= search_lower_bound(cl, orders, traffic, None, "free")

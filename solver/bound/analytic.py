@@ -90,7 +90,8 @@ The bound of a solve is the minimum over the searched orders (launcher mode)
 of the sum over classes (:func:`search_lower_bound`); free and fixed modes use
 the size terms (order-independent), free mode up to 16,384 ranks also the least of two
 cases: tp groups inside hosts or not (:mod:`.casesplit`), and the least of three: tp groups over hosts,
-or inside with hosts of one pipeline stage each or not (:mod:`.hostsplit`).  Every mode up to 512 GPUs whose
+or inside with hosts of one pipeline stage each or not (:mod:`.hostsplit`), and the least over what split
+tp and dp groups one host or leaf can touch on the rank grid (:mod:`.hostlines`, launcher mode too).  Every mode up to 512 GPUs whose
 level-0 widest domains hold ``tp`` GPUs each (NVLink-bridged pairs and tp 2, NVSwitch hosts and tp
 = G) also takes the least of two cases: tp groups on those domains or not (:mod:`.pairsplit`).  Both take the larger of that and the joint
 domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
@@ -316,6 +317,7 @@ def _search_bound(
                 v = max(v, raise_floor(c, p, k, None))
             size_terms[c].append((p, v))
     known = plain
+    lines = 0.0  # module hostlines (launcher mode: taken after the orders)
     parts = {c: _part_sizes(cfg0, traffic, c) for c in TRAFFIC_CLASSES}
     n_parts = sum(len(v) for v in size_terms.values())
     charge(BOUND_PART_SECONDS * n_parts * (1 if known is None else 0))
@@ -362,8 +364,17 @@ def _search_bound(
             # tp groups over hosts, or inside with hosts of one pipeline stage or several (module hostsplit)
             plain = max(plain, stage_case_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
                                                                         for c in TRAFFIC_CLASSES}, exposure))
+        if mode in ("free", "launcher"):
+            from .hostlines import host_lines_bound
+
+            # the split tp and dp groups each host and leaf touch, on the rank grid (module hostlines; every
+            # launcher layout is a free layout: there taken after the orders, whose refinement stays as it was)
+            lines = host_lines_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
+                                                            for c in TRAFFIC_CLASSES}, exposure)
+            if mode == "free":
+                plain = max(plain, lines)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
-        return plain
+        return max(plain, lines)
     best = np.inf
     charge(BOUND_PART_SECONDS * n_parts * len(orders))
     joint_of: dict = {}  # the orders' floors -> the joint cut bound over them
@@ -415,4 +426,4 @@ def _search_bound(
         best = refine_least_orders(values, pending, joint_of, lambda key: joint_cut_bound(
             cluster, cfg0, parts, exposure, lambda c, i: floors_of[key][c][i] if c in floors_of[key] else 0.0),
             below=plain)
-    return float(max(best, plain))
+    return float(max(best, plain, lines))

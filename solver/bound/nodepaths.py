@@ -35,7 +35,9 @@ channels (:func:`split_seconds_per_byte`).  Hosts are grouped by kind (their GPU
 domains and pair rates, in local order); the floor is the least over kinds.  Applies only to
 clusters of equal hosts of at most :data:`PATH_MAX_HOST_GPUS` GPUs whose pair rates differ (on one
 switch every hop is alike: :mod:`.nodering`'s average is exact enough), NCCL nodes the hosts, and
-only to ``κ`` whose cases number at most :data:`PATH_MAX_CASES`.
+only to ``κ`` whose cases number at most :data:`PATH_MAX_CASES`: the channel counts enumerated stop at the
+caller's ``c_hi`` (a group whose sparsest node holds few members runs few channels: ``κ = 5`` of a group of 8
+on 8-GPU hosts, at most 3 on the other node, 56 subsets x 24 orders x 3 counts).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ __all__ = ["PATH_MAX_HOST_GPUS", "PATH_MAX_CASES", "PATH_KAPPA_SECONDS", "PATH_C
 
 #: Hosts of at most this many GPUs are enumerated.
 PATH_MAX_HOST_GPUS = 8
-#: A member count ``κ`` is enumerated when its cases (subsets x orders x channel counts) are at most this many.
-PATH_MAX_CASES = 2000
+#: A member count ``κ`` is enumerated when its cases (subsets x orders x channel counts up to the caller's
+#: ``c_hi``) are at most this many.
+PATH_MAX_CASES = 4096
 #: Nominal work (:mod:`.work`) of one member count's table: seconds, plus per case enumerated (calibration
 #: 2026-12-03, CPU time on the loaded 2-core machine: about 1 ms, then 4-7 µs a case, the ``_node_channels``
 #: pass and the per-pair counts; κ = 4 on 8 GPUs, 1,680 cases, 7-10 ms).  Charged every call: the tables are
@@ -95,24 +98,32 @@ def _kinds(cluster: Cluster):
     return out
 
 
-def _cases(G: int, kappa: int) -> int:
-    return math.comb(G, kappa) * math.factorial(kappa - 1) * kappa
+def _caps(cluster: Cluster, kappa: int, c_hi: int) -> int:
+    """The channel counts enumerated for ``kappa`` members and at most ``c_hi`` channels: ``1..min(κ·m, c_hi)``."""
+    rails = np.asarray(cluster.nccl_topology.rails())
+    m = max(1, int((rails >= 0).sum(axis=1).max(initial=1)))
+    return max(0, min(kappa * m, int(c_hi)))
 
 
-def _table(cluster: Cluster, kappa: int) -> np.ndarray | None:
-    """Per channel count c = 1..κ·m: the least over cases of the per-byte floor (seconds per byte), inf where no
-    case runs exactly c channels; None when ``κ`` is not enumerated."""
+def _cases(G: int, kappa: int, caps: int) -> int:
+    return math.comb(G, kappa) * math.factorial(kappa - 1) * caps
+
+
+def _table(cluster: Cluster, kappa: int, cmax: int) -> np.ndarray | None:
+    """Per channel count c = 1..cmax (``cmax`` ≤ κ·m): the least over cases of the per-byte floor (seconds per
+    byte), inf where no case runs exactly c channels; None when ``κ`` is not enumerated."""
     from ..cost.ncclflows import _node_channels
     from .pairsplit import intra_out_gbps
     from .rates import inter_host_rate_gbps, node_link_gbps
 
     c = _TABLE.setdefault(cluster, {})
-    key = ("k", kappa)
+    key = ("k", kappa, cmax)
     if key in c:
         return c[key]
     kinds = _kinds(cluster)
     G = int(cluster.gpus_per_host[0])
-    if not kinds or kappa < 1 or kappa > G or _cases(G, kappa) > PATH_MAX_CASES or any(b is None for _a, b, _r in kinds):
+    if (not kinds or kappa < 1 or kappa > G or cmax < 1 or _cases(G, kappa, cmax) > PATH_MAX_CASES
+            or any(b is None for _a, b, _r in kinds)):
         c[key] = None
         return None
     topo = cluster.nccl_topology
@@ -122,7 +133,7 @@ def _table(cluster: Cluster, kappa: int) -> np.ndarray | None:
     P_out = intra_out_gbps(cluster)[0] * 1e9
     P_all = node_link_gbps(cluster) * 1e9
     dom0 = np.asarray(cluster.widest_domains[0], dtype=np.int64)
-    cmax = kappa * m
+    cmax = min(int(cmax), kappa * m)
     best = np.full(cmax + 1, np.inf)
     rows = np.array([(s[0],) + p for s in itertools.combinations(range(G), kappa)
                      for p in itertools.permutations(s[1:])], dtype=np.int64).reshape(-1, kappa)
@@ -164,13 +175,15 @@ def _table(cluster: Cluster, kappa: int) -> np.ndarray | None:
     return best
 
 
-def enumerated(cluster: Cluster, kappa: int) -> bool:
-    """Whether :func:`split_seconds_per_byte` may answer for ``kappa`` members (no work charged)."""
+def enumerated(cluster: Cluster, kappa: int, c_hi: int) -> bool:
+    """Whether :func:`split_seconds_per_byte` may answer for ``kappa`` members and at most ``c_hi`` channels (no
+    work charged)."""
     kinds = _kinds(cluster)
     if not kinds or any(b is None for _a, b, _r in kinds):
         return False
     G = int(cluster.gpus_per_host[0])
-    return 1 <= kappa <= G and _cases(G, kappa) <= PATH_MAX_CASES
+    caps = _caps(cluster, kappa, c_hi)
+    return 1 <= kappa <= G and caps >= 1 and _cases(G, kappa, caps) <= PATH_MAX_CASES
 
 
 def split_seconds_per_byte(cluster: Cluster, kappa: int, c_hi: int) -> float | None:
@@ -179,14 +192,13 @@ def split_seconds_per_byte(cluster: Cluster, kappa: int, c_hi: int) -> float | N
     own floor).  Charges :data:`PATH_CASE_SECONDS` per case, every call (the table is cached per cluster)."""
     from .work import charge
 
-    if not enumerated(cluster, kappa):
+    if not enumerated(cluster, kappa, c_hi):
         return None
     kinds = _kinds(cluster)
     G = int(cluster.gpus_per_host[0])
-    rails = np.asarray(cluster.nccl_topology.rails())
-    m = max(1, int((rails >= 0).sum(axis=1).max(initial=1)))
-    charge(len(kinds) * (PATH_KAPPA_SECONDS + PATH_CASE_SECONDS * _cases(G, kappa) * m))
-    t = _table(cluster, kappa)
+    caps = _caps(cluster, kappa, c_hi)
+    charge(len(kinds) * (PATH_KAPPA_SECONDS + PATH_CASE_SECONDS * _cases(G, kappa, caps)))
+    t = _table(cluster, kappa, caps)
     if t is None:
         return None
     hi = min(int(c_hi), t.size - 1)

@@ -28,9 +28,11 @@ every layout (any order, any bijection) is in one of two cases.
   :func:`~.rates.all_pair_first_hops`), of ``P`` GB/s in all at most: one of those links
   carries load/capacity ``≥ (κ_max−1)·fb/(κ_max·P)``.  The floor
   ``max((κ_max−1)·fb/(κ_max·P), fb/(min(c_max, m·κ_min)·R))`` is nondecreasing in ``κ_max`` and
-  nonincreasing in ``κ_min ≤ κ_max``, so ``T_S1 = min over κ in ⌈k/N⌉..min(k−1, G_max)`` of its value
-  at ``κ_max = κ_min = κ`` (``N`` nodes: the fullest holds ``≥ ⌈k/N⌉``) bounds every split group (the argument of :mod:`.pairsplit`'s
-  case A, there with the hops leaving a level-0 domain).  (ii) When the part's groups hold
+  nonincreasing in ``κ_min``; the sparsest node is not the fullest, so ``κ_min ≤ min(κ_max, k − κ_max)``,
+  and ``T_S1 = min over κ in ⌈k/N⌉..min(k−1, G_max)`` of its value at ``κ_max = κ``, ``κ_min = min(κ,
+  k − κ)`` (``N`` nodes: the fullest holds ``≥ ⌈k/N⌉``) bounds every split group (the argument of
+  :mod:`.pairsplit`'s case A, there with the hops leaving a level-0 domain; a group of 8 with 5 members
+  on one node runs at most 3 channels, one per NIC rail of the 3 on the other).  (ii) When the part's groups hold
   every rank of a cluster whose every GPU is used, node ``h`` holds ``m_h`` ranks, all in
   split groups of at most ``min(k−1, m_h)`` members there, so at least
   ``⌈m_h / min(k−1, m_h)⌉`` groups touch it, and each sends its cut bytes out of it (each
@@ -70,7 +72,7 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from .rates import node_link_gbps
 
-__all__ = ["NODE_RING_MAX_DEVICES", "node_ring_floor", "order_floor"]
+__all__ = ["NODE_RING_MAX_DEVICES", "node_ring_floor", "order_floor", "ring_case_floors"]
 
 #: The term applies up to this many GPUs (it reads the routes of every GPU pair, :mod:`.rates`).
 NODE_RING_MAX_DEVICES = 512
@@ -176,6 +178,20 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
         Seconds, ≥ 0.  0 above :data:`NODE_RING_MAX_DEVICES` GPUs, when the NCCL nodes are not the hosts,
         or when no node holds two GPUs.
     """
+    from .work import meter_memo
+
+    memo = meter_memo()  # the same part again inside one bound: its first answer, no work
+    key = ("node_ring_floor", cluster, kind, int(num_groups), int(k), float(payload_bytes))
+    if memo is not None and key in memo:
+        return memo[key]
+    out = _node_ring_floor(cluster, kind, num_groups, k, payload_bytes)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payload_bytes: float) -> float:
+    """:func:`node_ring_floor`, computed (and charged)."""
     from ..cost.timemodel import flow_bytes
     from .ncclterms import all_reduce_floor_seconds, crossing_bytes, max_channels, nics_per_gpu
     from .rates import inter_host_rate_gbps
@@ -201,7 +217,8 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     gmax = int(cluster.gpus_per_host.max(initial=0))
     lo = max(1, -(-k // int(cluster.gpus_per_host.size)))  # k members on at most every node: one holds ⌈k/N⌉
     kaps = range(lo, min(k - 1, gmax) + 1)
-    avg = {kap: _split_group_seconds(fb, P, R, c_cap, m, kap, kap) for kap in kaps}
+    # the fullest node holds κ, so the sparsest (another node) at most min(κ, k − κ)
+    avg = {kap: _split_group_seconds(fb, P, R, c_cap, m, kap, min(kap, k - kap)) for kap in kaps}
     s1 = min(avg.values(), default=np.inf)
     s2 = 0.0
     if num_groups * k >= cluster.num_devices:  # every GPU runs a rank of the part's groups
@@ -216,12 +233,49 @@ def node_ring_floor(cluster: Cluster, kind: str, num_groups: int, k: int, payloa
     # is below every other κ's (else the least stays) and the split case is below the whole one (else T_W stands)
     from .nodepaths import enumerated
 
-    enum = [kap for kap in kaps if enumerated(cluster, kap)]
+    enum = [kap for kap in kaps if enumerated(cluster, kap, min(c_cap, m * min(kap, k - kap)))]
     rest = min((v for kap, v in avg.items() if kap not in enum), default=np.inf)
     if any(avg[kap] < rest for kap in enum) and whole > max(alg(s1), s2):
-        s1 = min(rest, min(_split_kappa(cluster, fb, P, R, c_cap, m, kap, kap) for kap in enum))
+        # in rising order of their averages (an enumerated term is at least its average): stop at the first
+        # average not below the least so far
+        s1 = rest
+        for kap in sorted(enum, key=lambda q: (avg[q], q)):
+            if avg[kap] >= s1:
+                break
+            s1 = min(s1, _split_kappa(cluster, fb, P, R, c_cap, m, kap, min(kap, k - kap)))
     t = min(whole, max(alg(s1), s2))
     return float(t) if np.isfinite(t) else 0.0
+
+
+def ring_case_floors(cluster: Cluster, kind: str, k: int, payload_bytes: float) -> tuple[float, float]:
+    """``(T_W, T_S1)`` of the module doc, seconds, for one ring group of ``k`` members: inside one node, and
+    over several (its averaged form, least over the fullest node's ``κ``); each as low as the other
+    all-reduce algorithms' floors allow; 0 where it does not apply (no node of ``k`` GPUs, the term off).
+    Used by :mod:`.hostlines`; charges nothing (the caller counts its work)."""
+    from ..cost.timemodel import flow_bytes
+    from .ncclterms import all_reduce_floor_seconds, max_channels, nics_per_gpu
+    from .rates import inter_host_rate_gbps
+
+    if not _applies(cluster, kind, k):
+        return 0.0, 0.0
+    fb = flow_bytes(kind, payload_bytes, k)
+    if fb <= 0:
+        return 0.0, 0.0
+    P = node_link_gbps(cluster) * 1e9
+    R = inter_host_rate_gbps(cluster) * 1e9
+    c_cap = max_channels(cluster, k)
+    m = nics_per_gpu(cluster)
+    gmax = int(cluster.gpus_per_host.max(initial=0))
+    lo = max(1, -(-k // int(cluster.gpus_per_host.size)))
+    s1 = min((_split_group_seconds(fb, P, R, c_cap, m, kap, min(kap, k - kap))
+              for kap in range(lo, min(k - 1, gmax) + 1)), default=np.inf)
+    whole = _whole_seconds(cluster, k, fb)
+    out = []
+    for v in (whole, s1):
+        if kind == "all_reduce" and np.isfinite(v):
+            v = all_reduce_floor_seconds(cluster, k, payload_bytes, fb, v)
+        out.append(float(v) if np.isfinite(v) else 0.0)
+    return out[0], out[1]
 
 
 def order_floor(cluster: Cluster, part, groups: np.ndarray) -> float:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
-__all__ = ["BOUND_PART_SECONDS", "PAIR_ROUTE_SECONDS", "bound_work_meter", "charge", "work_meter"]
+__all__ = ["BOUND_PART_SECONDS", "PAIR_ROUTE_SECONDS", "bound_work_meter", "charge", "meter_memo", "work_meter"]
 
 #: Nominal seconds per evaluation of a dual's value (a batch of multiplier vectors, :mod:`.gridcut`).
 DUAL_VALUE_SECONDS = 1.5e-4
@@ -49,6 +49,14 @@ def charge(seconds: float) -> None:
         box[0] += seconds
 
 
+def meter_memo() -> dict | None:
+    """A dict living as long as the running :func:`work_meter` (None outside one): a pure function computed
+    again inside one meter may return its first answer, uncharged (it does no work), so the count stays a
+    function of the calls made inside the meter."""
+    box = _METER.get()
+    return None if box is None else box[1]
+
+
 @contextmanager
 def work_meter() -> Iterator[Callable[[], float]]:
     """Count the nominal work (seconds) :func:`charge` d inside the ``with`` block of this thread / context.
@@ -58,7 +66,7 @@ def work_meter() -> Iterator[Callable[[], float]]:
     Yields a function returning the seconds counted so far.  Meters do not nest: an inner one counts
     its block only, and the outer one resumes after it.
     """
-    box = [0.0]
+    box = [0.0, {}]
     token = _METER.set(box)
     try:
         yield lambda: box[0]
