@@ -52,6 +52,7 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
+from .stagepack import PACK_MAX_DOMAIN, PackShape
 from .work import BOUND_PART_SECONDS, charge
 
 __all__ = ["stage_cut_bound", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
@@ -386,7 +387,7 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
             shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
             key = (tuple(shapes), sizes.size, node_level)
             if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
-                    or max(m for m, _c in shapes) > STAGE_CUT_MAX_DOMAIN:
+                    or max(m for m, _c in shapes) > PACK_MAX_DOMAIN:
                 continue
             mean_ends = 2.0 * W / (P * sizes.size)
             r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))
@@ -405,17 +406,37 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
                 def emb_time(Y, g_e=g_e):
                     return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
 
-                shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+                if m > STAGE_CUT_MAX_DOMAIN:  # too many compositions: knapsack points (module stagepack)
+                    shape = PackShape(m, tables[tkey], S, P, pp_time, emb_time)
+                else:
+                    shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
                 sides.setdefault((key, "+"), []).append((shape, shape.ends >= r_plus))
                 sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
     if not sides:
         return 0.0
+    # sides with a large domain (knapsack points, module stagepack) join only when, at the tables refined
+    # without them, they raise the least combination (else their refinement is work for nothing)
+    later = {k: v for k, v in sides.items() if any(isinstance(sh, PackShape) for sh, _m in v)}
+    now = {k: v for k, v in sides.items() if k not in later}
+    core = _settle(now, f0_sum) if now else 0.0
+    if core is None:
+        return 0.0
+    if later and _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] > core * (1 + 1e-9):
+        core = _settle(sides, f0_sum)
+        if core is None:
+            return 0.0
+    return const + core if np.isfinite(core) else 0.0
+
+
+def _settle(sides: dict, f0_sum: float):
+    """The least combination of ``sides`` (seconds) with its tables refined at the sizes it uses; None when a
+    side has no point."""
     core = np.inf
     for _round in range(REFINE_ROUNDS):
         fronts = [_frontier(v, f0_sum) for v in sides.values()]
         core, chosen = _combine([f for f, _ids in fronts])
         if chosen is None:
-            return 0.0
+            return None
         # a combination is at least each of its points' sum: every point that could be in one below the
         # least so far is made exact (its parts' sizes), until none is left (values only rise)
         refined = False
@@ -427,4 +448,4 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
                 refined = shape.tables.refine(xs) or refined
         if not refined:
             break
-    return const + core if np.isfinite(core) else 0.0
+    return core
