@@ -91,26 +91,30 @@ def test_knapsack_trace_gives_parts_of_the_least_sum():
 def test_pod_of_two_stages_hand_points():
     """A 3-tier pod: m = 128 ranks, stages of S = 64, P = 8; Δ = 0, Φ(x) = c for 0 < x < 64, Φ(64) = 0.
 
-    Two whole middle stages (M = 64, e = 0): V = 0 and X = 2·64 = 128.  With 32 end-stage ranks and a
-    whole stage (M = 64, e = 32): the rest 32 is a cut part (32 + 64 + 32): V = 2c, X = 128 − 32 = 96.
-    Parts of at most 32 (M = 32, e = 32): four cut parts, V = 4c, X = 64 − 32 = 32.  Parts of at most 16
-    with e = 32: eight parts, V = 8c, X = 0."""
+    Two whole middle stages (M = 64, no end ranks): V = 0, X = 2·64 = 128, Y = 0.  32 ranks of stage 0, a
+    whole stage and 32 more (M = 64, a = 32, b = 0): V = 2c, X = 128 − 32 = 96, Y = 32 (the embedding pairs
+    of the 32 first-stage ranks).  16 ranks of each end stage with an empty stage between (M = 64): the
+    middle 96 is 64 + 32, V = 3c, X = 128 (the chain leaves the pod at the empty stage), Y = 0; with no
+    stage empty X ≥ 128 − 32 = 96 (a relaxation: the knapsack takes fewer parts than stages).  Parts of
+    at most 16 (M = 16, a = b = 16, every stage): V = 8c, X = 0."""
     c = 1.5
     phi = np.full(65, c)
     phi[0] = phi[64] = 0.0
     sh = _shape(128, 64, 8, np.zeros(65), phi)
     V = sh.values(0.0)
 
-    def at(M, e):
-        i = np.flatnonzero((sh.M == M) & (sh.e == e))
+    def at(M, a, b, q):
+        i = np.flatnonzero((sh.M == M) & (sh.a == a) & (sh.b == b) & (sh.q == q))
         assert i.size == 1
-        return V[i[0]], sh.X[i[0]]
+        return V[i[0]], sh.X[i[0]], sh.Y[i[0]]
 
-    assert at(64, 0) == (0.0, 128)
-    assert at(64, 32) == (2 * c, 96)
-    assert at(32, 32) == (4 * c, 32)
-    assert at(16, 32) == (8 * c, 0)
-    assert not ((sh.M < 16) & (sh.e == 32)).any()  # 8 parts of at most 15 cannot hold 128 ranks
+    assert at(64, 0, 0, 6) == (0.0, 128, 0)
+    assert at(64, 32, 0, 6) == (2 * c, 96, 32)
+    assert at(64, 16, 16, 5) == (3 * c, 128, 0)
+    assert at(64, 16, 16, 6) == (3 * c, 96, 0)
+    assert at(16, 16, 16, 6) == (8 * c, 0, 0)
+    # 5 middle parts of at most 16 cannot hold the other 96 ranks: no such point
+    assert not ((sh.M == 16) & (sh.a == 16) & (sh.b == 16) & (sh.q == 5)).any()
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +188,11 @@ def test_three_tier_pods_pay_their_pipeline_and_every_rotated_layout_is_above():
     tables = stagecut._Tables(cl, [], {}, 384.0, True, 64, 64)
     sh = PackShape(128, tables, 64, 8, lambda X: np.maximum(own["pp"][0], per_flow * X),
                    lambda Y: np.full_like(Y, own["embedding"][0]))
-    i = np.flatnonzero((sh.M == 64) & (sh.e == 0))[0]
+    i = np.flatnonzero((sh.M == 64) & (sh.a == 0) & (sh.b == 0))[0]
     assert sh.X[i] == 128 and sh.pp[sh.X[i]] == pytest.approx(128 * per_flow)
     assert 128 * per_flow == pytest.approx(22.37e-3, rel=1e-3)
     value = stagecut.stage_cut_bound(cl, cfg, parts, {}, lambda c, i: own[c][i])
-    assert value > 43e-3
+    assert value == pytest.approx(48.0027e-3, rel=1e-4)
     orders = candidate_orders(cfg, "all")
     bound = search_lower_bound(cl, orders, traffic, None, "free")
     assert bound >= value

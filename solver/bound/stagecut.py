@@ -422,6 +422,9 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     if core is None:
         return 0.0
     if later and _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] > core * (1 + 1e-9):
+        for v in later.values():  # their points use nearly every part size: all refined at once (fewer rounds)
+            for sh, _m in v:
+                sh.tables.refine(range(1, sh.top + 1))
         core = _settle(sides, f0_sum)
         if core is None:
             return 0.0

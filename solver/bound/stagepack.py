@@ -9,28 +9,41 @@ ranks; a pod of a three-tier tree (128 GPUs: ``ft-3tier-4to1-64x8``) has far too
 leaving it out lost its pipeline cuts: a pod holding two whole middle stages sends ``2S`` pipeline
 flows up, and any pod that avoids that cuts stages, which costs its dp / cp / tp groups.
 
-This module lower-bounds every composition of such a domain by a few points ``(V, X, Y)``.
+This module lower-bounds every composition of such a domain by points ``(V, X, Y)``, one per
+``(M, a, b, z)``: ``M = max_j m_j``, end parts ``a = m_0 ≥ b = m_{P−1}`` (a chain read backwards is
+the same problem: both orders give the same ``X``, ``Y`` and ``V``), ``z`` whether some stage is empty.
 
-* **Pipeline.**  With ``M = max_j m_j`` (reached at stage ``j*``) and ``e = m_0 + m_{P−1}`` the
-  domain's end-stage ranks, the chain edges from stage 0 up to ``j*`` and from ``j*`` down to
-  ``P − 1`` change the count by at least ``M − m_0`` and ``M − m_{P−1}``, disjoint edge sets (or one
-  empty when ``j*`` is an end), so ``X ≥ 2M − e``.  The embedding is charged ``Y ≥ 0``.
-* **Other classes.**  For a threshold ``M`` and end ranks ``e``, ``K_A(M, e)`` is the least of
-  ``Σ_j A(m_j)`` (``A`` = ``Δ`` or ``Φ`` of :class:`~rankmap.solver.bound.stagecut._Tables`, lower bounds
-  of the stage parts' joint cuts, ``A(0) = 0``) over ``P − 2`` middle parts and two end parts summing
-  to ``e``, every part in ``[0, M]`` and all summing to ``m``: a bounded knapsack (middle parts) and a
-  two-part least (ends), exact for the tables.
-* **Points.**  A composition of largest part ``M`` and end ranks ``e`` has ``V ≥ max(F_Σ + K_Δ(M, e),
-  K_Φ(M, e))`` (it is one of the knapsack's choices) and ``X ≥ max(0, 2M − e)``: it lies above the point
-  ``(M, e)`` in every coordinate, so the least over the points of any nondecreasing combination of
-  ``(V, pp(X), emb(Y))`` (:func:`~rankmap.solver.bound.stagecut._combine`) is at most its value over the
-  compositions.  The side masks of :mod:`.stagecut` (``e ≥ r+`` or ``e ≤ r−``) apply to ``e`` as is.
-  The parts the knapsacks chose are returned for :mod:`.stagecut`'s refinement of the tables (values
-  only rise, the knapsacks are recomputed at every call).
+* **Pipeline.**  Pad the sequence with an empty stage at both ends: its total variation is
+  ``X + a + b``.  From stage 0 up to the peak (``M``, at ``j*``) and from ``j*`` down to ``P − 1`` the
+  count changes by at least ``M − a`` and ``M − b`` (disjoint chain edges), so ``X ≥ 2M − a − b``
+  always.  If some stage ``j₀`` is empty (``z``) and ``b > 0``, it lies between ``j*`` and one end, say
+  ``j* < j₀``: the edges from ``j*`` to ``j₀`` change the count by ``M`` and those from ``j₀`` to
+  ``P − 1`` by ``b``, so ``X ≥ (M − a) + M + b ≥ 2M − (a − b)`` (likewise on the other side); with
+  ``b = 0`` that is the first bound.  So ``X ≥ 2M − Y`` when ``z``, ``Y = a − b = |m_0 − m_{P−1}|``,
+  exactly the embedding pairs' count of :mod:`.stagecut`; a domain with every stage nonempty keeps
+  ``X ≥ 2M − a − b``.
+* **Other classes.**  ``K_A(M, a, b, z) = A(a) + A(b) + g_A[M, q, m − a − b]`` (``A`` = ``Δ`` or ``Φ``
+  of :class:`~rankmap.solver.bound.stagecut._Tables`, lower bounds of the stage parts' joint cuts,
+  ``A(0) = 0``), with ``g_A[M, q, s]`` the least ``Σ A`` over at most ``q`` middle parts in
+  ``[1, M]`` summing to ``s`` (a bounded knapsack, exact for the tables): ``q = P − 3`` when ``z`` and
+  ``b > 0`` (an empty middle stage), else ``P − 2``.
+* **Points.**  A composition of ``(M, a, b, z)`` is one of that knapsack's choices, so ``V ≥
+  max(F_Σ + K_Δ, K_Φ)``, and ``X`` and ``Y`` are at least the point's: it lies above the point in
+  every coordinate, so the least over the points of any nondecreasing combination of ``(V, pp(X),
+  emb(Y))`` (:func:`~rankmap.solver.bound.stagecut._combine`) is at most its value over the
+  compositions.  The side masks of :mod:`.stagecut` (end ranks ``a + b ≥ r+`` or ``≤ r−``) apply as
+  is.  The parts the knapsacks chose are returned for :mod:`.stagecut`'s refinement of the tables
+  (values only rise; the knapsacks are recomputed when a table changed).
 
-Example: ``ft-3tier-4to1-64x8`` tp4 cp2 pp8 (pods of 128 GPUs with 4:1 uplinks, stages of 64): the pod
-with the fewest end-stage ranks (``e ≤ 32``) either holds two whole stages (``M = 64``, ``e = 0``: 128
-pipeline flows, 22.4 ms on its uplink) or cuts stages; the pod level was left out before.
+Work: ``O(S·P·m)`` per knapsack and ``O(S³)`` points (64 → 0.1 M points); :mod:`.stagecut` adds a
+knapsack side only when, at its tables refined without it, it raises the least combination, and then
+refines the tables at every part size at once (the points use nearly all of them).
+
+Example: ``ft-3tier-4to1-64x8`` tp4 cp2 pp8 gpt (pods of 128 GPUs with 4:1 uplinks, stages of 64):
+the pod with the fewest end-stage ranks (``a + b ≤ 32``) either holds two whole middle stages
+(``M = 64``: 128 pipeline flows, 22.4 ms on its uplink), or splits the embedding pairs of its end
+ranks, or cuts stages into parts whose dp / cp / tp groups cross its uplink; stage cut 31.5 -> 48.0 ms
+(cost 55.98 ms).
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from .work import charge
 
 __all__ = ["PackShape", "PACK_MAX_DOMAIN"]
 
-#: Domains up to this many ranks (and above ``STAGE_CUT_MAX_DOMAIN``) are bounded by the knapsack.
+#: Domains up to this many ranks (and above ``STAGE_CUT_MAX_DOMAIN``) are bounded by the knapsack points.
 PACK_MAX_DOMAIN = 256
 #: Nominal seconds per knapsack cell update (numpy, vectorised).
 CELL_SECONDS = 2.0e-8
@@ -88,7 +101,7 @@ def _trace(g: np.ndarray, arr: np.ndarray, M: int, r: int, s: int) -> list[int]:
 
 
 class PackShape:
-    """A domain shape of :mod:`.stagecut` bounded by points ``(M, e)`` (module doc), duck-typing its ``_Shape``.
+    """A domain shape of :mod:`.stagecut` bounded by points ``(M, a, b, z)`` (module doc), duck-typing its ``_Shape``.
 
     Parameters
     ----------
@@ -106,40 +119,36 @@ class PackShape:
 
     def __init__(self, m: int, tables, S: int, P: int, pp_time, emb_time):
         self.m, self.tables, self.S, self.P = m, tables, S, P
-        self.top = min(m, S)
-        E = min(m, 2 * self.top)
-        Ms, es = np.meshgrid(np.arange(1, self.top + 1), np.arange(E + 1), indexing="ij")
-        ok = (es <= 2 * Ms) & (m - es <= (P - 2) * Ms) & (m - es >= 0)
-        self.M, self.e = Ms[ok], es[ok]
-        self.X = np.maximum(0, 2 * self.M - self.e)
-        self.Y = np.zeros_like(self.X)
-        self.ends = self.e
+        self.top = top = min(m, S)
+        Ms, a, b = np.meshgrid(np.arange(1, top + 1), np.arange(top + 1), np.arange(top + 1), indexing="ij")
+        base = (a >= b) & (a <= Ms) & (a + b <= m)
+        rows = []
+        for z in (True, False):  # some stage empty (z) or every stage holds ranks
+            q = np.where(z & (b > 0), P - 3, P - 2)
+            ok = base & (m - a - b <= q * Ms) & (z | (b > 0))
+            if z:
+                X = 2 * Ms - (a - b)
+            else:
+                X = 2 * Ms - (a + b)
+            rows.append((Ms[ok], a[ok], b[ok], q[ok], np.maximum(0, X[ok])))
+        self.M, self.a, self.b, self.q, self.X = (np.concatenate(v) for v in zip(*rows))
+        self.Y = self.a - self.b
+        self.ends = self.a + self.b
+        charge(CELL_SECONDS * Ms.size)
         self.pp = pp_time(np.arange(2 * m + 1, dtype=float))
         self.emb = emb_time(np.arange(m + 1, dtype=float))
         self._cache = None
 
     def _sums(self, arr: np.ndarray):
-        """Per point the least ``Σ A(m_j)`` and the knapsacks used (module doc)."""
-        top, m, P = self.top, self.m, self.P
-        a = arr[:top + 1].copy()
+        """Per point the least ``Σ A(m_j)`` (inf where none) and the knapsack (module doc)."""
+        a = arr[:self.top + 1].copy()
         a[0] = 0.0
-        g = _knapsack(a, m, P - 2, top)
-        # the two end parts: pair[M, e] = least a(x) + a(e − x) over x, e − x in [0, M]
-        E = min(m, 2 * top)
-        x = np.arange(top + 1)
-        y = np.arange(E + 1)[:, None] - x[None, :]  # (E + 1, top + 1): the other end part
-        valid = (y >= 0) & (y <= top)
-        cost = np.where(valid, a[x][None, :] + a[np.clip(y, 0, top)], np.inf)
-        big = np.where(valid, np.maximum(x[None, :], y), top + 1)  # the larger of the two parts
-        best = np.full((E + 1, top + 2), np.inf)
-        np.minimum.at(best, (np.broadcast_to(np.arange(E + 1)[:, None], big.shape), big), cost)
-        pair = np.minimum.accumulate(best[:, :top + 1], axis=1).T  # (top + 1, E + 1)
-        charge(CELL_SECONDS * (E + 1) * (top + 1))
-        mid = g[self.M, P - 2, m - self.e]
-        return mid + pair[self.M, self.e], (g, pair, a)
+        g = _knapsack(a, self.m, self.P - 2, self.top)
+        charge(CELL_SECONDS * self.M.size)
+        return g[self.M, self.q, self.m - self.a - self.b] + a[self.a] + a[self.b], (g, a)
 
     def _state(self):
-        """``(K_Δ, K_Φ, Δ knapsacks, Φ knapsacks)``, recomputed for a table that changed since the last call."""
+        """``(K_Δ, K_Φ, Δ knapsack, Φ knapsack)``, recomputed for a table that changed since the last call."""
         old = self._cache or {}
         new = {}
         for name in ("delta", "phi"):
@@ -149,23 +158,20 @@ class PackShape:
             else:
                 new[name] = (arr.copy(),) + self._sums(arr)
         self._cache = new
-        return None, new["delta"][1], new["phi"][1], new["delta"][2], new["phi"][2]
+        return new["delta"][1], new["phi"][1], new["delta"][2], new["phi"][2]
 
     def values(self, f0_sum: float) -> np.ndarray:
         """``V`` of every point: ``max(F_Σ + K_Δ, K_Φ)`` (inf where no composition exists)."""
-        _key, d, ph, _dk, _pk = self._state()
+        d, ph, _dk, _pk = self._state()
         return np.maximum(f0_sum + d, ph)
 
     def part_sizes(self, i: int) -> np.ndarray:
-        """The part sizes the two knapsacks chose at point ``i`` (for the tables' refinement)."""
-        _key, _d, _ph, dk, pk = self._state()
-        M, e, m, P = int(self.M[i]), int(self.e[i]), self.m, self.P
-        out = []
-        for g, pair, a in (dk, pk):
-            out += _trace(g, a, M, P - 2, m - e)
-            best = min(range(max(0, e - M), min(M, e) + 1), key=lambda x: a[x] + a[e - x], default=None)
-            if best is not None:
-                out += [v for v in (best, e - best) if v > 0]
+        """The part sizes the two knapsacks chose at point ``i`` and its end parts (for the tables' refinement)."""
+        _d, _ph, dk, pk = self._state()
+        M, a, b, q = int(self.M[i]), int(self.a[i]), int(self.b[i]), int(self.q[i])
+        out = [v for v in (a, b) if v > 0]
+        for g, arr in (dk, pk):
+            out += _trace(g, arr, M, q, self.m - a - b)
         return np.array(out, dtype=np.int64)
 
     def tail_point(self, f0_sum: float):
