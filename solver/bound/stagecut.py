@@ -414,11 +414,12 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
                 sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
     if not sides:
         return 0.0
-    # sides with a large domain (knapsack points, module stagepack) join only when, at the tables refined
-    # without them, they raise the least combination (else their refinement is work for nothing)
+    # sides with a large domain (knapsack points, module stagepack) join only those of smaller domains,
+    # and only when, at the tables refined without them, they raise the least combination (else their
+    # refinement is work for nothing)
     later = {k: v for k, v in sides.items() if any(isinstance(sh, PackShape) for sh, _m in v)}
     now = {k: v for k, v in sides.items() if k not in later}
-    core = _settle(now, f0_sum) if now else 0.0
+    core = _settle(now, f0_sum) if now else None
     if core is None:
         return 0.0
     if later and _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] > core * (1 + 1e-9):
