@@ -203,3 +203,59 @@ def test_three_tier_pods_pay_their_pipeline_and_every_rotated_layout_is_above():
             least = min(least, layout_cost(cl, o, np.roll(np.arange(W), 8 * rot), traffic).total_seconds)
     assert bound <= least
     assert least >= 55.97e-3  # none below the best found
+
+
+@pytest.fixture(scope="module")
+def small_launcher_trees():
+    """Tiny trees (2-GPU hosts, or 1-GPU hosts in pods of leaves) and every launcher layout of each."""
+    out = {}
+    for name, g in (("2 leaves of 2x2", fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
+                    ("pods of leaves", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 2.0), (2, 2.0)]))):
+        cl = cluster_from_graph(g)
+        out[name] = (cl, enumerate_layouts(cl, "launcher"))
+    return out
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(tree=st.sampled_from(["2 leaves of 2x2", "pods of leaves"]),
+       sizes=st.sampled_from([dict(pp=4), dict(tp=2, pp=4), dict(cp=2, pp=4), dict(pp=8), dict(tp=2, pp=8)]),
+       payloads=st.lists(st.sampled_from([0.0, 1e7, 1e8, 1e9, 4e9]), min_size=8, max_size=8),
+       knapsack=st.booleans())
+def test_launcher_bound_with_least_order_floors_never_above_the_launcher_optimum(
+        small_launcher_trees, monkeypatch, tree, sizes, payloads, knapsack):
+    """Launcher mode's stage cut takes the least over the orders of each part's launcher floor: the launcher
+    bound stays at most the least cost over every launcher layout and order (knapsack domains or not)."""
+    if knapsack:
+        monkeypatch.setattr(stagecut, "STAGE_CUT_MAX_DOMAIN", 1)
+    cl, layouts = small_launcher_trees[tree]
+    W = cl.num_devices
+    if W % int(np.prod(list(sizes.values()))):
+        sizes = dict(pp=4)
+    cfg = parallel_config(W, **sizes)
+    traffic = dict(zip(CLASSES, payloads))
+    traffic["pp"] = traffic["pp"] or 1e9
+    orders = candidate_orders(cfg, "all")
+    opt = optimum(cl, orders, traffic, None, "launcher", layouts)
+    lb = search_lower_bound(cl, orders, traffic, None, "launcher")
+    assert lb <= opt * (1 + 1e-9) + 1e-15, (tree, sizes, traffic, lb, opt)
+
+
+def test_least_order_floors_of_the_three_tier_tree():
+    """``ft-3tier-4to1-64x8`` tp4 cp2 pp8: every searched order keeps pp outermost, so a host holds one
+    stage and an embedding pair (first and last stage) always joins two hosts: its floor is one flow of
+    ``S_emb`` at the 48 GB/s of a NIC channel (4.29 ms, not the 0.57 ms of NVSwitch); tp keeps its
+    order-free floor (some order keeps tp inside hosts).  Launcher bound 36.57 -> 50.99 ms (cost 55.98)."""
+    from rankmap.solver.bound.analytic import _search_bound  # noqa: F401  (the caller)
+    from rankmap.solver.bound.stagepack import least_order_floors
+
+    cl, cfg, traffic = _three_tier()
+    orders = candidate_orders(cfg, "all")
+    size_terms = {c: [(p, class_lower_bound(cl, p.kind, g, k, p.payload_bytes)) for p, g, k in v]
+                  for c, v in ((c, _part_sizes(cfg, traffic, c)) for c in TRAFFIC_CLASSES)}
+    low = least_order_floors(cl, orders, size_terms)
+    (emb, v), = size_terms["embedding"]
+    assert v == pytest.approx(emb.payload_bytes / 360e9, rel=1e-3)
+    assert low["embedding"][0] == pytest.approx(emb.payload_bytes / 48e9, rel=1e-3)
+    assert low["tp"][0] == size_terms["tp"][0][1]
+    assert all(f >= v for c in low for f, (_p, v) in zip(low[c], size_terms[c]))
+    assert search_lower_bound(cl, orders, traffic, None, "launcher") == pytest.approx(50.991e-3, rel=1e-4)

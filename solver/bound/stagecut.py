@@ -55,7 +55,7 @@ from ..megatron.config import ParallelConfig
 from .stagepack import PACK_MAX_DOMAIN, PackShape
 from .work import BOUND_PART_SECONDS, charge
 
-__all__ = ["stage_cut_bound", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
+__all__ = ["stage_cut_bound", "stage_cut_applies", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
 
 #: World sizes up to which the stage-split cut runs.
 STAGE_CUT_MAX_RANKS = 512
@@ -316,6 +316,11 @@ def _combine(sets: list[np.ndarray]):
 
 #: Rounds of refining the tables at the sizes the least combination uses.
 REFINE_ROUNDS = 12
+
+
+def stage_cut_applies(cluster: Cluster, cfg: ParallelConfig) -> bool:
+    """Whether :func:`stage_cut_bound` may be above 0 (``pp ≥ 3``, at most ``STAGE_CUT_MAX_RANKS`` ranks, every GPU used)."""
+    return int(cfg.pp) >= 3 and int(cfg.world_size) <= STAGE_CUT_MAX_RANKS and cluster.num_devices == cfg.world_size
 
 
 def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base) -> float:

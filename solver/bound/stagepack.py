@@ -52,7 +52,7 @@ import numpy as np
 
 from .work import charge
 
-__all__ = ["PackShape", "PACK_MAX_DOMAIN"]
+__all__ = ["PackShape", "PACK_MAX_DOMAIN", "least_order_floors"]
 
 #: Domains up to this many ranks (and above ``STAGE_CUT_MAX_DOMAIN``) are bounded by the knapsack points.
 PACK_MAX_DOMAIN = 256
@@ -177,3 +177,45 @@ class PackShape:
     def tail_point(self, f0_sum: float):
         """None: every composition is covered by the points."""
         return None
+
+
+def least_order_floors(cluster, orders, size_terms) -> dict:
+    """Per class and part the least over ``orders`` of its launcher floor (launcher mode's stage cut floors).
+
+    A launcher layout runs one order of ``orders``; under it each part takes at least its order-free floor and
+    its launcher terms (:func:`~rankmap.solver.bound.launcher.launcher_part_bound`,
+    :func:`~rankmap.solver.bound.launcher.in_host_ring_floor`, :func:`~rankmap.solver.bound.nodering.order_floor`),
+    so at least their least over the orders: a floor of every launcher layout (seconds).
+
+    Parameters
+    ----------
+    orders : sequence of ParallelConfig
+        The searched orders (same sizes).
+    size_terms : Mapping[str, list]
+        Per class its parts ``(Collective, order-free floor seconds)`` (:func:`.analytic._search_bound`).
+
+    Returns
+    -------
+    dict
+        ``{class: [seconds per part]}``, each at least the order-free floor.
+    """
+    from ..megatron.catalogue import megatron_groups
+    from ..traffic import CLASS_GROUP
+    from .launcher import in_host_ring_floor, launcher_part_bound
+    from .nodering import order_floor
+    from .work import BOUND_PART_SECONDS
+
+    out = {c: [np.inf] * len(v) for c, v in size_terms.items()}
+    charge(BOUND_PART_SECONDS * sum(len(v) for v in size_terms.values()) * len(orders))
+    for ocfg in orders:
+        groups = megatron_groups(ocfg)
+        for c, plist in size_terms.items():
+            if not plist:
+                continue
+            arr = groups[CLASS_GROUP[c]] - ocfg.rank_offset
+            for i, (p, v) in enumerate(plist):
+                f = max(v, launcher_part_bound(cluster, p, arr), in_host_ring_floor(cluster, p, arr),
+                        order_floor(cluster, p, arr))
+                out[c][i] = min(out[c][i], f)
+    return {c: [max(f, v) if np.isfinite(f) else v for f, (_p, v) in zip(out[c], size_terms[c])]
+            for c in size_terms}
