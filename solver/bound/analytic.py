@@ -97,7 +97,8 @@ domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
 per-part floors are these terms, and of the stage-split cuts of :mod:`.stagecut` (a domain's ranks
 in several pipeline stages add their cuts; the domains of most and fewest end-stage ranks pay the
-embedding and the pipeline flows).  Nothing here is n×n: group arrays, block
+embedding and the pipeline flows; pods too large to enumerate by the knapsack points of :mod:`.stagepack`;
+launcher mode with each part's least launcher floor over the orders).  Nothing here is n×n: group arrays, block
 graphs of at most W/G blocks, per-domain vectors.
 """
 

@@ -34,7 +34,13 @@ Per domain the least over its compositions ``(m_j)`` gives a set of triples; the
 least over one triple per domain of that sum (:func:`_combine`).  Compositions of up to
 ``EXACT_PARTS`` nonempty stage parts are enumerated (two when they would be more than
 ``COMPOSITIONS_MAX``); those of more parts are charged ``max(F_Σ + min Σ Δ, min Σ Φ)`` over their
-part sizes (two knapsacks) and the floors of pp and embedding.
+part sizes (two knapsacks) and the floors of pp and embedding.  Domains above ``STAGE_CUT_MAX_DOMAIN``
+ranks (up to :data:`~rankmap.solver.bound.stagepack.PACK_MAX_DOMAIN`: the pods of a three-tier tree)
+have too many compositions: :class:`~rankmap.solver.bound.stagepack.PackShape` bounds each by a point
+of its largest part and end parts (module stagepack); those sides join only beside smaller domains'
+sides and when they raise the least combination.  Any floors valid for every layout searched may be
+``base``: launcher mode passes each part's least launcher floor over the searched orders
+(:func:`~rankmap.solver.bound.stagepack.least_order_floors`).
 
 Example: ``ft-oversub-32x8`` tp4 cp2 pp4 (leaves of 32 GPUs, 4:1 uplinks, stages of 64 ranks):
 a leaf of one stage splits 4 dp groups; one spanning two stages splits 8.  The leaf with the
@@ -427,13 +433,13 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     core = _settle(now, f0_sum) if now else None
     if core is None:
         return 0.0
-    if later and _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] > core * (1 + 1e-9):
+    ahead = _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] if later else -np.inf
+    if np.isfinite(ahead) and ahead > core * (1 + 1e-9):
         for v in later.values():  # their points use nearly every part size: all refined at once (fewer rounds)
             for sh, _m in v:
                 sh.tables.refine(range(1, sh.top + 1))
-        core = _settle(sides, f0_sum)
-        if core is None:
-            return 0.0
+        more = _settle(sides, f0_sum)
+        core = core if more is None else max(core, more)  # (both bounds)
     return const + core if np.isfinite(core) else 0.0
 
 
