@@ -58,7 +58,7 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
-from .stagepack import PACK_MAX_DOMAIN, PackShape
+from .stagepack import PACK_MAX_DOMAIN, PACK_MAX_PART, PackShape
 from .work import BOUND_PART_SECONDS, charge
 
 __all__ = ["stage_cut_bound", "stage_cut_applies", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
@@ -398,7 +398,7 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
             shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
             key = (tuple(shapes), sizes.size, node_level)
             if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
-                    or max(m for m, _c in shapes) > PACK_MAX_DOMAIN:
+                    or max(m for m, _c in shapes) > (PACK_MAX_DOMAIN if S <= PACK_MAX_PART else STAGE_CUT_MAX_DOMAIN):
                 continue
             mean_ends = 2.0 * W / (P * sizes.size)
             r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))

@@ -52,10 +52,12 @@ import numpy as np
 
 from .work import charge
 
-__all__ = ["PackShape", "PACK_MAX_DOMAIN", "least_order_floors"]
+__all__ = ["PackShape", "PACK_MAX_DOMAIN", "PACK_MAX_PART", "least_order_floors"]
 
 #: Domains up to this many ranks (and above ``STAGE_CUT_MAX_DOMAIN``) are bounded by the knapsack points.
 PACK_MAX_DOMAIN = 256
+#: Stages up to this many ranks (the points are O(min(m, S)^3): 64 -> 0.1 M, 128 -> 0.5 M and 0.4 s).
+PACK_MAX_PART = 64
 #: Nominal seconds per knapsack cell update (numpy, vectorised).
 CELL_SECONDS = 2.0e-8
 
@@ -134,7 +136,7 @@ class PackShape:
         self.M, self.a, self.b, self.q, self.X = (np.concatenate(v) for v in zip(*rows))
         self.Y = self.a - self.b
         self.ends = self.a + self.b
-        charge(CELL_SECONDS * Ms.size)
+        charge(4 * CELL_SECONDS * Ms.size)  # (the masks and point arrays: measured 4x a knapsack cell)
         self.pp = pp_time(np.arange(2 * m + 1, dtype=float))
         self.emb = emb_time(np.arange(m + 1, dtype=float))
         self._cache = None
