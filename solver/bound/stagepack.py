@@ -58,6 +58,9 @@ __all__ = ["PackShape", "PACK_MAX_DOMAIN", "PACK_MAX_PART", "least_order_floors"
 PACK_MAX_DOMAIN = 256
 #: Stages up to this many ranks (the points are O(min(m, S)^3): 64 -> 0.1 M, 128 -> 0.5 M and 0.4 s).
 PACK_MAX_PART = 64
+#: Nominal seconds per part and order of :func:`least_order_floors` (measured 0.7-1.0 ms on the 512-GPU trees,
+#: 2026-12-04, a loaded 2-core machine).
+ORDER_FLOOR_SECONDS = 1.2e-3
 #: Nominal seconds per knapsack cell update (numpy, vectorised).
 CELL_SECONDS = 2.0e-8
 
@@ -205,10 +208,8 @@ def least_order_floors(cluster, orders, size_terms) -> dict:
     from ..traffic import CLASS_GROUP
     from .launcher import in_host_ring_floor, launcher_part_bound
     from .nodering import order_floor
-    from .work import BOUND_PART_SECONDS
-
     out = {c: [np.inf] * len(v) for c, v in size_terms.items()}
-    charge(BOUND_PART_SECONDS * sum(len(v) for v in size_terms.values()) * len(orders))
+    charge(ORDER_FLOOR_SECONDS * sum(len(v) for v in size_terms.values()) * len(orders))
     for ocfg in orders:
         groups = megatron_groups(ocfg)
         for c, plist in size_terms.items():
