@@ -98,7 +98,8 @@ domain-cut bound of :mod:`.cutbound` (classes compete for the same domains:
 a host that keeps its tp groups whole must split its dp and pp groups), whose
 per-part floors are these terms, and of the stage-split cuts of :mod:`.stagecut` (a domain's ranks
 in several pipeline stages add their cuts; the domains of most and fewest end-stage ranks pay the
-embedding and the pipeline flows).  Nothing here is n×n: group arrays, block
+embedding and the pipeline flows; pods too large to enumerate by the knapsack points of :mod:`.stagepack`;
+launcher mode with each part's least launcher floor over the orders).  Nothing here is n×n: group arrays, block
 graphs of at most W/G blocks, per-domain vectors.
 """
 
@@ -339,11 +340,17 @@ def _search_bound(
         lat_min = sum(float(exposure.get(c, 1.0)) * sum(with_latency(c, i, v) - v
                                                          for i, (_p, v) in enumerate(size_terms[c]))
                       for c in TRAFFIC_CLASSES)
-        from .stagecut import stage_cut_bound
+        from .stagecut import stage_cut_applies, stage_cut_bound
 
-        # the stage-split cuts of every level's domains of most and fewest end-stage ranks (module stagecut)
-        plain = max(plain, stage_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1])
-                    + lat_min)
+        # the stage-split cuts of every level's domains of most and fewest end-stage ranks (module stagecut);
+        # launcher mode: with the least over the orders of each part's launcher floor (module stagepack)
+        base = {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}
+        if mode == "launcher" and len(orders) * cfg0.world_size <= LAUNCHER_WORK_MAX and stage_cut_applies(
+                cluster, cfg0):
+            from .stagepack import least_order_floors
+
+            base = least_order_floors(cluster, orders, size_terms)
+        plain = max(plain, stage_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: base[c][i]) + lat_min)
 
         def plain_joint() -> float:
             return joint_cut_bound(cluster, cfg0, parts, exposure, lambda c, i: size_terms[c][i][1]) + lat_min

@@ -34,7 +34,13 @@ Per domain the least over its compositions ``(m_j)`` gives a set of triples; the
 least over one triple per domain of that sum (:func:`_combine`).  Compositions of up to
 ``EXACT_PARTS`` nonempty stage parts are enumerated (two when they would be more than
 ``COMPOSITIONS_MAX``); those of more parts are charged ``max(F_Σ + min Σ Δ, min Σ Φ)`` over their
-part sizes (two knapsacks) and the floors of pp and embedding.
+part sizes (two knapsacks) and the floors of pp and embedding.  Domains above ``STAGE_CUT_MAX_DOMAIN``
+ranks (up to :data:`~rankmap.solver.bound.stagepack.PACK_MAX_DOMAIN`: the pods of a three-tier tree)
+have too many compositions: :class:`~rankmap.solver.bound.stagepack.PackShape` bounds each by a point
+of its largest part and end parts (module stagepack); those sides join only beside smaller domains'
+sides and when they raise the least combination.  Any floors valid for every layout searched may be
+``base``: launcher mode passes each part's least launcher floor over the searched orders
+(:func:`~rankmap.solver.bound.stagepack.least_order_floors`).
 
 Example: ``ft-oversub-32x8`` tp4 cp2 pp4 (leaves of 32 GPUs, 4:1 uplinks, stages of 64 ranks):
 a leaf of one stage splits 4 dp groups; one spanning two stages splits 8.  The leaf with the
@@ -52,9 +58,10 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
+from .stagepack import PACK_MAX_DOMAIN, PACK_MAX_PART, PackShape
 from .work import BOUND_PART_SECONDS, charge
 
-__all__ = ["stage_cut_bound", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
+__all__ = ["stage_cut_bound", "stage_cut_applies", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
 
 #: World sizes up to which the stage-split cut runs.
 STAGE_CUT_MAX_RANKS = 512
@@ -317,6 +324,11 @@ def _combine(sets: list[np.ndarray]):
 REFINE_ROUNDS = 12
 
 
+def stage_cut_applies(cluster: Cluster, cfg: ParallelConfig) -> bool:
+    """Whether :func:`stage_cut_bound` may be above 0 (``pp ≥ 3``, at most ``STAGE_CUT_MAX_RANKS`` ranks, every GPU used)."""
+    return int(cfg.pp) >= 3 and int(cfg.world_size) <= STAGE_CUT_MAX_RANKS and cluster.num_devices == cfg.world_size
+
+
 def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base) -> float:
     """The stage-split cut bound (module doc), seconds, on ``Σ_c x_c·T_c`` over every layout of ``cfg``'s sizes.
 
@@ -386,7 +398,7 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
             shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
             key = (tuple(shapes), sizes.size, node_level)
             if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
-                    or max(m for m, _c in shapes) > STAGE_CUT_MAX_DOMAIN:
+                    or max(m for m, _c in shapes) > (PACK_MAX_DOMAIN if S <= PACK_MAX_PART else STAGE_CUT_MAX_DOMAIN):
                 continue
             mean_ends = 2.0 * W / (P * sizes.size)
             r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))
@@ -405,17 +417,41 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
                 def emb_time(Y, g_e=g_e):
                     return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
 
-                shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+                if m > STAGE_CUT_MAX_DOMAIN:  # too many compositions: knapsack points (module stagepack)
+                    shape = PackShape(m, tables[tkey], S, P, pp_time, emb_time)
+                else:
+                    shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
                 sides.setdefault((key, "+"), []).append((shape, shape.ends >= r_plus))
                 sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
     if not sides:
         return 0.0
+    # sides with a large domain (knapsack points, module stagepack) join only those of smaller domains,
+    # and only when, at the tables refined without them, they raise the least combination (else their
+    # refinement is work for nothing)
+    later = {k: v for k, v in sides.items() if any(isinstance(sh, PackShape) for sh, _m in v)}
+    now = {k: v for k, v in sides.items() if k not in later}
+    core = _settle(now, f0_sum) if now else None
+    if core is None:
+        return 0.0
+    ahead = _combine([_frontier(v, f0_sum)[0] for v in sides.values()])[0] if later else -np.inf
+    if np.isfinite(ahead) and ahead > core * (1 + 1e-9):
+        for v in later.values():  # their points use nearly every part size: all refined at once (fewer rounds)
+            for sh, _m in v:
+                sh.tables.refine(range(1, sh.top + 1))
+        more = _settle(sides, f0_sum)
+        core = core if more is None else max(core, more)  # (both bounds)
+    return const + core if np.isfinite(core) else 0.0
+
+
+def _settle(sides: dict, f0_sum: float):
+    """The least combination of ``sides`` (seconds) with its tables refined at the sizes it uses; None when a
+    side has no point."""
     core = np.inf
     for _round in range(REFINE_ROUNDS):
         fronts = [_frontier(v, f0_sum) for v in sides.values()]
         core, chosen = _combine([f for f, _ids in fronts])
         if chosen is None:
-            return 0.0
+            return None
         # a combination is at least each of its points' sum: every point that could be in one below the
         # least so far is made exact (its parts' sizes), until none is left (values only rise)
         refined = False
@@ -427,4 +463,4 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
                 refined = shape.tables.refine(xs) or refined
         if not refined:
             break
-    return const + core if np.isfinite(core) else 0.0
+    return core
