@@ -64,6 +64,9 @@ EXACT_PARTS = 3
 STAGE_CUT_MAX_DOMAIN = 64
 #: Levels with more distinct domain shapes than this are left out (fragmented levels: many tables).
 STAGE_CUT_MAX_SHAPES = 2
+#: On a level left out for its many shapes: this many of its domain shapes of at most ``STAGE_CUT_MAX_DOMAIN``
+#: ranks, least capacity per GPU first, each one side of its own (any composition).
+FRAGMENT_SHAPES = 3
 #: Compositions of one shape at most; beyond, only those of up to two parts are enumerated exactly.
 COMPOSITIONS_MAX = 20000
 #: Nominal seconds per composition evaluated (numpy, vectorised) and per candidate pair of thresholds.
@@ -116,6 +119,44 @@ def _count(m: int, S: int, P: int, q: int) -> int:
     return n * comb(P, q)
 
 
+def plane_bound(x: int, plane) -> tuple[float, float]:
+    """Least time of the two classes of an ``a × b`` grid over every set of ``x`` of its points, seconds.
+
+    ``plane``: ``[(a, lines_A), (b, lines_B)]``, class A's groups the lines along the axis of size ``a``
+    (``b`` of them), class B's along the other (``a`` of them); ``lines``: per part ``(F, c1, g)``, its
+    time ``max(F, [s ≥ 1]·c1, g·s)`` with ``s`` the groups the set splits; returns that least and the
+    least of the cut terms alone (``F`` and ``c1`` taken as 0), (0, 0) when no set fits.  A set of ``x`` points has ``F`` whole A-lines, ``P`` split
+    ones (each ``1..a−1`` points), touches ``t`` B-lines of which ``R`` are whole: ``t = a`` when
+    ``F ≥ 1`` (a whole A-line meets every B-line), ``x ≥ t`` and each split A-line holds at most ``t``
+    points; a whole B-line meets every A-line (``F + P = b``) and lies in each split one (``≥ R``
+    points each, ``R ≤ a − 1`` when ``P ≥ 1``).  Every set satisfies these with its own ``(F, P, t, R)``,
+    so the least over the integer tuples that do, of the parts' times at ``s_A = P`` and
+    ``s_B = t − R``, is at most the set's (the relaxation of :mod:`.gridcut` lets ``s_B`` go below
+    ``a`` when the A-lines are all whole; here it is ``a`` unless ``x`` fills whole B-lines).
+    """
+    (a, la), (b, lb) = plane
+    if x <= 0 or x > a * b:
+        return 0.0, 0.0
+    F, P, t, R = np.meshgrid(np.arange(x // a + 1), np.arange(b + 1), np.arange(a + 1), np.arange(a + 1),
+                             indexing="ij")
+    charge(COMPOSITION_SECONDS * F.size)
+    lo = np.maximum(1, R)
+    hi = np.minimum(a - 1, t)
+    ok = (F + P <= b) & (R <= t) & (np.where(F >= 1, t == a, (t >= 1) & (t <= x)))
+    ok &= np.where(P >= 1, (F * a + P * lo <= x) & (x <= F * a + P * hi) & (lo <= hi), F * a == x)
+    ok &= (R == 0) | ((F + P == b) & ((P == 0) | (R <= a - 1)))
+    ok &= (P >= 1) | (F == 0) | (R == np.where(F == b, a, 0)) | (R == 0)
+    if not ok.any():
+        return 0.0, 0.0
+    sA, sB = P[ok].astype(float), (t - R)[ok].astype(float)
+    total, cut = np.zeros(sA.size), np.zeros(sA.size)
+    for s_, lines in ((sA, la), (sB, lb)):
+        for f0, c1, g in lines:
+            total += np.maximum(np.maximum(f0, c1 * (s_ >= 1)), g * s_)
+            cut += g * s_
+    return float(total.min()), float(cut.min())
+
+
 class _Tables:
     """``Δ(x)`` and ``Φ(x)`` of one domain capacity (module doc), lower bounds refined to exact on demand.
 
@@ -126,21 +167,23 @@ class _Tables:
     for the sizes :func:`stage_cut_bound` asks for.
     """
 
-    def __init__(self, cluster, grids, within, cap: float, node_level: bool, top: int, S: int):
+    def __init__(self, cluster, grids, within, cap: float, node_level: bool, top: int, S: int,
+                 r_above: float = np.inf, fragment: bool = False):
         from ..cost.timemodel import flow_bytes
         from .cutbound import _covers
         from .gridcut import _Term
         from .ncclterms import crossing_bytes
 
-        self.top = top
+        self.top, self.fragment = top, fragment
         self.delta = np.zeros(top + 1)
         self.phi = np.zeros(top + 1)
         self.exact = np.zeros(top + 1, dtype=bool)
         self.exact[0] = True
         self.grids = []
+        self.planes = []  # two-axis stage grids, one class along each axis: exact (plane_bound)
         xs = np.arange(top + 1)
         for axes, classes in grids:
-            with_f0, cut_only = {}, {}
+            with_f0, cut_only, lines2 = {}, {}, {}
             f0g = 0.0
             for c in classes:
                 k = 1
@@ -153,6 +196,9 @@ class _Tables:
                     w = (kp - 1) if p.kind == "all_to_all" else 1
                     g = x * w * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)[1] / (cap * 1e9)
                     with_f0.setdefault(c, []).append(_Term(f0, 0.0, g))
+                    # a split group's flow joins GPUs first joined above the domain (module cutbound)
+                    c1 = x * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)[0] / r_above
+                    lines2.setdefault(c, []).append((f0, c1, g))
                     cut_only.setdefault(c, []).append(_Term(0.0, 0.0, g))
                     self.delta += np.maximum(0.0, g * smin - f0)
                     self.phi += g * smin
@@ -166,6 +212,21 @@ class _Tables:
                     class_k[c] = span
                 self.grids.append((axes, classes, _covers(axes, classes), with_f0, cut_only, class_k,
                                    {c: S // class_k[c] for c in classes}, f0g))
+                spans = [next(iter(classes[c])) for c in with_f0 if len(classes[c]) == 1]
+                plane = None
+                if len(axes) == 2 and len(with_f0) == 2 and len(spans) == 2 and set(spans) == set(axes):
+                    plane = [(axes[a], lines2[c]) for a, c in zip(spans, with_f0)]
+                self.planes.append(plane)
+
+    @property
+    def whole_lines(self):
+        """``(a, b, split extra, A's floors, B's parts [(F, g)])`` when the stage grids hold one two-axis grid
+        of classes (:func:`plane_bound`), else None: see :meth:`_Shape.values`."""
+        if len(self.planes) != 1 or self.planes[0] is None:
+            return None
+        (a, la), (b, lb) = self.planes[0]
+        extra = sum(max(0.0, c1 - f0) for f0, c1, _g in la)
+        return a, b, extra, sum(f0 for f0, _c1, _g in la), [(f0, g) for f0, _c1, g in lb]
 
     def refine(self, xs) -> bool:
         """Make ``delta`` and ``phi`` exact at the sizes ``xs``; True when some was not."""
@@ -174,9 +235,17 @@ class _Tables:
         todo = sorted({int(x) for x in xs if 0 < x <= self.top and not self.exact[int(x)]})
         for x in todo:
             d = ph = 0.0
-            for axes, classes, covers, with_f0, cut_only, class_k, groups, f0g in self.grids:
-                d += max(0.0, domain_grid_bound(x, axes, classes, covers, with_f0, class_k, groups) - f0g)
-                ph += domain_grid_bound(x, axes, classes, covers, cut_only, class_k, groups)
+            for (axes, classes, covers, with_f0, cut_only, class_k, groups, f0g), plane in zip(self.grids,
+                                                                                                  self.planes):
+                if plane is not None and self.fragment:  # fragmented levels: the plane's own bound alone
+                    dg, pg = plane_bound(x, plane)
+                else:
+                    dg = domain_grid_bound(x, axes, classes, covers, with_f0, class_k, groups)
+                    pg = domain_grid_bound(x, axes, classes, covers, cut_only, class_k, groups)
+                    if plane is not None:
+                        dg, pg = np.maximum((dg, pg), plane_bound(x, plane))
+                d += max(0.0, dg - f0g)
+                ph += pg
             self.delta[x] = max(self.delta[x], d)
             self.phi[x] = max(self.phi[x], ph)
             self.exact[x] = True
@@ -215,7 +284,19 @@ class _Shape:
         d = np.concatenate([t.delta[s].sum(axis=1) for s in self.sizes])
         ph = np.concatenate([t.phi[s].sum(axis=1) for s in self.sizes])
         charge(COMPOSITION_SECONDS * d.size)
-        return np.maximum(f0_sum + d, ph)
+        V = np.maximum(f0_sum + d, ph)
+        wl = t.whole_lines
+        if wl is not None:
+            # either some part splits a group of class A (its time then at least its split floor c1), or
+            # every part is whole A-lines: then each part of ``x < a·b`` ranks splits all ``a`` B-lines
+            a, b, extra, fa, lb = wl
+            whole = []
+            for s in self.sizes:
+                nb = np.where(s < a * b, a, 0).sum(axis=1).astype(float)
+                v = (f0_sum - fa - sum(f0 for f0, _g in lb)) + fa + sum(np.maximum(f0, g * nb) for f0, g in lb)
+                whole.append(np.where((s % a == 0).all(axis=1), v, np.inf))
+            V = np.maximum(V, np.minimum(f0_sum + extra, np.concatenate(whole)))
+        return V
 
     def part_sizes(self, i: int) -> np.ndarray:
         """The part sizes of composition ``i``."""
@@ -230,6 +311,14 @@ class _Shape:
         if not self.tail:
             return None
         t, m, top = self.tables, self.m, self.top
+        wl = t.whole_lines
+        if t.fragment and wl is not None:
+            # (fragmented levels, no knapsack) as :meth:`values`: some part splits an A-line, or each of the
+            # ``≥ EXACT_PARTS + 1`` parts is whole A-lines and all but ``⌊m / (a·b)⌋`` of them split a B-lines
+            a, b, extra, fa, lb = wl
+            nb = float(a * max(0, self.exact_parts + 1 - m // (a * b)))
+            v = (f0_sum - fa - sum(f0 for f0, _g in lb)) + fa + sum(max(f0, g * nb) for f0, g in lb)
+            return max(f0_sum, min(f0_sum + extra, v)), []
         out = []
         for arr, base in ((t.delta, f0_sum), (t.phi, 0.0)):
             best = np.full(m + 1, np.inf)
@@ -342,7 +431,8 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     """
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
-    from .cutbound import _hierarchies
+    from .cutbound import _hierarchies, _rate_out_of
+    from .rates import suffix_rates
     from .ncclterms import crossing_bytes, node_levels
 
     P, W = int(cfg.pp), int(cfg.world_size)
@@ -375,9 +465,30 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     f0_sum = float(sum(f0 for v in within.values() for *_r, f0 in v))
     tables: dict = {}
     sides: dict = {}  # (level key, side) -> [(shape, mask)]
-    for doms, outs, _widest in _hierarchies(cluster):
+
+    def _shape(m: int, cap: float, node_level: bool, r_above: float, fragment: bool = False) -> _Shape:
+        tkey = (cap, node_level, r_above, fragment)
+        if tkey not in tables:
+            tables[tkey] = _Tables(cluster, grids, within, cap, node_level, S, S, r_above, fragment)
+        g_pp = [(x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, k), p.payload_bytes,
+                                    cluster, k, node_level)[1] / (cap * 1e9), f0) for p, k, x, f0 in chains]
+        g_e = [(x * flow_bytes(p.kind, p.payload_bytes, k) / (cap * 1e9), f0) for p, k, x, f0 in embs]
+
+        def pp_time(X):
+            return sum(np.maximum(f0, g * X) for g, f0 in g_pp)
+
+        def emb_time(Y):
+            return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
+
+        return _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+
+    rates = suffix_rates(cluster) * 1e9
+    for doms, outs, widest in _hierarchies(cluster):
         whole_nodes = node_levels(cluster, doms)
         for lvl in range(min(doms.shape[0], len(outs))):
+            # the most a flow out of one of the level's domains gets alone (module cutbound)
+            r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else (
+                np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
             sizes = np.bincount(doms[lvl])
             caps = np.asarray(outs[lvl], dtype=float)
             if caps.size != sizes.size or sizes.size < 2 or np.any(caps <= 0):
@@ -385,27 +496,22 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
             node_level = bool(whole_nodes[lvl])
             shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
             key = (tuple(shapes), sizes.size, node_level)
-            if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
-                    or max(m for m, _c in shapes) > STAGE_CUT_MAX_DOMAIN:
+            if (key, "+") in sides:
+                continue
+            if len(shapes) > STAGE_CUT_MAX_SHAPES or max(m for m, _c in shapes) > STAGE_CUT_MAX_DOMAIN:
+                # a fragmented level: its few most crowded small domains, one side each, any composition
+                few = sorted(((c / m, m, c) for m, c in shapes if m <= STAGE_CUT_MAX_DOMAIN))[:FRAGMENT_SHAPES]
+                for _r, m, cap in few:
+                    m, cap = int(m), float(cap)
+                    if ((m, cap, node_level, r_above), "1") in sides:
+                        continue
+                    shape = _shape(m, cap, node_level, r_above, True)
+                    sides[((m, cap, node_level, r_above), "1")] = [(shape, np.ones(shape.ends.shape, dtype=bool))]
                 continue
             mean_ends = 2.0 * W / (P * sizes.size)
             r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))
             for m, cap in shapes:
-                m, cap = int(m), float(cap)
-                tkey = (cap, node_level)
-                if tkey not in tables:
-                    tables[tkey] = _Tables(cluster, grids, within, cap, node_level, S, S)
-                g_pp = [(x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, k), p.payload_bytes,
-                                            cluster, k, node_level)[1] / (cap * 1e9), f0) for p, k, x, f0 in chains]
-                g_e = [(x * flow_bytes(p.kind, p.payload_bytes, k) / (cap * 1e9), f0) for p, k, x, f0 in embs]
-
-                def pp_time(X, g_pp=g_pp):
-                    return sum(np.maximum(f0, g * X) for g, f0 in g_pp)
-
-                def emb_time(Y, g_e=g_e):
-                    return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
-
-                shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+                shape = _shape(int(m), float(cap), node_level, r_above)
                 sides.setdefault((key, "+"), []).append((shape, shape.ends >= r_plus))
                 sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
     if not sides:
