@@ -14,7 +14,8 @@ import pytest
 
 from rankmap.solver import cluster_from_graph, parallel_config
 from rankmap.solver.bound.analytic import _part_sizes, class_lower_bound, search_lower_bound
-from rankmap.solver.bound.stagecut import plane_bound, stage_cut_bound
+from rankmap.solver.bound.stagecut import stage_cut_bound
+from rankmap.solver.bound.stageplane import plane_bound
 from rankmap.solver.bound.work import work_meter
 from rankmap.solver.cost.timemodel import layout_cost
 from rankmap.solver.megatron.orders import candidate_orders

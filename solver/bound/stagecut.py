@@ -34,7 +34,10 @@ Per domain the least over its compositions ``(m_j)`` gives a set of triples; the
 least over one triple per domain of that sum (:func:`_combine`).  Compositions of up to
 ``EXACT_PARTS`` nonempty stage parts are enumerated (two when they would be more than
 ``COMPOSITIONS_MAX``); those of more parts are charged ``max(F_Σ + min Σ Δ, min Σ Φ)`` over their
-part sizes (two knapsacks) and the floors of pp and embedding.
+part sizes (two knapsacks) and the floors of pp and embedding.  A level of more shapes than
+``STAGE_CUT_MAX_SHAPES`` (a fragmented allocation) has no ``D±`` sides: its ``FRAGMENT_SHAPES`` shapes of
+least capacity per GPU each name a domain of the level, one side each, every composition; two-axis stage
+grids take their exact split counts (:mod:`.stageplane`; there the knapsack is replaced by its cases).
 
 Example: ``ft-oversub-32x8`` tp4 cp2 pp4 (leaves of 32 GPUs, 4:1 uplinks, stages of 64 ranks):
 a leaf of one stage splits 4 dp groups; one spanning two stages splits 8.  The leaf with the
@@ -52,6 +55,7 @@ import numpy as np
 
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
+from .stageplane import plane_bound
 from .work import BOUND_PART_SECONDS, charge
 
 __all__ = ["stage_cut_bound", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
@@ -117,44 +121,6 @@ def _count(m: int, S: int, P: int, q: int) -> int:
     # compositions of m into q parts in [1, S]: inclusion-exclusion over parts above S
     n = sum((-1) ** i * comb(q, i) * comb(m - i * S - 1, q - 1) for i in range(q + 1) if m - i * S - 1 >= q - 1)
     return n * comb(P, q)
-
-
-def plane_bound(x: int, plane) -> tuple[float, float]:
-    """Least time of the two classes of an ``a × b`` grid over every set of ``x`` of its points, seconds.
-
-    ``plane``: ``[(a, lines_A), (b, lines_B)]``, class A's groups the lines along the axis of size ``a``
-    (``b`` of them), class B's along the other (``a`` of them); ``lines``: per part ``(F, c1, g)``, its
-    time ``max(F, [s ≥ 1]·c1, g·s)`` with ``s`` the groups the set splits; returns that least and the
-    least of the cut terms alone (``F`` and ``c1`` taken as 0), (0, 0) when no set fits.  A set of ``x`` points has ``F`` whole A-lines, ``P`` split
-    ones (each ``1..a−1`` points), touches ``t`` B-lines of which ``R`` are whole: ``t = a`` when
-    ``F ≥ 1`` (a whole A-line meets every B-line), ``x ≥ t`` and each split A-line holds at most ``t``
-    points; a whole B-line meets every A-line (``F + P = b``) and lies in each split one (``≥ R``
-    points each, ``R ≤ a − 1`` when ``P ≥ 1``).  Every set satisfies these with its own ``(F, P, t, R)``,
-    so the least over the integer tuples that do, of the parts' times at ``s_A = P`` and
-    ``s_B = t − R``, is at most the set's (the relaxation of :mod:`.gridcut` lets ``s_B`` go below
-    ``a`` when the A-lines are all whole; here it is ``a`` unless ``x`` fills whole B-lines).
-    """
-    (a, la), (b, lb) = plane
-    if x <= 0 or x > a * b:
-        return 0.0, 0.0
-    F, P, t, R = np.meshgrid(np.arange(x // a + 1), np.arange(b + 1), np.arange(a + 1), np.arange(a + 1),
-                             indexing="ij")
-    charge(COMPOSITION_SECONDS * F.size)
-    lo = np.maximum(1, R)
-    hi = np.minimum(a - 1, t)
-    ok = (F + P <= b) & (R <= t) & (np.where(F >= 1, t == a, (t >= 1) & (t <= x)))
-    ok &= np.where(P >= 1, (F * a + P * lo <= x) & (x <= F * a + P * hi) & (lo <= hi), F * a == x)
-    ok &= (R == 0) | ((F + P == b) & ((P == 0) | (R <= a - 1)))
-    ok &= (P >= 1) | (F == 0) | (R == np.where(F == b, a, 0)) | (R == 0)
-    if not ok.any():
-        return 0.0, 0.0
-    sA, sB = P[ok].astype(float), (t - R)[ok].astype(float)
-    total, cut = np.zeros(sA.size), np.zeros(sA.size)
-    for s_, lines in ((sA, la), (sB, lb)):
-        for f0, c1, g in lines:
-            total += np.maximum(np.maximum(f0, c1 * (s_ >= 1)), g * s_)
-            cut += g * s_
-    return float(total.min()), float(cut.min())
 
 
 class _Tables:
