@@ -278,7 +278,9 @@ class _Shape:
             return None
         t, m, top = self.tables, self.m, self.top
         wl = t.whole_lines
-        if t.fragment and wl is not None:
+        if t.fragment and wl is None:
+            return f0_sum, []  # fragmented levels, no knapsack: the floors
+        if t.fragment:
             # (fragmented levels, no knapsack) as :meth:`values`: some part splits an A-line, or each of the
             # ``≥ EXACT_PARTS + 1`` parts is whole A-lines and all but ``⌊m / (a·b)⌋`` of them split a B-lines
             a, b, extra, fa, lb = wl
