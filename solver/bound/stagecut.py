@@ -203,6 +203,8 @@ class _Tables:
             d = ph = 0.0
             for (axes, classes, covers, with_f0, cut_only, class_k, groups, f0g), plane in zip(self.grids,
                                                                                                   self.planes):
+                if plane is not None:  # no split floor c1 here: Δ adds over the parts, c1 would not (a max)
+                    plane = [(n, [(f0, 0.0, g) for f0, _c1, g in lines]) for n, lines in plane]
                 if plane is not None and self.fragment:  # fragmented levels: the plane's own bound alone
                     dg, pg = plane_bound(x, plane)
                 else:
