@@ -18,7 +18,9 @@ counts to reals (Shearer's lemma); with two axes they can be had exactly:
   multiple of ``a`` and each part with ``x_j < a·b`` splits all ``a`` B-lines of its stage, so class B's
   part takes at least ``max(F, g·Σ_j a·[x_j < a·b])`` (its flows all leave ``D`` over the same links),
   per class rather than the per-part sum of :mod:`.stagecut` (``max(F, X₁ + X₂) ≥ max(F, X₁) +
-  max(F, X₂) − F``), which loses a floor per extra part.  The least of the two cases holds.
+  max(F, X₂) − F``), which loses a floor per extra part.  The least of the two cases holds.  (The per-part
+  tables of :mod:`.stagecut` take the plane bound with ``c1 = 0``: their values add over the parts, and a
+  per-flow floor does not add.)
 
 On the ``nvl72-frag-512`` quality instance (tp4 pp8, GPT): the 9-host rack behind one leaf (864 GB/s up)
 holds 36 ranks; in one middle stage its 4 dp rings and 72 pipeline flows leave over that uplink
