@@ -41,6 +41,10 @@ of its largest part and end parts (module stagepack); those sides join only besi
 sides and when they raise the least combination.  Any floors valid for every layout searched may be
 ``base``: launcher mode passes each part's least launcher floor over the searched orders
 (:func:`~rankmap.solver.bound.stagepack.least_order_floors`).
+A level of more shapes than
+``STAGE_CUT_MAX_SHAPES`` (a fragmented allocation) has no ``D±`` sides: its ``FRAGMENT_SHAPES`` shapes of
+least capacity per GPU each name a domain of the level, one side each, every composition; two-axis stage
+grids take their exact split counts (:mod:`.stageplane`; there the knapsack is replaced by its cases).
 
 Example: ``ft-oversub-32x8`` tp4 cp2 pp4 (leaves of 32 GPUs, 4:1 uplinks, stages of 64 ranks):
 a leaf of one stage splits 4 dp groups; one spanning two stages splits 8.  The leaf with the
@@ -59,6 +63,7 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
 from .stagepack import PACK_MAX_DOMAIN, PACK_MAX_PART, PackShape
+from .stageplane import plane_bound
 from .work import BOUND_PART_SECONDS, charge
 
 __all__ = ["stage_cut_bound", "stage_cut_applies", "STAGE_CUT_MAX_RANKS", "EXACT_PARTS"]
@@ -71,6 +76,9 @@ EXACT_PARTS = 3
 STAGE_CUT_MAX_DOMAIN = 64
 #: Levels with more distinct domain shapes than this are left out (fragmented levels: many tables).
 STAGE_CUT_MAX_SHAPES = 2
+#: On a level left out for its many shapes: this many of its domain shapes of at most ``STAGE_CUT_MAX_DOMAIN``
+#: ranks, least capacity per GPU first, each one side of its own (any composition).
+FRAGMENT_SHAPES = 3
 #: Compositions of one shape at most; beyond, only those of up to two parts are enumerated exactly.
 COMPOSITIONS_MAX = 20000
 #: Nominal seconds per composition evaluated (numpy, vectorised) and per candidate pair of thresholds.
@@ -133,21 +141,23 @@ class _Tables:
     for the sizes :func:`stage_cut_bound` asks for.
     """
 
-    def __init__(self, cluster, grids, within, cap: float, node_level: bool, top: int, S: int):
+    def __init__(self, cluster, grids, within, cap: float, node_level: bool, top: int, S: int,
+                 r_above: float = np.inf, fragment: bool = False):
         from ..cost.timemodel import flow_bytes
         from .cutbound import _covers
         from .gridcut import _Term
         from .ncclterms import crossing_bytes
 
-        self.top = top
+        self.top, self.fragment = top, fragment
         self.delta = np.zeros(top + 1)
         self.phi = np.zeros(top + 1)
         self.exact = np.zeros(top + 1, dtype=bool)
         self.exact[0] = True
         self.grids = []
+        self.planes = []  # two-axis stage grids, one class along each axis: exact (plane_bound)
         xs = np.arange(top + 1)
         for axes, classes in grids:
-            with_f0, cut_only = {}, {}
+            with_f0, cut_only, lines2 = {}, {}, {}
             f0g = 0.0
             for c in classes:
                 k = 1
@@ -160,6 +170,9 @@ class _Tables:
                     w = (kp - 1) if p.kind == "all_to_all" else 1
                     g = x * w * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)[1] / (cap * 1e9)
                     with_f0.setdefault(c, []).append(_Term(f0, 0.0, g))
+                    # a split group's flow joins GPUs first joined above the domain (module cutbound)
+                    c1 = x * crossing_bytes(p.kind, fb, p.payload_bytes, cluster, kp, node_level)[0] / r_above
+                    lines2.setdefault(c, []).append((f0, c1, g))
                     cut_only.setdefault(c, []).append(_Term(0.0, 0.0, g))
                     self.delta += np.maximum(0.0, g * smin - f0)
                     self.phi += g * smin
@@ -173,6 +186,21 @@ class _Tables:
                     class_k[c] = span
                 self.grids.append((axes, classes, _covers(axes, classes), with_f0, cut_only, class_k,
                                    {c: S // class_k[c] for c in classes}, f0g))
+                spans = [next(iter(classes[c])) for c in with_f0 if len(classes[c]) == 1]
+                plane = None
+                if len(axes) == 2 and len(with_f0) == 2 and len(spans) == 2 and set(spans) == set(axes):
+                    plane = [(axes[a], lines2[c]) for a, c in zip(spans, with_f0)]
+                self.planes.append(plane)
+
+    @property
+    def whole_lines(self):
+        """``(a, b, split extra, A's floors, B's parts [(F, g)])`` when the stage grids hold one two-axis grid
+        of classes (:func:`plane_bound`), else None: see :meth:`_Shape.values`."""
+        if len(self.planes) != 1 or self.planes[0] is None:
+            return None
+        (a, la), (b, lb) = self.planes[0]
+        extra = sum(max(0.0, c1 - f0) for f0, c1, _g in la)
+        return a, b, extra, sum(f0 for f0, _c1, _g in la), [(f0, g) for f0, _c1, g in lb]
 
     def refine(self, xs) -> bool:
         """Make ``delta`` and ``phi`` exact at the sizes ``xs``; True when some was not."""
@@ -181,9 +209,19 @@ class _Tables:
         todo = sorted({int(x) for x in xs if 0 < x <= self.top and not self.exact[int(x)]})
         for x in todo:
             d = ph = 0.0
-            for axes, classes, covers, with_f0, cut_only, class_k, groups, f0g in self.grids:
-                d += max(0.0, domain_grid_bound(x, axes, classes, covers, with_f0, class_k, groups) - f0g)
-                ph += domain_grid_bound(x, axes, classes, covers, cut_only, class_k, groups)
+            for (axes, classes, covers, with_f0, cut_only, class_k, groups, f0g), plane in zip(self.grids,
+                                                                                                  self.planes):
+                if plane is not None:  # no split floor c1 here: Δ adds over the parts, c1 would not (a max)
+                    plane = [(n, [(f0, 0.0, g) for f0, _c1, g in lines]) for n, lines in plane]
+                if plane is not None and self.fragment:  # fragmented levels: the plane's own bound alone
+                    dg, pg = plane_bound(x, plane)
+                else:
+                    dg = domain_grid_bound(x, axes, classes, covers, with_f0, class_k, groups)
+                    pg = domain_grid_bound(x, axes, classes, covers, cut_only, class_k, groups)
+                    if plane is not None:
+                        dg, pg = np.maximum((dg, pg), plane_bound(x, plane))
+                d += max(0.0, dg - f0g)
+                ph += pg
             self.delta[x] = max(self.delta[x], d)
             self.phi[x] = max(self.phi[x], ph)
             self.exact[x] = True
@@ -222,7 +260,19 @@ class _Shape:
         d = np.concatenate([t.delta[s].sum(axis=1) for s in self.sizes])
         ph = np.concatenate([t.phi[s].sum(axis=1) for s in self.sizes])
         charge(COMPOSITION_SECONDS * d.size)
-        return np.maximum(f0_sum + d, ph)
+        V = np.maximum(f0_sum + d, ph)
+        wl = t.whole_lines
+        if wl is not None:
+            # either some part splits a group of class A (its time then at least its split floor c1), or
+            # every part is whole A-lines: then each part of ``x < a·b`` ranks splits all ``a`` B-lines
+            a, b, extra, fa, lb = wl
+            whole = []
+            for s in self.sizes:
+                nb = np.where(s < a * b, a, 0).sum(axis=1).astype(float)
+                v = (f0_sum - fa - sum(f0 for f0, _g in lb)) + fa + sum(np.maximum(f0, g * nb) for f0, g in lb)
+                whole.append(np.where((s % a == 0).all(axis=1), v, np.inf))
+            V = np.maximum(V, np.minimum(f0_sum + extra, np.concatenate(whole)))
+        return V
 
     def part_sizes(self, i: int) -> np.ndarray:
         """The part sizes of composition ``i``."""
@@ -237,6 +287,16 @@ class _Shape:
         if not self.tail:
             return None
         t, m, top = self.tables, self.m, self.top
+        wl = t.whole_lines
+        if t.fragment and wl is None:
+            return f0_sum, []  # fragmented levels, no knapsack: the floors
+        if t.fragment:
+            # (fragmented levels, no knapsack) as :meth:`values`: some part splits an A-line, or each of the
+            # ``≥ EXACT_PARTS + 1`` parts is whole A-lines and all but ``⌊m / (a·b)⌋`` of them split a B-lines
+            a, b, extra, fa, lb = wl
+            nb = float(a * max(0, self.exact_parts + 1 - m // (a * b)))
+            v = (f0_sum - fa - sum(f0 for f0, _g in lb)) + fa + sum(max(f0, g * nb) for f0, g in lb)
+            return max(f0_sum, min(f0_sum + extra, v)), []
         out = []
         for arr, base in ((t.delta, f0_sum), (t.phi, 0.0)):
             best = np.full(m + 1, np.inf)
@@ -354,7 +414,8 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     """
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
-    from .cutbound import _hierarchies
+    from .cutbound import _hierarchies, _rate_out_of
+    from .rates import suffix_rates
     from .ncclterms import crossing_bytes, node_levels
 
     P, W = int(cfg.pp), int(cfg.world_size)
@@ -387,9 +448,32 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
     f0_sum = float(sum(f0 for v in within.values() for *_r, f0 in v))
     tables: dict = {}
     sides: dict = {}  # (level key, side) -> [(shape, mask)]
-    for doms, outs, _widest in _hierarchies(cluster):
+
+    def _shape(m: int, cap: float, node_level: bool, r_above: float, fragment: bool = False):
+        tkey = (cap, node_level, r_above, fragment)
+        if tkey not in tables:
+            tables[tkey] = _Tables(cluster, grids, within, cap, node_level, S, S, r_above, fragment)
+        g_pp = [(x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, k), p.payload_bytes,
+                                    cluster, k, node_level)[1] / (cap * 1e9), f0) for p, k, x, f0 in chains]
+        g_e = [(x * flow_bytes(p.kind, p.payload_bytes, k) / (cap * 1e9), f0) for p, k, x, f0 in embs]
+
+        def pp_time(X):
+            return sum(np.maximum(f0, g * X) for g, f0 in g_pp)
+
+        def emb_time(Y):
+            return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
+
+        if m > STAGE_CUT_MAX_DOMAIN:  # too many compositions: knapsack points (module stagepack)
+            return PackShape(m, tables[tkey], S, P, pp_time, emb_time)
+        return _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+
+    rates = suffix_rates(cluster) * 1e9
+    for doms, outs, widest in _hierarchies(cluster):
         whole_nodes = node_levels(cluster, doms)
         for lvl in range(min(doms.shape[0], len(outs))):
+            # the most a flow out of one of the level's domains gets alone (module cutbound)
+            r_above = rates[lvl + 1] if widest and lvl + 1 < rates.size else (
+                np.inf if widest else _rate_out_of(cluster, doms[lvl], rates))
             sizes = np.bincount(doms[lvl])
             caps = np.asarray(outs[lvl], dtype=float)
             if caps.size != sizes.size or sizes.size < 2 or np.any(caps <= 0):
@@ -397,30 +481,23 @@ def stage_cut_bound(cluster: Cluster, cfg: ParallelConfig, parts, exposure, base
             node_level = bool(whole_nodes[lvl])
             shapes = sorted(set(zip(sizes.tolist(), caps.tolist())))
             key = (tuple(shapes), sizes.size, node_level)
-            if (key, "+") in sides or len(shapes) > STAGE_CUT_MAX_SHAPES \
-                    or max(m for m, _c in shapes) > (PACK_MAX_DOMAIN if S <= PACK_MAX_PART else STAGE_CUT_MAX_DOMAIN):
+            if (key, "+") in sides:
+                continue
+            if len(shapes) > STAGE_CUT_MAX_SHAPES or max(m for m, _c in shapes) > (
+                    PACK_MAX_DOMAIN if S <= PACK_MAX_PART else STAGE_CUT_MAX_DOMAIN):
+                # a fragmented level: its few most crowded small domains, one side each, any composition
+                few = sorted(((c / m, m, c) for m, c in shapes if m <= STAGE_CUT_MAX_DOMAIN))[:FRAGMENT_SHAPES]
+                for _r, m, cap in few:
+                    m, cap = int(m), float(cap)
+                    if ((m, cap, node_level, r_above), "1") in sides:
+                        continue
+                    shape = _shape(m, cap, node_level, r_above, True)
+                    sides[((m, cap, node_level, r_above), "1")] = [(shape, np.ones(shape.ends.shape, dtype=bool))]
                 continue
             mean_ends = 2.0 * W / (P * sizes.size)
             r_plus, r_minus = int(np.ceil(mean_ends - 1e-9)), int(np.floor(mean_ends + 1e-9))
             for m, cap in shapes:
-                m, cap = int(m), float(cap)
-                tkey = (cap, node_level)
-                if tkey not in tables:
-                    tables[tkey] = _Tables(cluster, grids, within, cap, node_level, S, S)
-                g_pp = [(x * crossing_bytes(p.kind, flow_bytes(p.kind, p.payload_bytes, k), p.payload_bytes,
-                                            cluster, k, node_level)[1] / (cap * 1e9), f0) for p, k, x, f0 in chains]
-                g_e = [(x * flow_bytes(p.kind, p.payload_bytes, k) / (cap * 1e9), f0) for p, k, x, f0 in embs]
-
-                def pp_time(X, g_pp=g_pp):
-                    return sum(np.maximum(f0, g * X) for g, f0 in g_pp)
-
-                def emb_time(Y, g_e=g_e):
-                    return sum((np.maximum(f0, g * Y) for g, f0 in g_e), np.zeros_like(Y))
-
-                if m > STAGE_CUT_MAX_DOMAIN:  # too many compositions: knapsack points (module stagepack)
-                    shape = PackShape(m, tables[tkey], S, P, pp_time, emb_time)
-                else:
-                    shape = _Shape(m, cap, tables[tkey], S, P, pp_time, emb_time)
+                shape = _shape(int(m), float(cap), node_level, r_above)
                 sides.setdefault((key, "+"), []).append((shape, shape.ends >= r_plus))
                 sides.setdefault((key, "-"), []).append((shape, shape.ends <= r_minus))
     if not sides:
