@@ -8,6 +8,8 @@
 * ``example_cluster``: the path of ``examples/clusters/hgx-a100-2nodes.json`` (2 real HGX A100 hosts).
 * ``client`` / ``channel``: a :class:`~rankmap.client.RankmapClient` (60 s timeout) and an insecure
   gRPC channel to the module's ``server`` fixture (:func:`service_helpers.live_server`).
+* ``small_trees``: tiny oversubscribed trees with every free layout of each
+  (:func:`exact_optimum.small_oversubscribed_trees`), built once per session.
 """
 
 from __future__ import annotations
@@ -60,3 +62,11 @@ def channel(server):
     ch = grpc.insecure_channel(server.address)
     yield ch
     ch.close()
+
+
+@pytest.fixture(scope="session")
+def small_trees():
+    """Tiny oversubscribed trees and every free layout of each: name -> (cluster, layouts)."""
+    from exact_optimum import small_oversubscribed_trees
+
+    return small_oversubscribed_trees()

@@ -76,3 +76,44 @@ def optimum(cluster, orders, traffic, exposure=None, mode="free", layouts=None) 
             assert cost[i] == pytest.approx(real, rel=1e-9, abs=1e-15), (ocfg.order, layouts[i].tolist())
         best = min(best, float(cost.min()))
     return best
+
+
+#: The traffic classes in the order the bound tests' 8-payload lists give them.
+PAYLOAD_CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
+
+
+def eight_gpu_free_case(case, payloads, oversub, need=("tp",), **cluster_kw):
+    """An 8-GPU instance of the bound tests and its exhaustive free optimum (all 8! bijections, every order).
+
+    ``case``: ``(hosts, gpus per host, sizes)``; ``payloads``: 8 bytes per rank in :data:`PAYLOAD_CLASSES`
+    order, the classes in ``need`` raised to 1e9 when 0; ``oversub``: leaves of two hosts with that
+    uplink oversubscription (4 hosts or more), or None; ``cluster_kw``: more :func:`fat_tree_cluster`
+    arguments (25 GB/s NICs unless given).  Returns ``(cluster, cfg, traffic, orders, optimum seconds)``.
+    """
+    from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
+    from rankmap.solver.megatron.orders import candidate_orders
+
+    hosts, gpus, sizes = case
+    tiers = [(2, oversub)] if oversub and hosts >= 4 else []
+    kw = {"nic_bandwidth_gbps": 25.0, **cluster_kw}
+    cl = cluster_from_graph(fat_tree_cluster(hosts, gpus, tiers=tiers, **kw))
+    cfg = parallel_config(8, **sizes)
+    traffic = dict(zip(PAYLOAD_CLASSES, payloads))
+    for c in need:
+        traffic[c] = traffic[c] or 1e9
+    orders = candidate_orders(cfg, "all")
+    return cl, cfg, traffic, orders, optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
+
+
+def small_oversubscribed_trees() -> dict:
+    """Tiny oversubscribed trees and every free layout of each (8! or 6! bijections): name -> (cluster, layouts)."""
+    from rankmap.solver import cluster_from_graph, fat_tree_cluster
+
+    out = {}
+    for name, g in (("2 leaves of 2x2", fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
+                    ("4 leaves of 2x1", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
+                    ("pods of leaves", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 2.0), (2, 2.0)])),
+                    ("3 leaves of 2x1", fat_tree_cluster(6, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))):
+        cl = cluster_from_graph(g)
+        out[name] = (cl, enumerate_layouts(cl, "free"))
+    return out

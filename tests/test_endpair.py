@@ -14,7 +14,7 @@ from rankmap.solver.cost.timemodel import flow_bytes
 from rankmap.solver.megatron.orders import candidate_orders
 from rankmap.solver.search.exhaustive import enumerate_layouts
 
-from exact_optimum import optimum  # noqa: E402  (tests/ is on sys.path)
+from exact_optimum import eight_gpu_free_case, optimum  # noqa: E402  (tests/ is on sys.path)
 
 CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
 
@@ -168,13 +168,6 @@ def case_split_everywhere(monkeypatch):
 def test_case_split_never_above_the_exhaustive_free_optimum(case_split_everywhere, case, payloads, oversub):
     """The tp case split on 8 GPUs (all 8! bijections, every order), hosts of 2 or 4 GPUs, 25 GB/s NICs,
     with and without 4:1 leaves: bound ≤ optimum."""
-    hosts, gpus, sizes = case
-    tiers = [(2, oversub)] if oversub and hosts >= 4 else []
-    cl = cluster_from_graph(fat_tree_cluster(hosts, gpus, nic_bandwidth_gbps=25.0, tiers=tiers))
-    cfg = parallel_config(8, **sizes)
-    traffic = dict(zip(CLASSES, payloads))
-    traffic["tp"] = traffic["tp"] or 1e9
-    orders = candidate_orders(cfg, "all")
-    opt = optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
+    cl, _cfg, traffic, orders, opt = eight_gpu_free_case(case, payloads, oversub)
     lb = search_lower_bound(cl, orders, traffic, None, "free")
     assert lb <= opt * (1 + 1e-9) + 1e-15, (case, traffic, lb, opt)

@@ -10,19 +10,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rankmap.solver import cluster_from_graph, fat_tree_cluster, parallel_config
+from rankmap.solver import cluster_from_graph, parallel_config
 from rankmap.solver.bound.analytic import _part_sizes, class_lower_bound, search_lower_bound
 from rankmap.solver.bound.hostlines import host_combos, host_lines_bound, stage_combos
 from rankmap.solver.bound.nodering import ring_case_floors
 from rankmap.solver.cost.timemodel import flow_bytes, layout_cost
 from rankmap.solver.megatron.orders import candidate_orders
-from rankmap.solver.search.exhaustive import enumerate_layouts
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from exact_optimum import optimum  # noqa: E402  (tests/ is on sys.path)
+from exact_optimum import eight_gpu_free_case  # noqa: E402  (tests/ is on sys.path)
 
-CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
 
 
 def _bound(cl, cfg, traffic):
@@ -128,17 +126,9 @@ def test_hand_derived_dgx1_tp4_pp2():
 def test_never_above_the_exhaustive_free_optimum(case, intra, payloads, nic, oversub):
     """On 8 GPUs (all 8! bijections, every order), hosts of 2 or 4 GPUs (PCIe or NVLink pairs), with and without
     oversubscribed leaves of two hosts (the leaf level of the term): the term alone ≤ the free optimum."""
-    hosts, gpus, sizes = case
-    tiers = [(2, oversub)] if oversub and hosts >= 4 else []
-    cl = cluster_from_graph(fat_tree_cluster(hosts, gpus, intra=intra, intra_bandwidth_gbps=100.0,
-                                             nic_bandwidth_gbps=nic, tiers=tiers))
-    cfg = parallel_config(8, **sizes)
-    traffic = dict(zip(CLASSES, payloads))
-    traffic["tp"] = traffic["tp"] or 1e9
-    traffic["dp"] = traffic["dp"] or 1e9
-    orders = candidate_orders(cfg, "all")
+    cl, cfg, traffic, _orders, opt = eight_gpu_free_case(case, payloads, oversub, need=("tp", "dp"), intra=intra,
+                                                        intra_bandwidth_gbps=100.0, nic_bandwidth_gbps=nic)
     lb = _bound(cl, cfg, traffic)
-    opt = optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
     assert lb <= opt * (1 + 1e-9) + 1e-15, (case, traffic, lb, opt)
 
 

@@ -10,13 +10,10 @@ from rankmap.solver.bound.analytic import _part_sizes, class_lower_bound
 from rankmap.solver.bound.hostsplit import host_out_gbps, stage_case_bound
 from rankmap.solver.bound.ncclterms import latency_extra_seconds
 from rankmap.solver.cost.timemodel import flow_bytes
-from rankmap.solver.megatron.orders import candidate_orders
-from rankmap.solver.search.exhaustive import enumerate_layouts
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
-from exact_optimum import optimum  # noqa: E402  (tests/ is on sys.path)
+from exact_optimum import eight_gpu_free_case  # noqa: E402  (tests/ is on sys.path)
 
-CLASSES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "embedding")
 
 
 def _bound(cl, cfg, traffic):
@@ -34,15 +31,8 @@ def _bound(cl, cfg, traffic):
 def test_never_above_the_exhaustive_free_optimum(case, payloads, oversub):
     """On 8 GPUs (all 8! bijections, every order), hosts of 2 or 4 GPUs, 25 GB/s NICs, with and without 4:1
     leaves: the term alone ≤ the free optimum."""
-    hosts, gpus, sizes = case
-    tiers = [(2, oversub)] if oversub and hosts >= 4 else []
-    cl = cluster_from_graph(fat_tree_cluster(hosts, gpus, nic_bandwidth_gbps=25.0, tiers=tiers))
-    cfg = parallel_config(8, **sizes)
-    traffic = dict(zip(CLASSES, payloads))
-    traffic["tp"] = traffic["tp"] or 1e9
-    orders = candidate_orders(cfg, "all")
+    cl, cfg, traffic, _orders, opt = eight_gpu_free_case(case, payloads, oversub)
     lb = _bound(cl, cfg, traffic)
-    opt = optimum(cl, orders, traffic, None, "free", enumerate_layouts(cl, "free"))
     assert lb <= opt * (1 + 1e-9) + 1e-15, (case, traffic, lb, opt)
 
 

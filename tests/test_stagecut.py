@@ -13,7 +13,6 @@ from rankmap.solver.bound.stagecut import _combine, _compositions, _count, stage
 from rankmap.solver.bound.work import work_meter
 from rankmap.solver.cost.timemodel import flow_bytes
 from rankmap.solver.megatron.orders import candidate_orders
-from rankmap.solver.search.exhaustive import enumerate_layouts
 from rankmap.solver.traffic import TRAFFIC_CLASSES
 
 from exact_optimum import optimum  # noqa: E402  (tests/ is on sys.path)
@@ -112,18 +111,6 @@ def test_oversubscribed_leaves_tp4_cp2_pp4_pay_the_embedding_or_the_dp_cuts():
     assert w() < 0.3
     assert value + 1e-3 < 61.87e-3  # the cost of the best layout found (benchmarks/RESULTS.md), latency aside
 
-
-@pytest.fixture(scope="module")
-def small_trees():
-    """Tiny oversubscribed trees and every free layout of each (8! or 6! bijections)."""
-    out = {}
-    for name, g in (("2 leaves of 2x2", fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
-                    ("4 leaves of 2x1", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
-                    ("pods of leaves", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 2.0), (2, 2.0)])),
-                    ("3 leaves of 2x1", fat_tree_cluster(6, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))):
-        cl = cluster_from_graph(g)
-        out[name] = (cl, enumerate_layouts(cl, "free"))
-    return out
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

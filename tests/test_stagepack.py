@@ -117,18 +117,6 @@ def test_pod_of_two_stages_hand_points():
     assert not ((sh.M == 16) & (sh.a == 16) & (sh.b == 16) & (sh.q == 5)).any()
 
 
-@pytest.fixture(scope="module")
-def small_trees():
-    """Tiny oversubscribed trees and every free layout of each (8! or 6! bijections)."""
-    out = {}
-    for name, g in (("2 leaves of 2x2", fat_tree_cluster(4, 2, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
-                    ("4 leaves of 2x1", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)])),
-                    ("pods of leaves", fat_tree_cluster(8, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 2.0), (2, 2.0)])),
-                    ("3 leaves of 2x1", fat_tree_cluster(6, 1, nic_bandwidth_gbps=25.0, tiers=[(2, 4.0)]))):
-        cl = cluster_from_graph(g)
-        out[name] = (cl, enumerate_layouts(cl, "free"))
-    return out
-
 
 @settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(tree=st.sampled_from(["2 leaves of 2x2", "4 leaves of 2x1", "pods of leaves", "3 leaves of 2x1"]),
@@ -245,7 +233,6 @@ def test_least_order_floors_of_the_three_tier_tree():
     stage and an embedding pair (first and last stage) always joins two hosts: its floor is one flow of
     ``S_emb`` at the 48 GB/s of a NIC channel (4.29 ms, not the 0.57 ms of NVSwitch); tp keeps its
     order-free floor (some order keeps tp inside hosts).  Launcher bound 36.57 -> 50.99 ms (cost 55.98)."""
-    from rankmap.solver.bound.analytic import _search_bound  # noqa: F401  (the caller)
     from rankmap.solver.bound.stagepack import least_order_floors
 
     cl, cfg, traffic = _three_tier()

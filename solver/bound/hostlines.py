@@ -208,17 +208,15 @@ def host_lines_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     """
     from ..cost.timemodel import flow_bytes
     from ..traffic import class_group_size
-    from .hostsplit import host_out_gbps
+    from .hostsplit import host_out_gbps, node_host_gpus
     from .ncclterms import RING_KINDS, crossing_bytes, latency_extra_seconds
     from .nodering import ring_case_floors
     from .work import charge
 
     W = cfg.world_size
-    topo = cluster.nccl_topology
-    if topo is None or cluster.num_devices != W or not cluster.equal_hosts \
-            or not np.array_equal(topo.node_of, cluster.host_of):
+    G = node_host_gpus(cluster, W)
+    if G is None:
         return 0.0
-    G = int(cluster.gpus_per_host[0])
     t, K, pp = int(cfg.tp), class_group_size("dp", cfg), int(cfg.pp)
     exposure = dict(exposure or {})
     tp, dp = parts.get("tp") or [], parts.get("dp") or []

@@ -46,7 +46,7 @@ import numpy as np
 from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
 
-__all__ = ["channel_floor_seconds", "host_out_gbps", "stage_case_bound"]
+__all__ = ["channel_floor_seconds", "host_out_gbps", "node_host_gpus", "stage_case_bound"]
 
 
 def channel_floor_seconds(cluster: Cluster, part, k: int, c: int) -> float:
@@ -58,6 +58,16 @@ def channel_floor_seconds(cluster: Cluster, part, k: int, c: int) -> float:
     from .casesplit import split_floor_seconds
 
     return split_floor_seconds(cluster, part, k, channels=c)
+
+
+def node_host_gpus(cluster: Cluster, world_size: int) -> int | None:
+    """GPUs per host when the job fills the cluster, every host has as many GPUs and each host is one NCCL
+    node (the setting of the host-level cases here and in :mod:`.hostlines`); None otherwise."""
+    topo = cluster.nccl_topology
+    if topo is None or cluster.num_devices != world_size or not cluster.equal_hosts \
+            or not np.array_equal(topo.node_of, cluster.host_of):
+        return None
+    return int(cluster.gpus_per_host[0])
 
 
 def host_out_gbps(cluster: Cluster) -> float:
@@ -89,11 +99,9 @@ def stage_case_bound(cluster: Cluster, cfg: ParallelConfig, parts: dict, own: di
     from .work import BOUND_PART_SECONDS, charge
 
     W = cfg.world_size
-    topo = cluster.nccl_topology
-    if topo is None or cluster.num_devices != W or not cluster.equal_hosts \
-            or not np.array_equal(topo.node_of, cluster.host_of):
+    G = node_host_gpus(cluster, W)
+    if G is None:
         return 0.0
-    G = int(cluster.gpus_per_host[0])
     t = int(cfg.tp)
     tp = parts.get("tp") or []
     if t < 2 or G % t or not tp or any(p.kind not in RING_KINDS or k != t for p, _g, k in tp):

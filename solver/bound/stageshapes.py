@@ -5,6 +5,7 @@ compositions.  The argument and notation are those of :mod:`.stagecut`'s module 
 
 from __future__ import annotations
 
+import math
 from itertools import combinations
 
 import numpy as np
@@ -114,12 +115,7 @@ class _Tables:
                     self.phi += g * smin
                     f0g += f0
             if with_f0:
-                class_k = {}
-                for c in classes:
-                    span = 1
-                    for a in classes[c]:
-                        span *= axes[a]
-                    class_k[c] = span
+                class_k = {c: math.prod(axes[a] for a in classes[c]) for c in classes}  # group sizes
                 self.grids.append((axes, classes, _covers(axes, classes), with_f0, cut_only, class_k,
                                    {c: S // class_k[c] for c in classes}, f0g))
                 spans = [next(iter(classes[c])) for c in with_f0 if len(classes[c]) == 1]
