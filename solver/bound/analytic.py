@@ -344,7 +344,8 @@ def _search_bound(
 
         # the stage-split cuts of every level's domains of most and fewest end-stage ranks (module stagecut);
         # launcher mode: with the least over the orders of each part's launcher floor (module stagepack)
-        base = {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}
+        own = {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}  # each part's order-free floor
+        base = own
         if mode == "launcher" and len(orders) * cfg0.world_size <= LAUNCHER_WORK_MAX and stage_cut_applies(
                 cluster, cfg0):
             from .stagepack import least_order_floors
@@ -361,7 +362,7 @@ def _search_bound(
 
             # tp groups inside hosts (launcher layouts of tp-first orders) or some split (module casesplit)
             split = tp_case_bound(cluster, cfg0, traffic, exposure, parts,
-                                  {c: [v for _p, v in size_terms[c]] for c in TRAFFIC_CLASSES}, plain, plain_joint,
+                                  own, plain, plain_joint,
                                   lambda tp_first, joint=True: _search_bound(cluster, tp_first, traffic, exposure,
                                                                              "launcher", plain, joint=joint))
         plain = max(plain, plain_joint()) if split is None else max(plain, split)
@@ -369,15 +370,13 @@ def _search_bound(
             from .hostsplit import stage_case_bound
 
             # tp groups over hosts, or inside with hosts of one pipeline stage or several (module hostsplit)
-            plain = max(plain, stage_case_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
-                                                                        for c in TRAFFIC_CLASSES}, exposure))
+            plain = max(plain, stage_case_bound(cluster, cfg0, parts, own, exposure))
         if mode in ("free", "launcher"):
             from .hostlines import host_lines_bound
 
             # the split tp and dp groups each host and leaf touch, on the rank grid (module hostlines; every
             # launcher layout is a free layout: there taken after the orders, whose refinement stays as it was)
-            lines = host_lines_bound(cluster, cfg0, parts, {c: [v for _p, v in size_terms[c]]
-                                                            for c in TRAFFIC_CLASSES}, exposure)
+            lines = host_lines_bound(cluster, cfg0, parts, own, exposure)
             if mode == "free":
                 plain = max(plain, lines)
     if mode != "launcher" or len(orders) * cfg0.world_size > LAUNCHER_WORK_MAX or plain <= 0:
