@@ -4,7 +4,8 @@ Up to ``EXACT_MAX_DEVICES`` GPUs one exact surrogate model (:mod:`.decompose`). 
 launcher mode or on equal hosts: host orders (the launcher's, by index, depth-first, the
 CP-SAT host model, per domain level, the swap search of :mod:`.polish`, recursive tree
 partitions of :mod:`.partition` of the hosts and, for the first order, of the ranks (the host order of
-their launcher projection), nested grid tilings of :mod:`.tiling`), each laid out with
+their launcher projection), nested grid tilings and whole NVLink domains per stage run of :mod:`.tiling`,
+adjacent stages paired on shared NVLink domains of :mod:`.stagepairs`), each laid out with
 the local GPU orders of :func:`~.decompose.local_orders`.  Free mode on uneven hosts: tree
 partitions of the ranks and the depth-first device order.
 """
@@ -28,6 +29,7 @@ from .partition import partition_seconds, tree_partition_host_order, tree_partit
 from .polish import host_order_search, launcher_projection
 from .problem import Problem
 from .refine import eval_seconds
+from .stagepairs import stage_pair_host_orders
 from .tiling import domain_packed_host_orders, ragged_host_levels, tiling_host_orders
 
 __all__ = ["RANK_PARTITION_SHARE", "propose"]
@@ -116,6 +118,8 @@ def _host_orders(p: Problem, ocfg: ParallelConfig, groups, time_limit: float) ->
         host_orders += tiling_host_orders(cluster, ocfg)[:tilings]
     if not deadline.check():  # whole NVLink domains inside each run of the outermost axis (one order)
         host_orders += domain_packed_host_orders(cluster, ocfg)
+    if not deadline.check():  # adjacent pipeline stages paired on shared NVLink domains
+        host_orders += stage_pair_host_orders(cluster, ocfg)
     return host_orders
 
 
