@@ -7,7 +7,8 @@ solve.  It shows what rankmap's launcher search misses on fragmented NVL72 racks
     python benchmarks/stage_cells.py            # nvl72-frag-512 tp4 pp8 gpt-24l-4096
 
 prints the model's layout cost (21.74 ms at ``--det 1``) beside rankmap's 6 s launcher answer
-(26.63 ms) and the solve's lower bound (20.47 ms).
+(23.58 ms, from the stage-pair host orders of ``solver/search/stagepairs.py``, which follow this
+model's solution shape without a solver; 26.63 ms before them) and the solve's lower bound (20.47 ms).
 
 Launcher mode cuts the host order into ``pp`` runs of ``B`` hosts when ``pp`` is the outermost
 axis of the order (``tp-cp-ep-dp-pp``): run ``s`` is pipeline stage ``s`` and position ``j`` of
@@ -30,11 +31,7 @@ many hosts of each stage each cell holds and how many position-matched pairs of 
 busiest leaf's bytes over its uplink capacity (a split stage's piece counted on every leaf it
 touches), and the data-parallel per-flow floor of the smallest piece
 (``fb / (piece hosts · members per host · NIC rate)``).  The second gives each stage's positions
-to cells so that the matches are met.  Both are CP-SAT (one worker, deterministic time).  The
-host order is a proposal: the real objective scores it.
-
-On fragmented NVL72 racks (512 GPUs, tp4 pp8, GPT): 26.63 ms before (tree partitions), 21.74 ms
-from this model.
+to cells so that the matches are met.  Both are CP-SAT (8 subsolvers interleaved on one thread).
 """
 
 from __future__ import annotations
