@@ -33,17 +33,21 @@ from ..fabric.cluster import Cluster
 from ..megatron.config import ParallelConfig
 from .tiling import _exact_fill, block_grid
 
-__all__ = ["STAGE_PAIR_MIN_PIECES", "stage_pair_host_orders"]
+__all__ = ["STAGE_PAIR_MAX_HOSTS", "STAGE_PAIR_MIN_PIECES", "stage_pair_host_orders"]
 
 #: The least hosts of a split stage on one node, one proposal each.
 STAGE_PAIR_MIN_PIECES = (2, 3, 4)
+#: Largest host count proposed for: each pair's node subset is a subset sum over the nodes (a table of
+#: ``2B`` sums per node, ``B`` hosts per stage), tried for each split size and node size when no subset
+#: is exact; at 4,096 hosts (16,384 GPUs of NVL72 racks) the six proposals take ~0.2 s.
+STAGE_PAIR_MAX_HOSTS = 4096
 
 
 def stage_pair_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
     """Host orders pairing adjacent stages on shared nodes (module doc): arrays of host indices, shape (H,).
 
-    Empty when the hosts are uneven, ``pp`` is odd or not the order's outermost block axis, a stage
-    holds one host, or every NCCL node is one host.  At most ``2 · len(STAGE_PAIR_MIN_PIECES)`` orders,
+    Empty when the hosts are uneven or more than ``STAGE_PAIR_MAX_HOSTS``, ``pp`` is odd or not the
+    order's outermost block axis, a stage holds one host, or every NCCL node is one host.  At most ``2 · len(STAGE_PAIR_MIN_PIECES)`` orders,
     duplicates removed; deterministic.
     """
     G = int(cluster.gpus_per_host[0]) if len(cluster.gpus_per_host) else 0
@@ -56,7 +60,7 @@ def stage_pair_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.nda
     if not grid or grid[-1] != ("pp", pp):
         return []
     B = H // pp
-    if B < 2:
+    if B < 2 or H > STAGE_PAIR_MAX_HOSTS:
         return []
     from .decompose import dfs_host_order
 
@@ -83,17 +87,18 @@ def _fill(sizes: list[int], room: int, m: int) -> tuple[list[int], int | None, i
     """Nodes for one pair: (indices of whole nodes, index of the node to split or None, hosts taken from it).
 
     Whole nodes summing to ``room`` exactly when a subset does; else whole nodes summing to
-    ``room − take`` and ``take ≥ 2m`` hosts of a node that keeps ``≥ 2m`` after it (largest such node
-    first, least ``take`` first); else the closest subset below ``room`` and no split (the caller
+    ``room − take`` and ``take ≥ 2m`` hosts of a node that keeps ``≥ 2m`` after it (least ``take`` first,
+    then the largest node size; one node per size); else the closest subset below ``room`` and no split (the caller
     splits the largest node left).
     """
     pick = _exact_fill(sizes, room)
     if sum(sizes[i] for i in pick) == room:
         return pick, None, 0
-    by_size = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
-    for take in range(2 * m, room + 1):
-        for j in by_size:
-            if sizes[j] < take + 2 * m:
+    # one node of each size is enough to try (the others of that size give the same subsets), largest first
+    by_size = sorted({s: i for i, s in reversed(list(enumerate(sizes)))}.items(), reverse=True)
+    for take in range(2 * m, min(room, max(sizes, default=0) - 2 * m) + 1):
+        for size, j in by_size:
+            if size < take + 2 * m:
                 break
             rest = [0 if i == j else s for i, s in enumerate(sizes)]
             pk = _exact_fill(rest, room - take)
