@@ -34,7 +34,7 @@ def test_hand_derived_orders_on_four_racks_of_four():
     cl = cluster_from_graph(_fragment([4, 4, 4, 4]))
     cfg = parallel_config(64, tp=4, pp=4)
     orders = stage_pair_host_orders(cl, cfg)
-    assert 2 <= len(orders) <= 2 * len(STAGE_PAIR_MIN_PIECES)
+    assert 2 <= len(orders) <= len(STAGE_PAIR_MIN_PIECES)
     first = _names(cl, orders[0])  # cycle pairs, m = 2
     # stage s holds positions [4s, 4s + 4)
     assert first[12:16] == ["r0t00", "r0t01", "r1t00", "r1t01"]  # stage 3
@@ -46,6 +46,17 @@ def test_hand_derived_orders_on_four_racks_of_four():
     assert second[0:4] == ["r1t00", "r1t01", "r1t02", "r1t03"]
     for o in orders:
         assert sorted(o.tolist()) == list(range(16))
+
+
+def test_chain_pairs_without_embedding_bytes():
+    """Without embedding traffic the pairs are the chain's (0, 1) and (2, 3): stage 0 and stage 1 share r0 and r1."""
+    cl = cluster_from_graph(_fragment([4, 4, 4, 4]))
+    cfg = parallel_config(64, tp=4, pp=4)
+    first = _names(cl, stage_pair_host_orders(cl, cfg, embedding=False)[0])
+    assert first[0:4] == ["r0t00", "r0t01", "r1t00", "r1t01"]  # stage 0
+    assert first[4:8] == ["r0t02", "r0t03", "r1t02", "r1t03"]  # stage 1: pipeline partners of stage 0
+    assert first[8:12] == ["r2t00", "r2t01", "r3t00", "r3t01"]  # stage 2
+    assert first[12:16] == ["r2t02", "r2t03", "r3t02", "r3t03"]  # stage 3
 
 
 def test_pieces_keep_m_hosts_on_a_fragment():

@@ -3,8 +3,7 @@
 Up to ``EXACT_MAX_DEVICES`` GPUs one exact surrogate model (:mod:`.decompose`).  Above, in
 launcher mode or on equal hosts: host orders (the launcher's, by index, depth-first, the
 CP-SAT host model, per domain level, the swap search of :mod:`.polish`, recursive tree
-partitions of :mod:`.partition` of the hosts and, for the first order, of the ranks (the host order of
-their launcher projection), nested grid tilings and whole NVLink domains per stage run of :mod:`.tiling`,
+partitions of :mod:`.partition`, nested grid tilings and whole NVLink domains per stage run of :mod:`.tiling`,
 adjacent stages paired on shared NVLink domains of :mod:`.stagepairs`), each laid out with
 the local GPU orders of :func:`~.decompose.local_orders`.  Free mode on uneven hosts: tree
 partitions of the ranks and the depth-first device order.
@@ -26,20 +25,13 @@ from .decompose import (
 )
 from ..bound.work import charge
 from .partition import partition_seconds, tree_partition_host_order, tree_partition_layout
-from .polish import host_order_search, launcher_projection
+from .polish import host_order_search
 from .problem import Problem
 from .refine import eval_seconds
 from .stagepairs import stage_pair_host_orders
 from .tiling import domain_packed_host_orders, ragged_host_levels, tiling_host_orders
 
-__all__ = ["RANK_PARTITION_SHARE", "propose"]
-
-#: The first order's rank-level tree partitions (:func:`~.partition.tree_partition_layout`, ring pairs,
-#: bisection and one k-way cut) are proposed as host orders when the two take at most this share of the
-#: time limit (nominal work, :func:`~.partition.partition_seconds`: up to ~1,500 GPUs at 6 s).  On
-#: fragmented NVL72 racks (512 GPUs, tp4 pp8) the rank partition keeps pipeline neighbours and the
-#: embedding pair inside racks, which no host-level model proposed: 30.64 -> 26.63 ms in launcher mode.
-RANK_PARTITION_SHARE = 0.05
+__all__ = ["propose"]
 
 
 def propose(p: Problem, ocfg: ParallelConfig, groups, time_limit: float, surrogate_models: bool = True) -> list:
@@ -109,7 +101,6 @@ def _host_orders(p: Problem, ocfg: ParallelConfig, groups, time_limit: float) ->
                                                                       options.seed, bisect, deadline)
         if ho is not None:
             host_orders.append(ho)
-    host_orders += _rank_partition_host_orders(p, ocfg, groups)
     # nested grid boxes along the fabric tree: as many as half the order's model budget evaluates
     tilings = int(time_limit / 2 / eval_seconds(cluster, ocfg, surrogate))
     if ragged_host_levels(cluster) is not None:
@@ -119,29 +110,6 @@ def _host_orders(p: Problem, ocfg: ParallelConfig, groups, time_limit: float) ->
     if not deadline.check():  # whole NVLink domains inside each run of the outermost axis (one order)
         host_orders += domain_packed_host_orders(cluster, ocfg)
     if not deadline.check():  # adjacent pipeline stages paired on shared NVLink domains
-        host_orders += stage_pair_host_orders(cluster, ocfg)
+        embedding = float(p.traffic.get("embedding", 0) or 0) > 0
+        host_orders += stage_pair_host_orders(cluster, ocfg, embedding)
     return host_orders
-
-
-def _rank_partition_host_orders(p: Problem, ocfg: ParallelConfig, groups) -> list:
-    """Host orders of the first order's rank-level tree partitions, projected to launcher layouts (module doc).
-
-    Only on equal hosts, for ``p.orders[0]`` and when both partitions fit ``RANK_PARTITION_SHARE`` of the
-    time limit; each is charged :func:`~.partition.partition_seconds` of the world size (counted work).
-    Returns a list of host-index arrays, shape (hosts,) each (empty when skipped or pymetis is missing).
-    """
-    cluster, deadline = p.cluster, p.deadline
-    W = ocfg.world_size
-    if (not cluster.equal_hosts or ocfg.order != p.orders[0].order
-            or 2 * partition_seconds(W) > RANK_PARTITION_SHARE * p.options.time_limit_seconds):
-        return []
-    G = int(cluster.gpus_per_host[0])
-    out = []
-    for bisect in (True, False):
-        if deadline.check():
-            break
-        charge(partition_seconds(W))  # nominal work outside CP-SAT's budget (the search counts it)
-        lay = tree_partition_layout(cluster, ocfg, groups, p.surrogate, p.options.seed, bisect, deadline, "ring")
-        if lay is not None:
-            out.append(cluster.host_of[launcher_projection(cluster, lay)[::G]])
-    return out

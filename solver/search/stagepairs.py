@@ -11,7 +11,7 @@ channels as the ring's fewest members on one node (``src/init.cc``), so a piece 
 caps the whole ring.
 
 The proposals here pair the stages along the cycle that the pipeline and the embedding group make
-(``(pp−1, 0), (1, 2), (3, 4), …``; a second variant ``(0, 1), (2, 3), …``) and give each pair ``2B``
+(``(pp−1, 0), (1, 2), (3, 4), …``; ``(0, 1), (2, 3), …`` when the embedding moves no bytes) and give each pair ``2B``
 hosts of whole nodes where a subset of the nodes sums to ``2B`` (subset sum), else the rest from
 one large node split so that both of its parts keep at least ``2m`` hosts.  Inside a pair, a node
 piece of at least ``2m`` hosts is shared: the two stages take its hosts in tree order (so each stage
@@ -43,8 +43,11 @@ STAGE_PAIR_MIN_PIECES = (2, 3, 4)
 STAGE_PAIR_MAX_HOSTS = 4096
 
 
-def stage_pair_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
+def stage_pair_host_orders(cluster: Cluster, cfg: ParallelConfig, embedding: bool = True) -> list[np.ndarray]:
     """Host orders pairing adjacent stages on shared nodes (module doc): arrays of host indices, shape (H,).
+
+    ``embedding``: whether the embedding all-reduce moves bytes: the pairs follow the cycle with the end
+    stages paired, else the chain ``(0, 1), (2, 3), …``.
 
     Empty when the hosts are uneven or more than ``STAGE_PAIR_MAX_HOSTS``, ``pp`` is odd or not the
     order's outermost block axis, a stage holds one host, or every NCCL node is one host.  At most ``2 · len(STAGE_PAIR_MIN_PIECES)`` orders,
@@ -74,7 +77,7 @@ def stage_pair_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.nda
     chain = [(2 * i, 2 * i + 1) for i in range(pp // 2)]
     out: list[np.ndarray] = []
     seen: set = set()
-    for pairs in (cycle, chain):
+    for pairs in ((cycle if embedding and pp > 2 else chain),):
         for m in STAGE_PAIR_MIN_PIECES:
             order = _pair_order(members, pairs, B, H, m)
             if order is not None and order.tobytes() not in seen:
