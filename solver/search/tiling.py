@@ -28,7 +28,7 @@ from ..megatron.config import ParallelConfig
 from ..fabric.cluster import Cluster
 
 __all__ = ["TILINGS_MAX", "fabric_host_levels", "ragged_host_levels", "block_grid", "tiling_host_orders",
-           "domain_packed_host_orders"]
+           "domain_packed_host_orders", "node_runs"]
 
 #: At most this many tilings per order (the enumeration is in a fixed order).
 TILINGS_MAX = 24
@@ -251,6 +251,31 @@ def _tilings(H: int, sizes: list[int], fan: list[int], levels: list[np.ndarray],
     return out
 
 
+def node_runs(cluster: Cluster, cfg: ParallelConfig):
+    """The runs of the outermost block axis and the hosts' NCCL nodes, for proposals that place whole nodes.
+
+    Returns ``(grid, B, tree, node_of_host)``: the order's block grid (:func:`block_grid`), ``B`` hosts per
+    run of its outermost axis, the hosts in depth-first fabric order (shape (H,)) and the NCCL node of each
+    of them in that order (shape (H,)); None when the hosts are uneven, there is no NCCL topology, the
+    world is not every GPU, the grid does not tile the hosts, or every NCCL node is one host.
+    """
+    G = int(cluster.gpus_per_host[0]) if len(cluster.gpus_per_host) else 0
+    H = len(cluster.hosts)
+    topo = cluster.nccl_topology
+    if not cluster.equal_hosts or topo is None or cfg.world_size != G * H:
+        return None
+    grid = block_grid(cfg, G)
+    if not grid or int(np.prod([n for _a, n in grid])) != H:
+        return None
+    from .decompose import dfs_host_order
+
+    tree = dfs_host_order(cluster)
+    node_of_host = topo.node_of[cluster.first_device][tree]
+    if np.unique(node_of_host).size >= H:
+        return None
+    return grid, H // int(grid[-1][1]), tree, node_of_host
+
+
 def domain_packed_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.ndarray]:
     """Host orders that keep whole multi-host NCCL nodes (NVLink domains) inside one block of the outermost axis.
 
@@ -265,22 +290,14 @@ def domain_packed_host_orders(cluster: Cluster, cfg: ParallelConfig) -> list[np.
     One order; none when the nodes are the hosts, the hosts uneven, or the grid has a single block
     axis.
     """
-    G = int(cluster.gpus_per_host[0]) if len(cluster.gpus_per_host) else 0
+    runs_of = node_runs(cluster, cfg)
+    if runs_of is None or len(runs_of[0]) < 2:
+        return []
+    grid, B, tree, node_of_host = runs_of
     H = len(cluster.hosts)
-    topo = cluster.nccl_topology
-    if not cluster.equal_hosts or topo is None or cfg.world_size != G * H:
-        return []
-    grid = block_grid(cfg, G)
-    if not grid or len(grid) < 2 or int(np.prod([n for _a, n in grid])) != H:
-        return []
     outer = int(grid[-1][1])
-    B = H // outer
-    from .decompose import dfs_host_order
-
-    tree = dfs_host_order(cluster)
-    node_of_host = topo.node_of[cluster.first_device][tree]
     nodes, first, counts = np.unique(node_of_host, return_index=True, return_counts=True)
-    if nodes.size >= H or nodes.size < 2:
+    if nodes.size < 2:
         return []
     members = {int(n): tree[node_of_host == n] for n in nodes.tolist()}
     left = sorted(members, key=lambda n: int(first[np.searchsorted(nodes, n)]))  # tree order
